@@ -1,0 +1,138 @@
+//! The crate's one error type.
+//!
+//! Callers match on it: a payload conflict, an outcome nobody knows and a failed scenario check are
+//! different situations that need different handling, so each has its own variant with named fields.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong in the lab, from a malformed key to a failed scenario check.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A key, caller or operation name broke a validation rule.
+    #[error("invalid {field} {value:?}: {reason}")]
+    InvalidIdentifier {
+        /// Which identifier was at fault: `operation key`, `caller` or `operation`.
+        field: &'static str,
+        /// The rejected value (cut short when it is very long).
+        value: String,
+        /// The rule it broke.
+        reason: &'static str,
+    },
+
+    /// A payload was valid JSON but not a JSON object.
+    #[error("payload must be a JSON object, found {found}")]
+    PayloadNotObject {
+        /// The JSON type that was found instead (`array`, `string`, ...).
+        found: &'static str,
+    },
+
+    /// The key already names an operation whose saved payload differs from this one.
+    /// Nothing was written.
+    #[error("operation key {key:?} was first used with a different payload; nothing was written")]
+    PayloadConflict {
+        /// The reused key.
+        key: String,
+    },
+
+    /// The call may or may not have taken effect, and the caller cannot tell which.
+    ///
+    /// Retry with the same key to learn the outcome; never switch to a new key.
+    #[error("outcome unknown for {}: {reason}; retry with the same key", key_label(.key))]
+    OutcomeUnknown {
+        /// The key the call carried, if any.
+        key: Option<String>,
+        /// What made the outcome unknown (a lost reply, a wait that ran out, ...).
+        reason: String,
+    },
+
+    /// A fault injected on purpose before the commit; the transaction was rolled back.
+    #[error("injected failure before commit; the transaction was rolled back")]
+    InjectedFailure,
+
+    /// The SQLite store reported an error.
+    #[error("SQLite store: {source}")]
+    Store {
+        /// The underlying rusqlite error.
+        #[from]
+        source: rusqlite::Error,
+    },
+
+    /// A temporary folder for a fresh store could not be created.
+    #[error("cannot create a temporary folder: {source}")]
+    TemporaryFolder {
+        /// The I/O error.
+        source: std::io::Error,
+    },
+
+    /// A ticket tool adapter written outside this crate reported an error of its own.
+    #[error("adapter: {source}")]
+    Adapter {
+        /// The adapter's error.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+
+    /// A scenario check failed: the tool under test broke the retry contract.
+    #[error("{scenario}: expected {expected}, observed {observed}")]
+    ScenarioFailed {
+        /// The scenario's name, as printed in the report.
+        scenario: &'static str,
+        /// What the contract requires.
+        expected: String,
+        /// What the tool did.
+        observed: String,
+    },
+
+    /// An input file (the fixture, an evidence file) could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    InputUnreadable {
+        /// The file's path.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+
+    /// An input file was read but its content is wrong.
+    #[error("{}: {problem}", path.display())]
+    InputInvalid {
+        /// The file's path.
+        path: PathBuf,
+        /// What is wrong, naming the field at fault.
+        problem: String,
+    },
+
+    /// The evidence file could not be written; any earlier file at that path is unchanged.
+    #[error("cannot write output {}: {source}", path.display())]
+    OutputUnwritable {
+        /// The output path.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    /// True for errors caused by the input the user gave (fixture, output path, identifiers), as
+    /// opposed to a tool that broke the contract or failed at run time. The command line exits with
+    /// status 2 for these and 1 for the rest.
+    pub fn is_bad_input(&self) -> bool {
+        matches!(
+            self,
+            Error::InvalidIdentifier { .. }
+                | Error::PayloadNotObject { .. }
+                | Error::InputUnreadable { .. }
+                | Error::InputInvalid { .. }
+                | Error::OutputUnwritable { .. }
+        )
+    }
+}
+
+fn key_label(key: &Option<String>) -> String {
+    match key {
+        Some(key) => format!("operation key {key:?}"),
+        None => "a call without an operation key".to_owned(),
+    }
+}
+
+/// The crate's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

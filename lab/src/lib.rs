@@ -1,0 +1,63 @@
+//! # Tool Retries Lab
+//!
+//! A tool call that creates something can succeed while its reply is lost. A caller that retries
+//! blindly then creates a duplicate. This crate shows the failure and the fix: an operation key
+//! that names one intended action, stored in the same transaction as the action's effect, so that a
+//! retry replays the saved result, a changed payload under the same key is rejected, and concurrent
+//! callers converge on one effect.
+//!
+//! ```
+//! use lab::{CreateRequest, Error, Fault, OperationKey, Outcome, Payload, Scope, SqliteStore, TicketTool};
+//! use serde_json::json;
+//!
+//! let store = SqliteStore::temporary()?;
+//! let scope = Scope::new("support-agent", "create_ticket")?;
+//! let key = OperationKey::try_from("approved-ticket-001")?;
+//! let payload = Payload::new(json!({"title": "Investigate a queue backlog", "priority": "normal"}))?;
+//! let request = CreateRequest::keyed(&scope, &key, &payload);
+//!
+//! // The ticket is committed, but the reply never arrives.
+//! let lost = store.create(request.with_fault(Fault::LoseReply));
+//! assert!(matches!(lost, Err(Error::OutcomeUnknown { .. })));
+//!
+//! // The retry carries the same key and gets the same ticket back; nothing new is written.
+//! assert_eq!(store.create(request)?, Outcome::Replayed(1));
+//! assert_eq!(store.count_tickets()?, 1);
+//!
+//! // The same key with another payload is a different intention: rejected, nothing written.
+//! let changed = payload.with_field("priority", json!("urgent"));
+//! let conflict = store.create(CreateRequest::keyed(&scope, &key, &changed));
+//! assert!(matches!(conflict, Err(Error::PayloadConflict { .. })));
+//! assert_eq!(store.count_tickets()?, 1);
+//! # Ok::<(), lab::Error>(())
+//! ```
+//!
+//! ## Where things are
+//!
+//! - [`key`]: [`OperationKey`] and [`Scope`], the identity of one intended operation.
+//! - [`payload`]: [`Payload`], canonical JSON and how two payloads are compared.
+//! - [`tool`]: [`TicketTool`], the one trait every backend and adapter implements; [`Outcome`] and
+//!   [`Fault`].
+//! - [`sqlite`]: [`SqliteStore`], the embedded store.
+//! - [`suite`]: the seven scenarios, written once against [`TicketTool`].
+//! - [`fixture`] and [`evidence`]: the input operation and the `results.json` a run writes.
+//! - [`bench`]: `lab bench`, side-by-side measurements.
+//! - [`Error`]: the one error type.
+
+pub mod bench;
+pub mod error;
+pub mod evidence;
+pub mod fixture;
+pub mod key;
+pub mod payload;
+pub mod sqlite;
+pub mod suite;
+pub mod tool;
+
+pub use error::{Error, Result};
+pub use evidence::Evidence;
+pub use key::{OperationKey, Scope};
+pub use payload::Payload;
+pub use sqlite::{SqliteStore, StoreOptions, Synchronous};
+pub use suite::{Observations, Operation};
+pub use tool::{CreateRequest, Fault, Outcome, TicketId, TicketTool};

@@ -1,0 +1,242 @@
+//! Canonical JSON payloads and how two of them are compared.
+//!
+//! A retry is recognised by its key, but a key reused with *different* arguments is a different
+//! intention and must be rejected. To tell the two apart the store keeps a canonical text of the
+//! first payload and compares the new one against it byte for byte.
+//!
+//! The canonical form is compact JSON with object keys sorted (by their UTF-8 bytes) at every depth.
+//! Key order and white space therefore never matter; any change of a value does.
+//!
+//! Numbers are compared as serde_json parses them, which keeps integers and floats apart:
+//! `1` and `1.0` are different payloads, while `1.0`, `1.00` and `10e-1` are the same float and so
+//! the same payload. An integer too large for 64 bits is read as the nearest float, and `-0` is read
+//! as the float `-0.0`, which keeps its sign and so differs from `0`. This is a small,
+//! strict contract on purpose, not a general notion of semantic equality.
+
+use serde_json::{Map, Value};
+
+use crate::error::{Error, Result};
+
+/// A JSON object together with its canonical text.
+///
+/// ```
+/// use lab::Payload;
+/// use serde_json::json;
+///
+/// let a = Payload::new(json!({"title": "Disk full", "priority": "normal"}))?;
+/// let b = Payload::new(json!({"priority": "normal", "title": "Disk full"}))?;
+/// assert_eq!(a, b);
+/// assert_eq!(a.canonical(), r#"{"priority":"normal","title":"Disk full"}"#);
+/// assert_ne!(a, a.with_field("priority", json!("urgent")));
+/// # Ok::<(), lab::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Payload {
+    object: Map<String, Value>,
+    canonical: String,
+}
+
+impl Payload {
+    /// Wraps a JSON value, which must be an object.
+    ///
+    /// # Errors
+    /// [`Error::PayloadNotObject`] naming the JSON type found instead.
+    pub fn new(value: Value) -> Result<Payload> {
+        match value {
+            Value::Object(object) => Ok(Payload::from_object(object)),
+            other => Err(Error::PayloadNotObject {
+                found: json_type(&other),
+            }),
+        }
+    }
+
+    fn from_object(object: Map<String, Value>) -> Payload {
+        let mut canonical = String::new();
+        write_object(&object, &mut canonical, Separators::COMPACT);
+        Payload { object, canonical }
+    }
+
+    /// The canonical text: compact, keys sorted at every depth.
+    pub fn canonical(&self) -> &str {
+        &self.canonical
+    }
+
+    /// The payload as a JSON object.
+    pub fn as_object(&self) -> &Map<String, Value> {
+        &self.object
+    }
+
+    /// A copy with one top-level field set to a new value.
+    pub fn with_field(&self, name: &str, value: Value) -> Payload {
+        let mut object = self.object.clone();
+        object.insert(name.to_owned(), value);
+        Payload::from_object(object)
+    }
+}
+
+/// Two payloads are equal when their canonical texts are.
+impl PartialEq for Payload {
+    fn eq(&self, other: &Payload) -> bool {
+        self.canonical == other.canonical
+    }
+}
+
+impl Eq for Payload {}
+
+impl serde::Serialize for Payload {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.object.serialize(serializer)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Payload {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Payload::new(Value::deserialize(deserializer)?).map_err(serde::de::Error::custom)
+    }
+}
+
+/// The name of a JSON value's type, for error messages.
+pub fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// The strings written between items and between a key and its value.
+#[derive(Clone, Copy, Debug)]
+pub struct Separators {
+    item: &'static str,
+    key: &'static str,
+}
+
+impl Separators {
+    /// `,` and `:`: the canonical payload form.
+    pub const COMPACT: Separators = Separators {
+        item: ",",
+        key: ":",
+    };
+    /// `, ` and `: `: the form the report lines use, as Python's `json.dumps` prints by default.
+    pub const SPACED: Separators = Separators {
+        item: ", ",
+        key: ": ",
+    };
+}
+
+/// Writes `value` as JSON with object keys sorted at every depth, whatever order the map keeps them
+/// in (serde_json's `preserve_order` feature may be switched on by another crate in the build).
+///
+/// ```
+/// use lab::payload::{sorted_json, Separators};
+/// use serde_json::json;
+///
+/// let value = json!({"tickets": 1, "attempts": [3, 4]});
+/// assert_eq!(sorted_json(&value, Separators::SPACED), r#"{"attempts": [3, 4], "tickets": 1}"#);
+/// ```
+pub fn sorted_json(value: &Value, separators: Separators) -> String {
+    let mut out = String::new();
+    write_value(value, &mut out, separators);
+    out
+}
+
+fn write_value(value: &Value, out: &mut String, separators: Separators) {
+    match value {
+        Value::Object(object) => write_object(object, out, separators),
+        Value::Array(items) => {
+            out.push('[');
+            for (index, item) in items.iter().enumerate() {
+                if index > 0 {
+                    out.push_str(separators.item);
+                }
+                write_value(item, out, separators);
+            }
+            out.push(']');
+        }
+        // Scalars have one serde_json form each; strings get its escaping.
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
+fn write_object(object: &Map<String, Value>, out: &mut String, separators: Separators) {
+    let mut entries: Vec<(&String, &Value)> = object.iter().collect();
+    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    out.push('{');
+    for (index, (key, value)) in entries.into_iter().enumerate() {
+        if index > 0 {
+            out.push_str(separators.item);
+        }
+        out.push_str(&Value::String(key.clone()).to_string());
+        out.push_str(separators.key);
+        write_value(value, out, separators);
+    }
+    out.push('}');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Payload {
+        Payload::new(serde_json::from_str(text).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn key_order_does_not_change_the_canonical_form_at_any_depth() {
+        let a = parse(r#"{"b": {"y": [1, {"q": 1, "p": 2}], "x": null}, "a": "é"}"#);
+        let b = parse(r#"{"a":"é","b":{"x":null,"y":[1,{"p":2,"q":1}]}}"#);
+        assert_eq!(a.canonical(), b.canonical());
+        assert_eq!(
+            a.canonical(),
+            r#"{"a":"é","b":{"x":null,"y":[1,{"p":2,"q":1}]}}"#
+        );
+    }
+
+    #[test]
+    fn any_value_change_makes_a_different_payload() {
+        let base = parse(r#"{"title": "t", "tags": ["a", "b"], "n": 1}"#);
+        for changed in [
+            r#"{"title": "T", "tags": ["a", "b"], "n": 1}"#,
+            r#"{"title": "t", "tags": ["b", "a"], "n": 1}"#,
+            r#"{"title": "t", "tags": ["a", "b"], "n": 2}"#,
+            r#"{"title": "t", "tags": ["a", "b"], "n": 1, "extra": null}"#,
+        ] {
+            assert_ne!(base, parse(changed), "{changed}");
+        }
+    }
+
+    #[test]
+    fn integers_and_floats_never_match_but_float_spellings_do() {
+        assert_ne!(parse(r#"{"n": 1}"#), parse(r#"{"n": 1.0}"#));
+        assert_eq!(parse(r#"{"n": 1.0}"#), parse(r#"{"n": 1.00}"#));
+        assert_eq!(parse(r#"{"n": 1.0}"#), parse(r#"{"n": 10e-1}"#));
+        // serde_json reads `-0` as the float -0.0, which keeps its sign.
+        assert_eq!(parse(r#"{"n": -0}"#).canonical(), r#"{"n":-0.0}"#);
+        assert_ne!(parse(r#"{"n": -0}"#), parse(r#"{"n": 0}"#));
+    }
+
+    #[test]
+    fn payloads_that_are_not_objects_are_rejected_with_their_type() {
+        for (text, found) in [
+            ("[1]", "array"),
+            ("\"x\"", "string"),
+            ("null", "null"),
+            ("3", "number"),
+        ] {
+            let err = Payload::new(serde_json::from_str(text).unwrap()).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!("payload must be a JSON object, found {found}")
+            );
+        }
+    }
+
+    #[test]
+    fn strings_are_escaped_as_json() {
+        let p = parse(r#"{"q": "say \"hi\"\n\u0001"}"#);
+        assert_eq!(p.canonical(), r#"{"q":"say \"hi\"\n\u0001"}"#);
+    }
+}

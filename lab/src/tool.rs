@@ -1,0 +1,144 @@
+//! The ticket tool contract: the one trait every backend and adapter implements, what a create can
+//! return, and the faults a test can ask for.
+
+use crate::error::Result;
+use crate::key::{OperationKey, Scope};
+use crate::payload::Payload;
+
+/// The identifier a ticket tool gives a ticket it created.
+pub type TicketId = i64;
+
+/// What a successful create reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// This call created the ticket.
+    Created(TicketId),
+    /// An earlier call with the same key and payload created the ticket; this call wrote nothing and
+    /// replayed the saved result.
+    Replayed(TicketId),
+}
+
+impl Outcome {
+    /// The ticket's identifier, whichever call created it.
+    pub fn ticket_id(self) -> TicketId {
+        match self {
+            Outcome::Created(id) | Outcome::Replayed(id) => id,
+        }
+    }
+
+    /// True when the call replayed an earlier result.
+    pub fn is_replay(self) -> bool {
+        matches!(self, Outcome::Replayed(_))
+    }
+}
+
+/// A fault to inject into one create, so tests can reach the failures that matter on purpose.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Fault {
+    /// No fault: the call runs normally.
+    #[default]
+    None,
+    /// Fail after the ticket insert and before the operation record insert. The transaction must
+    /// roll back both, and the call returns [`Error::InjectedFailure`](crate::Error::InjectedFailure).
+    BeforeCommit,
+    /// Commit, then lose the reply. The ticket exists, but the caller gets
+    /// [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown).
+    LoseReply,
+}
+
+/// A create request: who asks, under which key, for what, and which fault to inject.
+#[derive(Clone, Copy, Debug)]
+pub struct CreateRequest<'a> {
+    /// The caller and operation type. Keys are looked up only inside this scope.
+    pub scope: &'a Scope,
+    /// The operation key, or `None` for the naive create that cannot recognise a retry.
+    pub key: Option<&'a OperationKey>,
+    /// The ticket's content.
+    pub payload: &'a Payload,
+    /// The fault to inject, usually [`Fault::None`].
+    pub fault: Fault,
+}
+
+impl<'a> CreateRequest<'a> {
+    /// A keyed request with no fault.
+    pub fn keyed(scope: &'a Scope, key: &'a OperationKey, payload: &'a Payload) -> Self {
+        CreateRequest {
+            scope,
+            key: Some(key),
+            payload,
+            fault: Fault::None,
+        }
+    }
+
+    /// A request without a key: every call is a new ticket.
+    pub fn unkeyed(scope: &'a Scope, payload: &'a Payload) -> Self {
+        CreateRequest {
+            scope,
+            key: None,
+            payload,
+            fault: Fault::None,
+        }
+    }
+
+    /// The same request with a fault to inject.
+    pub fn with_fault(self, fault: Fault) -> Self {
+        CreateRequest { fault, ..self }
+    }
+}
+
+/// A ticket-creating tool, seen through one connection.
+///
+/// The scenario suite is written against this trait alone, so anything that implements it (the
+/// SQLite store here, another database, an HTTP client for a sandbox service) runs the same seven
+/// scenarios. Besides the create itself, the trait has the inspection hooks a test needs: which
+/// tickets exist, how many replay records are kept, and a way to forget one record to show what
+/// happens when retention runs out.
+pub trait TicketTool {
+    /// Creates a ticket, or replays the saved result when the key was seen before with the same
+    /// payload.
+    ///
+    /// # Errors
+    /// - [`Error::PayloadConflict`](crate::Error::PayloadConflict) when the key was first used with
+    ///   another payload; nothing is written.
+    /// - [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown) when the reply was lost or a wait
+    ///   ran out; the caller must retry with the same key.
+    /// - [`Error::InjectedFailure`](crate::Error::InjectedFailure) for [`Fault::BeforeCommit`].
+    /// - Any error of the backend itself.
+    fn create(&self, request: CreateRequest<'_>) -> Result<Outcome>;
+
+    /// The identifiers of every ticket that exists, in ascending order, across all scopes.
+    ///
+    /// # Errors
+    /// Any error of the backend.
+    fn ticket_ids(&self) -> Result<Vec<TicketId>>;
+
+    /// How many tickets exist. The default counts [`ticket_ids`](TicketTool::ticket_ids).
+    ///
+    /// # Errors
+    /// Any error of the backend.
+    fn count_tickets(&self) -> Result<u64> {
+        Ok(self.ticket_ids()?.len() as u64)
+    }
+
+    /// How many operation records (saved replays) exist, across all scopes.
+    ///
+    /// # Errors
+    /// Any error of the backend.
+    fn count_records(&self) -> Result<u64>;
+
+    /// Deletes the operation record of one key, as expiry would. Returns whether one existed.
+    ///
+    /// # Errors
+    /// Any error of the backend.
+    fn forget_record(&self, scope: &Scope, key: &OperationKey) -> Result<bool>;
+
+    /// Opens another, independent connection to the same tool, as a second caller would. The
+    /// concurrent scenario gives each of its callers one.
+    ///
+    /// # Errors
+    /// Any error of the backend while connecting.
+    fn connect(&self) -> Result<Self>
+    where
+        Self: Sized;
+}
