@@ -54,10 +54,15 @@ pub mod sqlite;
 pub mod suite;
 pub mod tool;
 
+#[cfg(doctest)]
+mod book;
+
 pub use error::{Error, Result};
 pub use evidence::Evidence;
 pub use key::{OperationKey, Scope};
 pub use payload::Payload;
+/// Re-exported so examples and adapters use the same JSON types as the lab.
+pub use serde_json;
 pub use sqlite::{SqliteStore, StoreOptions, Synchronous};
 pub use suite::{Observations, Operation};
 pub use tool::{CreateRequest, Fault, Outcome, TicketId, TicketTool};

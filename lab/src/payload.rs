@@ -161,6 +161,7 @@ fn write_value(value: &Value, out: &mut String, separators: Separators) {
     }
 }
 
+// ANCHOR: write_object
 fn write_object(object: &Map<String, Value>, out: &mut String, separators: Separators) {
     let mut entries: Vec<(&String, &Value)> = object.iter().collect();
     entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
@@ -175,6 +176,7 @@ fn write_object(object: &Map<String, Value>, out: &mut String, separators: Separ
     }
     out.push('}');
 }
+// ANCHOR_END: write_object
 
 #[cfg(test)]
 mod tests {

@@ -8,6 +8,7 @@ use crate::payload::Payload;
 /// The identifier a ticket tool gives a ticket it created.
 pub type TicketId = i64;
 
+// ANCHOR: outcome
 /// What a successful create reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -31,7 +32,9 @@ impl Outcome {
         matches!(self, Outcome::Replayed(_))
     }
 }
+// ANCHOR_END: outcome
 
+// ANCHOR: fault
 /// A fault to inject into one create, so tests can reach the failures that matter on purpose.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -46,6 +49,7 @@ pub enum Fault {
     /// [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown).
     LoseReply,
 }
+// ANCHOR_END: fault
 
 /// A create request: who asks, under which key, for what, and which fault to inject.
 #[derive(Clone, Copy, Debug)]
@@ -87,6 +91,7 @@ impl<'a> CreateRequest<'a> {
     }
 }
 
+// ANCHOR: trait
 /// A ticket-creating tool, seen through one connection.
 ///
 /// The scenario suite is written against this trait alone, so anything that implements it (the
@@ -142,3 +147,4 @@ pub trait TicketTool {
     where
         Self: Sized;
 }
+// ANCHOR_END: trait

@@ -1,0 +1,26 @@
+//! One integration-test binary, a module per concern.
+
+mod book;
+mod cli;
+mod evidence;
+mod store;
+mod suite;
+
+use lab::{OperationKey, Payload, Scope};
+
+/// A scope, key and payload for tests that do not care which.
+pub fn sample() -> (Scope, OperationKey, Payload) {
+    (
+        Scope::new("tests", "create_ticket").unwrap(),
+        OperationKey::try_from("test-key-1").unwrap(),
+        Payload::new(lab::serde_json::json!({"title": "Disk full", "priority": "normal"})).unwrap(),
+    )
+}
+
+/// The repository root (the workspace above the lab crate).
+pub fn repository_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the lab crate sits inside the repository")
+        .to_owned()
+}

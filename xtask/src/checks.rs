@@ -1,0 +1,418 @@
+//! Checks over the book's sources that no compiler makes: fence labels, includes and their anchors,
+//! and prose carried over word for word from the seed documents.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Result, bail};
+
+use crate::markdown::{self, Chapter};
+
+/// How many consecutive words shared with a seed document count as copied.
+pub const COPIED_RUN: usize = 12;
+
+/// Runs every check and reports all problems at once.
+pub fn all(root: &Path) -> Result<()> {
+    let chapters = markdown::chapters(root)?;
+    let mut problems = Vec::new();
+    for chapter in &chapters {
+        problems.extend(fence_problems(chapter));
+        problems.extend(include_problems(root, chapter));
+    }
+    problems.extend(source_anchor_problems(&root.join("lab/src"))?);
+    problems.extend(copied_prose(root, &seeds_folder(root), &chapters)?);
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        bail!(
+            "{} problem(s) in the book's sources:\n  {}",
+            problems.len(),
+            problems.join("\n  ")
+        )
+    }
+}
+
+/// Fences: every one labelled; Rust blocks run (no `ignore`, no `no_run`) and start with the
+/// `extern crate` line `mdbook test` needs; `rs` blocks hold nothing but includes from the lab.
+pub fn fence_problems(chapter: &Chapter) -> Vec<String> {
+    let mut problems = Vec::new();
+    let at = |line: usize| format!("{}:{line}", chapter.path.display());
+    for fence in &chapter.fences {
+        match fence.language() {
+            "" => problems.push(format!(
+                "{}: unlabelled fence (label it `text`, `sh`, `json`, ...; an unlabelled fence is compiled as Rust)",
+                at(fence.line)
+            )),
+            "rust" => {
+                if let Some(attr) = fence.attributes().find(|a| ["ignore", "no_run"].contains(a)) {
+                    problems.push(format!("{}: a Rust block marked `{attr}`: book code must run", at(fence.line)));
+                }
+                let first = fence.body.iter().find(|l| !l.trim().is_empty());
+                if first.map(|l| l.trim()) != Some("# extern crate lab;") {
+                    problems.push(format!(
+                        "{}: a Rust block must begin with the hidden line `# extern crate lab;`",
+                        at(fence.line)
+                    ));
+                }
+            }
+            "rs" => {
+                let is_include = |line: &str| {
+                    let line = line.trim();
+                    line.starts_with("{{#include ../lab/") && line.ends_with("}}")
+                };
+                let stray = fence.body.iter().any(|l| !l.trim().is_empty() && !is_include(l));
+                if stray || fence.body.iter().all(|l| l.trim().is_empty()) {
+                    problems.push(format!(
+                        "{}: an `rs` block may only hold `{{{{#include ../lab/...}}}}` lines (code shown from the lab is included, never copied)",
+                        at(fence.line)
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    problems
+}
+
+/// An `{{#include path:anchor}}` (or `rustdoc_include`) directive.
+struct Include {
+    line: usize,
+    path: String,
+    anchor: Option<String>,
+}
+
+fn includes(text: &str) -> Vec<Include> {
+    let mut found = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        let mut rest = line;
+        while let Some(start) = rest.find("{{#") {
+            let escaped = rest[..start].ends_with('\\');
+            let after = &rest[start + 3..];
+            let Some(end) = after.find("}}") else { break };
+            let directive = &after[..end];
+            rest = &after[end + 2..];
+            let Some(target) = directive
+                .strip_prefix("include ")
+                .or_else(|| directive.strip_prefix("rustdoc_include "))
+            else {
+                continue;
+            };
+            if escaped {
+                continue;
+            }
+            let target = target.trim();
+            let (path, anchor) = match target.split_once(':') {
+                Some((path, anchor)) => (path, Some(anchor)),
+                None => (target, None),
+            };
+            // Line ranges (`file:3:9`) are not anchors.
+            let anchor = anchor.filter(|a| !a.chars().next().is_some_and(|c| c.is_ascii_digit()));
+            found.push(Include {
+                line: index + 1,
+                path: path.to_owned(),
+                anchor: anchor.map(str::to_owned),
+            });
+        }
+    }
+    found
+}
+
+/// Includes must name an existing file and, when they name an anchor, one that opens, closes and
+/// holds something. mdBook itself silently includes nothing for a misspelled anchor.
+pub fn include_problems(root: &Path, chapter: &Chapter) -> Vec<String> {
+    let folder = root.join(chapter.path.parent().unwrap_or(Path::new("")));
+    includes(&chapter.text)
+        .into_iter()
+        .filter_map(|include| {
+            let at = format!("{}:{}", chapter.path.display(), include.line);
+            let file = folder.join(&include.path);
+            let Ok(source) = std::fs::read_to_string(&file) else {
+                return Some(format!(
+                    "{at}: includes {}, which does not exist",
+                    include.path
+                ));
+            };
+            let anchor = include.anchor?;
+            anchor_body(&source, &anchor)
+                .err()
+                .map(|why| format!("{at}: anchor `{anchor}` in {}: {why}", include.path))
+        })
+        .collect()
+}
+
+/// The lines between `ANCHOR: name` and `ANCHOR_END: name`, or why there are none.
+fn anchor_body(source: &str, anchor: &str) -> Result<Vec<String>, String> {
+    let marks = |kind: &str| -> Vec<usize> {
+        source
+            .lines()
+            .enumerate()
+            .filter(|(_, line)| anchor_name(line, kind) == Some(anchor))
+            .map(|(i, _)| i)
+            .collect()
+    };
+    let (starts, ends) = (marks("ANCHOR"), marks("ANCHOR_END"));
+    match (starts.as_slice(), ends.as_slice()) {
+        ([], _) => Err("missing".to_owned()),
+        (_, []) => Err("opened but never closed".to_owned()),
+        ([start], [end]) if start < end => {
+            let body: Vec<String> = source
+                .lines()
+                .skip(start + 1)
+                .take(end - start - 1)
+                .filter(|line| !line.contains("ANCHOR"))
+                .map(str::to_owned)
+                .collect();
+            if body.iter().all(|line| line.trim().is_empty()) {
+                Err("empty".to_owned())
+            } else {
+                Ok(body)
+            }
+        }
+        ([start], [end]) => Err(format!(
+            "closed on line {} before it opens on line {}",
+            end + 1,
+            start + 1
+        )),
+        _ => Err("opened or closed more than once".to_owned()),
+    }
+}
+
+/// `name` when `line` holds `KIND: name` as mdBook writes anchors (in a comment).
+fn anchor_name<'l>(line: &'l str, kind: &str) -> Option<&'l str> {
+    let marker = format!("{kind}:");
+    let position = line.find(&marker)?;
+    // "ANCHOR:" also occurs inside "ANCHOR_END:"; only accept the exact marker.
+    if kind == "ANCHOR" && line[..position].ends_with('_') {
+        return None;
+    }
+    line[position + marker.len()..].split_whitespace().next()
+}
+
+/// Every anchor opened in the lab's sources is closed once, and every close has an opening.
+pub fn source_anchor_problems(folder: &Path) -> Result<Vec<String>> {
+    let mut problems = Vec::new();
+    for file in rust_files(folder)? {
+        let source = std::fs::read_to_string(&file)?;
+        let mut names: Vec<&str> = source
+            .lines()
+            .filter_map(|line| {
+                anchor_name(line, "ANCHOR").or_else(|| anchor_name(line, "ANCHOR_END"))
+            })
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        for name in names {
+            if let Err(why) = anchor_body(&source, name) {
+                problems.push(format!("{}: anchor `{name}`: {why}", file.display()));
+            }
+        }
+    }
+    Ok(problems)
+}
+
+fn rust_files(folder: &Path) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(folder)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            files.extend(rust_files(&path)?);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            files.push(path);
+        }
+    }
+    Ok(files)
+}
+
+/// Lower-cased words: letters and digits, everything else a separator. Web addresses are left out:
+/// citing the same page as a seed is not copying its prose.
+fn words(text: &str) -> Vec<String> {
+    text.split_whitespace()
+        .flat_map(|token| {
+            match token.find("http") {
+                Some(at)
+                    if token[at..].starts_with("http://")
+                        || token[at..].starts_with("https://") =>
+                {
+                    &token[..at]
+                }
+                _ => token,
+            }
+            .split(|c: char| !c.is_alphanumeric())
+        })
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+/// Where the seed documents are: `LAB_SEEDS_DIR`, or `../shared/seeds` beside the repository.
+fn seeds_folder(root: &Path) -> PathBuf {
+    std::env::var_os("LAB_SEEDS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("../shared/seeds"))
+}
+
+/// Runs of [`COPIED_RUN`] words that a book file shares with a seed document. Without the seeds the
+/// check is skipped loudly, and fails when `LAB_REQUIRE_SEEDS=1` (CI sets it).
+pub fn copied_prose(root: &Path, folder: &Path, chapters: &[Chapter]) -> Result<Vec<String>> {
+    let Ok(entries) = std::fs::read_dir(folder) else {
+        if std::env::var("LAB_REQUIRE_SEEDS").is_ok_and(|v| v == "1") {
+            bail!(
+                "LAB_REQUIRE_SEEDS=1 but the seed documents are not at {}",
+                folder.display()
+            );
+        }
+        eprintln!(
+            "\n*** SKIPPED: the copied-prose check: no seed documents at {} (set LAB_SEEDS_DIR) ***\n",
+            folder.display()
+        );
+        return Ok(Vec::new());
+    };
+    let mut seen = HashSet::new();
+    for entry in entries {
+        let text = std::fs::read_to_string(entry?.path())?;
+        for run in words(&text).windows(COPIED_RUN) {
+            seen.insert(run.join(" "));
+        }
+    }
+    let mut texts: Vec<(String, String)> = chapters
+        .iter()
+        .map(|c| (c.path.display().to_string(), c.text.clone()))
+        .collect();
+    for name in ["SOURCES.md", "README.md", "ARCHITECTURE.md"] {
+        if let Ok(text) = std::fs::read_to_string(root.join(name)) {
+            texts.push((name.to_owned(), text));
+        }
+    }
+    Ok(texts
+        .iter()
+        .filter_map(|(name, text)| {
+            words(text)
+                .windows(COPIED_RUN)
+                .map(|run| run.join(" "))
+                .find(|run| seen.contains(run))
+                .map(|run| {
+                    format!("{name}: copies {COPIED_RUN} words from a seed document: \"{run}\"")
+                })
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::markdown::fences;
+
+    fn chapter(text: &str) -> Chapter {
+        Chapter {
+            path: PathBuf::from("src/test.md"),
+            text: text.to_owned(),
+            fences: fences(text),
+        }
+    }
+
+    #[test]
+    fn an_unlabelled_fence_is_reported_with_its_line() {
+        let problems = fence_problems(&chapter("# T\n\n```\nplain\n```\n"));
+        assert_eq!(problems.len(), 1);
+        assert!(
+            problems[0].starts_with("src/test.md:3: unlabelled fence"),
+            "{problems:?}"
+        );
+    }
+
+    #[test]
+    fn an_ignored_rust_block_and_a_missing_extern_line_are_reported() {
+        let problems = fence_problems(&chapter(
+            "```rust,ignore\n# extern crate lab;\n```\n\n```rust\nfn main() {}\n```\n",
+        ));
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[0].contains("marked `ignore`"));
+        assert!(problems[1].starts_with("src/test.md:5:"));
+    }
+
+    #[test]
+    fn an_rs_block_with_copied_code_is_reported() {
+        let ok = fence_problems(&chapter(
+            "```rs\n{{#include ../lab/src/sqlite.rs:create}}\n```\n",
+        ));
+        assert!(ok.is_empty(), "{ok:?}");
+        let copied = fence_problems(&chapter("```rs\nfn create() {}\n```\n"));
+        assert_eq!(copied.len(), 1);
+    }
+
+    #[test]
+    fn anchors_that_are_missing_empty_unclosed_or_reversed_are_reported() {
+        let source = "// ANCHOR: good\nfn a() {}\n// ANCHOR_END: good\n// ANCHOR: empty\n\n// ANCHOR_END: empty\n// ANCHOR: open\nfn b() {}\n// ANCHOR_END: back\n// ANCHOR: back\n";
+        assert_eq!(anchor_body(source, "good").unwrap(), ["fn a() {}"]);
+        assert_eq!(anchor_body(source, "empty").unwrap_err(), "empty");
+        assert_eq!(
+            anchor_body(source, "open").unwrap_err(),
+            "opened but never closed"
+        );
+        assert!(
+            anchor_body(source, "back")
+                .unwrap_err()
+                .starts_with("closed on line 9")
+        );
+        assert_eq!(anchor_body(source, "nowhere").unwrap_err(), "missing");
+    }
+
+    #[test]
+    fn includes_of_missing_files_and_anchors_are_reported() {
+        let root = tempfile_root("includes");
+        std::fs::write(
+            root.join("lab/src/a.rs"),
+            "// ANCHOR: here\nfn x() {}\n// ANCHOR_END: here\n",
+        )
+        .unwrap();
+        let text = "```rs\n{{#include ../lab/src/a.rs:here}}\n{{#include ../lab/src/a.rs:hree}}\n{{#include ../lab/src/b.rs}}\n```\n\\{{#include ../lab/src/zzz.rs}}\n";
+        let problems = include_problems(&root, &chapter(text));
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[0].starts_with("src/test.md:3: anchor `hree`"));
+        assert!(problems[1].contains("b.rs, which does not exist"));
+        std::fs::remove_dir_all(root).unwrap();
+    }
+
+    fn tempfile_root(name: &str) -> PathBuf {
+        let root = std::env::temp_dir().join(format!("xtask-checks-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(root.join("lab/src")).unwrap();
+        std::fs::create_dir_all(root.join("src")).unwrap();
+        root
+    }
+
+    #[test]
+    fn twelve_shared_words_count_as_copied_and_eleven_do_not() {
+        let root = tempfile_root("seeds");
+        let seeds = root.join("seeds");
+        std::fs::create_dir_all(&seeds).unwrap();
+        std::fs::write(
+            seeds.join("seed.txt"),
+            "one two three four five six seven eight nine ten eleven twelve thirteen",
+        )
+        .unwrap();
+        let copied = copied_prose(
+            &root,
+            &seeds,
+            &[chapter(
+                "One, two: three four five six seven eight nine ten eleven TWELVE.",
+            )],
+        )
+        .unwrap();
+        let fine = copied_prose(
+            &root,
+            &seeds,
+            &[chapter(
+                "one two three four five six seven eight nine ten eleven zwölf",
+            )],
+        )
+        .unwrap();
+        std::fs::remove_dir_all(root).unwrap();
+        assert_eq!(copied.len(), 1);
+        assert!(fine.is_empty(), "{fine:?}");
+    }
+
+    #[test]
+    fn the_repository_passes_every_check() {
+        all(&crate::root()).unwrap();
+    }
+}

@@ -1,0 +1,199 @@
+//! The `lab` preprocessor: fills the book's figures from `results.json`, so no observed value is
+//! ever typed into a chapter.
+//!
+//! - `{{#lab-output}}` becomes a `text` block with the lines `lab` prints for that run.
+//! - `{{#lab-value PATH}}` becomes one value of results.json; PATH is dot-separated, such as
+//!   `scenarios.naive_retry.tickets` or `sqlite`.
+//! - A backslash before either (`\{{#lab-output}}`) leaves the directive as text.
+//!
+//! An unknown directive or path fails the build, naming the chapter.
+
+use std::path::Path;
+
+use anyhow::{Context, Result, anyhow, bail};
+use lab::Evidence;
+use lab::payload::{Separators, sorted_json};
+use lab::suite::SCENARIOS;
+use mdbook_preprocessor::book::{Book, BookItem};
+use mdbook_preprocessor::{Preprocessor, PreprocessorContext};
+use serde_json::Value;
+
+/// The preprocessor, named `lab` as in book.toml.
+pub struct LabFigures;
+
+impl Preprocessor for LabFigures {
+    fn name(&self) -> &str {
+        "lab"
+    }
+
+    fn run(
+        &self,
+        ctx: &PreprocessorContext,
+        mut book: Book,
+    ) -> mdbook_preprocessor::errors::Result<Book> {
+        let results = Results::read(&ctx.root.join("results.json"))?;
+        let mut failure = None;
+        book.for_each_mut(|item| {
+            let BookItem::Chapter(chapter) = item else {
+                return;
+            };
+            if failure.is_some() {
+                return;
+            }
+            match expand(&chapter.content, &results) {
+                Ok(content) => chapter.content = content,
+                Err(err) => {
+                    let path = chapter
+                        .path
+                        .as_deref()
+                        .unwrap_or(Path::new("?"))
+                        .display()
+                        .to_string();
+                    failure = Some(err.context(format!("chapter src/{path}")));
+                }
+            }
+        });
+        match failure {
+            Some(err) => Err(err),
+            None => Ok(book),
+        }
+    }
+}
+
+/// results.json, both typed (so a malformed file is rejected) and as JSON (for paths).
+pub struct Results {
+    evidence: Evidence,
+    value: Value,
+}
+
+impl Results {
+    /// Reads and validates an evidence file.
+    pub fn read(path: &Path) -> Result<Results> {
+        let evidence = Evidence::read(path)?;
+        let value = serde_json::to_value(&evidence)?;
+        Ok(Results { evidence, value })
+    }
+
+    fn output(&self) -> String {
+        let mut lines = self.evidence.scenarios.lines();
+        lines.push(format!("PASS: {} scenarios", SCENARIOS.len()));
+        format!("```text\n{}\n```", lines.join("\n"))
+    }
+
+    fn value(&self, path: &str) -> Result<String> {
+        let pointer = format!("/{}", path.replace('.', "/"));
+        match self.value.pointer(&pointer) {
+            Some(Value::String(text)) => Ok(text.clone()),
+            Some(Value::Object(_)) => bail!("`{path}` in results.json is an object, not a value"),
+            Some(value) => Ok(sorted_json(value, Separators::SPACED)),
+            None => bail!("results.json has no value at `{path}`"),
+        }
+    }
+}
+
+/// Replaces every directive in `text`.
+pub fn expand(text: &str, results: &Results) -> Result<String> {
+    const OPEN: &str = "{{#lab-";
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find(OPEN) {
+        let (before, from) = rest.split_at(start);
+        if let Some(literal) = before.strip_suffix('\\') {
+            out.push_str(literal);
+            out.push_str(OPEN);
+            rest = &from[OPEN.len()..];
+            continue;
+        }
+        out.push_str(before);
+        let end = from
+            .find("}}")
+            .ok_or_else(|| anyhow!("unclosed directive `{}`", first_line(from)))?;
+        let directive = from[OPEN.len()..end].trim();
+        let replacement = match directive.split_once(char::is_whitespace) {
+            None if directive == "output" => results.output(),
+            Some(("value", path)) => results.value(path.trim())?,
+            _ => bail!(
+                "unknown directive `{{{{#lab-{directive}}}}}` (known: lab-output, lab-value PATH)"
+            ),
+        };
+        out.push_str(&replacement);
+        rest = &from[end + 2..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or(text)
+}
+
+/// The preprocessor protocol of the `mdbook` command line: the book as JSON on standard input, the
+/// processed book as JSON on standard output.
+pub fn run_as_command() -> Result<()> {
+    let (ctx, book) = mdbook_preprocessor::parse_input(std::io::stdin().lock())?;
+    let book = LabFigures.run(&ctx, book)?;
+    serde_json::to_writer(std::io::stdout().lock(), &book).context("writing the processed book")?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn results() -> Results {
+        Results::read(&crate::root().join("results.json")).unwrap()
+    }
+
+    #[test]
+    fn values_and_output_come_from_the_results_file() {
+        let results = results();
+        let text = "Tickets: {{#lab-value scenarios.naive_retry.tickets}}; ids {{#lab-value scenarios.concurrent_same_key.returned_ticket_ids}}.\n\n{{#lab-output}}\n";
+        let expanded = expand(text, &results).unwrap();
+        let tickets = results.evidence.scenarios.naive_retry.tickets;
+        assert!(
+            expanded.starts_with(&format!("Tickets: {tickets}; ids [")),
+            "{expanded}"
+        );
+        assert!(expanded.contains("```text\nnaive_retry: {\"attempts\": "));
+        assert!(expanded.contains("PASS: 7 scenarios\n```"));
+    }
+
+    #[test]
+    fn a_changed_observation_changes_the_figure() {
+        let mut results = results();
+        results.value["scenarios"]["naive_retry"]["tickets"] = serde_json::json!(99);
+        results.evidence.scenarios.naive_retry.tickets = 99;
+        let expanded = expand(
+            "{{#lab-value scenarios.naive_retry.tickets}} {{#lab-output}}",
+            &results,
+        )
+        .unwrap();
+        assert!(expanded.starts_with("99 "));
+        assert!(expanded.contains(r#"naive_retry: {"attempts": 2, "tickets": 99}"#));
+    }
+
+    #[test]
+    fn escaped_directives_stay_text() {
+        assert_eq!(
+            expand(r"\{{#lab-output}}", &results()).unwrap(),
+            "{{#lab-output}}"
+        );
+    }
+
+    #[test]
+    fn unknown_paths_and_directives_are_errors() {
+        let results = results();
+        let err = expand("{{#lab-value scenarios.nope}}", &results).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "results.json has no value at `scenarios.nope`"
+        );
+        let err = expand("{{#lab-table}}", &results).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("unknown directive `{{#lab-table}}`"),
+            "{err}"
+        );
+        assert!(expand("{{#lab-output", &results).is_err());
+    }
+}

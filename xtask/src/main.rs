@@ -1,0 +1,145 @@
+//! Project automation that plain `cargo build` and `cargo test` cannot express, reached through the
+//! `cargo xtask` alias.
+//!
+//! - `cargo xtask book`: run the seven scenarios, write `results.json`, render the book into `book/`.
+//! - `cargo xtask test`: `cargo test --workspace`, a check that every Rust block in the book ran as
+//!   a doctest, then the book test (`mdbook test` through mdBook's library).
+//! - `cargo xtask book-test`: the book test alone.
+//! - `cargo xtask book-deps`: fill `target/book-deps` for a plain `mdbook test -L target/book-deps`.
+//! - `cargo xtask preprocess`: the `lab` preprocessor, as the `mdbook` command line calls it.
+
+mod checks;
+mod deps;
+mod doctests;
+mod figures;
+mod markdown;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use anyhow::{Context, Result, bail};
+use mdbook_driver::MDBook;
+
+const USAGE: &str =
+    "usage: cargo xtask <book | test | book-test | book-deps | preprocess [supports RENDERER]>";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let result = match args.as_slice() {
+        ["book"] => book(),
+        ["test"] => test(),
+        ["book-test"] => book_test().map(|blocks| println!("book: {blocks} passed, 0 failed")),
+        ["book-deps"] => {
+            deps::library_folder(&root()).map(|folder| println!("{}", folder.display()))
+        }
+        ["preprocess", "supports", _renderer] => Ok(()),
+        ["preprocess"] => figures::run_as_command(),
+        _ => {
+            eprintln!("{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The repository root: the workspace folder above this crate.
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask sits inside the workspace")
+        .to_owned()
+}
+
+fn cargo() -> Command {
+    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+}
+
+/// The main job: a fresh lab run, then the book rendered from it.
+fn book() -> Result<()> {
+    let root = root();
+    let status = cargo()
+        .args(["run", "-q", "-p", "lab", "--", "--output", "results.json"])
+        .current_dir(&root)
+        .status()
+        .context("running the lab")?;
+    if !status.success() {
+        bail!("the lab run failed ({status}); results.json and book/ are unchanged");
+    }
+    checks::all(&root)?;
+    let index = build_book(&root)?;
+    println!("The book is ready: open {}", index.display());
+    Ok(())
+}
+
+/// Renders the book into a temporary folder, then swaps it into `book/`, so a failed build never
+/// leaves a half-written book behind.
+fn build_book(root: &Path) -> Result<PathBuf> {
+    let mut book = load_book(root)?;
+    let destination = root.join(&book.config.build.build_dir);
+    let staging = root.join("target").join("book-staging");
+    let previous = root.join("target").join("book-previous");
+    for folder in [&staging, &previous] {
+        if folder.exists() {
+            std::fs::remove_dir_all(folder)
+                .with_context(|| format!("removing {}", folder.display()))?;
+        }
+    }
+    book.config.build.build_dir = staging.clone();
+    book.build().context("rendering the book")?;
+    if destination.exists() {
+        std::fs::rename(&destination, &previous)?;
+    }
+    std::fs::rename(&staging, &destination)
+        .with_context(|| format!("moving the rendered book to {}", destination.display()))?;
+    if previous.exists() {
+        std::fs::remove_dir_all(&previous)?;
+    }
+    Ok(destination.join("index.html"))
+}
+
+/// The book as book.toml describes it, with the `lab` preprocessor run in this process instead of
+/// through `cargo run`.
+fn load_book(root: &Path) -> Result<MDBook> {
+    let mut book = MDBook::load(root).context("loading the book")?;
+    book.with_preprocessor(figures::LabFigures);
+    Ok(book)
+}
+
+/// `cargo test --workspace`, the doctest coverage check, the repository checks and the book test.
+fn test() -> Result<()> {
+    let root = root();
+    let cargo_counts = doctests::cargo_test(&root)?;
+    checks::all(&root)?;
+    let blocks = book_test()?;
+    println!(
+        "tests: {} passed, {} failed, {} ignored (cargo test) + {blocks} book blocks under mdbook test",
+        cargo_counts.passed, cargo_counts.failed, cargo_counts.ignored
+    );
+    println!("{} passed, 0 failed", cargo_counts.passed + blocks);
+    Ok(())
+}
+
+/// Runs every Rust block of the book through rustdoc, as `mdbook test` does, against a folder that
+/// holds exactly one build of the lab and each of its dependencies. Returns how many blocks ran.
+fn book_test() -> Result<usize> {
+    let root = root();
+    let folder = deps::library_folder(&root)?;
+    let folder = folder
+        .to_str()
+        .context("the library folder's path is not UTF-8")?;
+    let mut book = load_book(&root)?;
+    book.test(vec![folder])
+        .context("the book test failed (see the rustdoc output above)")?;
+    let blocks = markdown::chapters(&root)?
+        .iter()
+        .map(|chapter| chapter.rust_blocks().count())
+        .sum();
+    Ok(blocks)
+}
