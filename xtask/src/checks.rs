@@ -47,6 +47,12 @@ pub fn fence_problems(chapter: &Chapter) -> Vec<String> {
                 if let Some(attr) = fence.attributes().find(|a| ["ignore", "no_run"].contains(a)) {
                     problems.push(format!("{}: a Rust block marked `{attr}`: book code must run", at(fence.line)));
                 }
+                if fence.body.iter().any(|l| l.contains("{{#")) {
+                    problems.push(format!(
+                        "{}: a Rust block holds a `{{{{#...}}}}` directive: blocks must compile as written",
+                        at(fence.line)
+                    ));
+                }
                 let first = fence.body.iter().find(|l| !l.trim().is_empty());
                 if first.map(|l| l.trim()) != Some("# extern crate lab;") {
                     problems.push(format!(
