@@ -65,4 +65,4 @@ pub use payload::Payload;
 pub use serde_json;
 pub use sqlite::{SqliteStore, StoreOptions, Synchronous};
 pub use suite::{Observations, Operation};
-pub use tool::{CreateRequest, Fault, Outcome, TicketId, TicketTool};
+pub use tool::{CreateRequest, Fault, Outcome, Step, TicketId, TicketTool};

@@ -9,7 +9,7 @@ use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, 
 
 use crate::error::{Error, Result};
 use crate::key::{OperationKey, Scope};
-use crate::tool::{CreateRequest, Fault, Outcome, TicketId, TicketTool};
+use crate::tool::{CreateRequest, Fault, Outcome, Step, TicketId, TicketTool};
 
 /// How often SQLite syncs to disk on commit (its `synchronous` pragma).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -200,9 +200,11 @@ impl SqliteStore {
 impl SqliteStore {
     // ANCHOR: create
     fn create_ticket(&self, request: CreateRequest<'_>) -> Result<Outcome> {
+        inject(request, Step::Begin)?;
         // IMMEDIATE takes the write lock before the lookup, so two callers with one key cannot
         // both see "no record" and both insert.
         let tx = self.begin_immediate()?;
+        inject(request, Step::Lookup)?;
         let payload = request.payload.canonical();
         if let Some(key) = request.key {
             let saved: Option<(String, TicketId)> = tx
@@ -230,12 +232,12 @@ impl SqliteStore {
                 return reply(request, Outcome::Replayed(ticket_id));
             }
         }
+        inject(request, Step::InsertTicket)?;
         tx.prepare_cached("INSERT INTO tickets (caller, payload) VALUES (?1, ?2)")?
             .execute(params![request.scope.caller(), payload])?;
         let ticket_id = tx.last_insert_rowid();
-        if request.fault == Fault::BeforeCommit {
-            return Err(Error::InjectedFailure); // dropping `tx` rolls back the ticket
-        }
+        // An injected failure here returns early; dropping `tx` rolls back the ticket.
+        inject(request, Step::InsertRecord)?;
         if let Some(key) = request.key {
             tx.prepare_cached(
                 "INSERT INTO operation_records
@@ -251,6 +253,7 @@ impl SqliteStore {
                 format!("{{\"ticket_id\":{ticket_id}}}"),
             ])?;
         }
+        inject(request, Step::Commit)?;
         tx.commit()?;
         reply(request, Outcome::Created(ticket_id))
     }
@@ -300,6 +303,14 @@ impl SqliteStore {
         // COUNT(*) is never negative.
         Ok(count.unsigned_abs())
     }
+}
+
+/// Fails the call at `step` when the request's fault asks for it.
+fn inject(request: CreateRequest<'_>, step: Step) -> Result<()> {
+    if request.fault.fails_at(step) {
+        return Err(Error::InjectedFailure);
+    }
+    Ok(())
 }
 
 // ANCHOR: reply

@@ -48,8 +48,50 @@ pub enum Fault {
     /// Commit, then lose the reply. The ticket exists, but the caller gets
     /// [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown).
     LoseReply,
+    /// Fail at one step of the create path, for sweeps that try every step in turn. The call
+    /// returns [`Error::InjectedFailure`](crate::Error::InjectedFailure) and everything the
+    /// transaction wrote is rolled back. A step the call does not reach (a replay inserts nothing)
+    /// is not injected.
+    FailAt(Step),
 }
 // ANCHOR_END: fault
+
+/// The steps of the create path, in order, where [`Fault::FailAt`] can strike.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Step {
+    /// Taking the write lock (`BEGIN IMMEDIATE`): nothing has happened yet.
+    Begin,
+    /// Looking up the operation record.
+    Lookup,
+    /// Inserting the ticket.
+    InsertTicket,
+    /// Inserting the operation record, after the ticket: the same point as [`Fault::BeforeCommit`].
+    InsertRecord,
+    /// Committing.
+    Commit,
+}
+
+impl Step {
+    /// Every step, in the order a create reaches them.
+    pub const ALL: [Step; 5] = [
+        Step::Begin,
+        Step::Lookup,
+        Step::InsertTicket,
+        Step::InsertRecord,
+        Step::Commit,
+    ];
+}
+
+impl Fault {
+    /// Whether this fault asks to fail at `step`. [`Fault::BeforeCommit`] is the record insert.
+    pub fn fails_at(self, step: Step) -> bool {
+        match self {
+            Fault::FailAt(at) => at == step,
+            Fault::BeforeCommit => step == Step::InsertRecord,
+            _ => false,
+        }
+    }
+}
 
 /// A create request: who asks, under which key, for what, and which fault to inject.
 #[derive(Clone, Copy, Debug)]

@@ -236,3 +236,45 @@ fn keys_are_validated_before_they_reach_the_store() {
     assert!(OperationKey::try_from("a\u{0}b").is_err());
     assert!(Scope::new("caller", "").is_err());
 }
+
+#[test]
+fn a_failure_at_any_step_leaves_nothing_and_a_retry_creates_once() {
+    use lab::Step;
+    for step in Step::ALL {
+        let store = SqliteStore::temporary().unwrap();
+        let (scope, key, payload) = sample();
+        let request = CreateRequest::keyed(&scope, &key, &payload);
+        let failed = store.create(request.with_fault(Fault::FailAt(step)));
+        assert!(
+            matches!(failed, Err(Error::InjectedFailure)),
+            "{step:?}: {failed:?}"
+        );
+        assert_eq!(
+            (
+                store.count_tickets().unwrap(),
+                store.count_records().unwrap()
+            ),
+            (0, 0),
+            "{step:?}"
+        );
+        assert!(
+            store.connection().is_autocommit(),
+            "{step:?}: a transaction was left open"
+        );
+        let retry = store.create(request).unwrap();
+        assert!(matches!(retry, Outcome::Created(_)), "{step:?}");
+        // On the replay path no insert or commit is reached, so those faults do not fire.
+        let replay = store.create(request.with_fault(Fault::FailAt(step)));
+        match step {
+            Step::Begin | Step::Lookup => {
+                assert!(matches!(replay, Err(Error::InjectedFailure)), "{step:?}")
+            }
+            _ => assert_eq!(
+                replay.unwrap(),
+                Outcome::Replayed(retry.ticket_id()),
+                "{step:?}"
+            ),
+        }
+        assert_eq!(store.count_tickets().unwrap(), 1, "{step:?}");
+    }
+}
