@@ -27,6 +27,14 @@ pub enum Error {
         found: &'static str,
     },
 
+    /// Payload text could not be read: not JSON, a key repeated within one object, nesting too
+    /// deep, or characters after the value.
+    #[error("invalid payload text: {source}")]
+    PayloadText {
+        /// The parser's error, with the line and column.
+        source: serde_json::Error,
+    },
+
     /// The key already names an operation whose saved payload differs from this one.
     /// Nothing was written.
     #[error("operation key {key:?} was first used with a different payload; nothing was written")]
@@ -120,6 +128,7 @@ impl Error {
             self,
             Error::InvalidIdentifier { .. }
                 | Error::PayloadNotObject { .. }
+                | Error::PayloadText { .. }
                 | Error::InputUnreadable { .. }
                 | Error::InputInvalid { .. }
                 | Error::OutputUnwritable { .. }

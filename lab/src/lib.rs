@@ -40,6 +40,8 @@
 //!   [`Fault`].
 //! - [`sqlite`]: [`SqliteStore`], the embedded store.
 //! - [`suite`]: the seven scenarios, written once against [`TicketTool`].
+//! - [`sim`]: `lab simulate`, seeded histories with faults, the invariant checker, the
+//!   anti-patterns it catches, and the fail-at-step-N sweep.
 //! - [`fixture`] and [`evidence`]: the input operation and the `results.json` a run writes.
 //! - [`bench`]: `lab bench`, side-by-side measurements.
 //! - [`Error`]: the one error type.
@@ -50,6 +52,7 @@ pub mod evidence;
 pub mod fixture;
 pub mod key;
 pub mod payload;
+pub mod sim;
 pub mod sqlite;
 pub mod suite;
 pub mod tool;

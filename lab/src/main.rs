@@ -6,8 +6,10 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::builder::PossibleValuesParser;
+use clap::{Parser, Subcommand, ValueEnum};
 use lab::evidence::AtomicFile;
+use lab::sim::{self, SimulateArgs, Variant};
 use lab::suite::SCENARIOS;
 use lab::{Error, Evidence, SqliteStore, bench, fixture, suite};
 
@@ -29,6 +31,28 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run seeded histories of callers, faults, crashes and pruning against a tool, and check the
+    /// contract's invariants over each (see the book's "Simulated histories" chapter)
+    Simulate {
+        /// The first history's seed; history n runs with seed + n
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// How many histories to run
+        #[arg(long, default_value_t = 1000)]
+        histories: u64,
+        /// The store the simulator runs (the anti-pattern variants use their own SQLite files)
+        #[arg(long, value_enum, default_value_t = SimulatedBackend::Sqlite)]
+        backend: SimulatedBackend,
+        /// The tool: the correct store, or an anti-pattern the checker must catch
+        #[arg(long, default_value = "correct", value_parser = PossibleValuesParser::new(Variant::ALL.map(Variant::name)))]
+        variant: String,
+        /// Run the fail-at-step-N sweep of the create path instead
+        #[arg(long)]
+        sweep: bool,
+        /// Write the book's shrunk counterexamples and sweep table into this folder instead
+        #[arg(long, value_name = "DIR")]
+        examples: Option<PathBuf>,
+    },
     /// Measure naive create, keyed create and replay side by side, and a burst on one key
     Bench {
         /// Calls per sequential measurement
@@ -40,6 +64,12 @@ enum Command {
     },
 }
 
+/// The stores `lab simulate` can drive.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum SimulatedBackend {
+    Sqlite,
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -48,6 +78,20 @@ fn main() -> ExitCode {
             iterations,
             callers,
         }) => run_bench(iterations, callers),
+        Some(Command::Simulate {
+            seed,
+            histories,
+            backend: SimulatedBackend::Sqlite,
+            variant,
+            sweep,
+            examples,
+        }) => run_simulate(SimulateArgs {
+            seed,
+            histories,
+            variant: Variant::from_name(&variant).unwrap_or(Variant::Correct),
+            sweep,
+            examples,
+        }),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -101,4 +145,10 @@ fn run_bench(iterations: u32, callers: usize) -> lab::Result<()> {
     })?;
     println!("{report}");
     Ok(())
+}
+
+fn run_simulate(args: SimulateArgs) -> lab::Result<()> {
+    let report = sim::run_command(&args)?;
+    print!("{}", report.text);
+    report.failure.map_or(Ok(()), Err)
 }

@@ -34,6 +34,8 @@ use crate::error::{Error, Result};
 pub struct Payload {
     object: Map<String, Value>,
     canonical: String,
+    /// The text this payload was parsed from, kept only by [`Payload::from_json_text`].
+    received: Option<String>,
 }
 
 impl Payload {
@@ -53,7 +55,61 @@ impl Payload {
     fn from_object(object: Map<String, Value>) -> Payload {
         let mut canonical = String::new();
         write_object(&object, &mut canonical, Separators::COMPACT);
-        Payload { object, canonical }
+        Payload {
+            object,
+            canonical,
+            received: None,
+        }
+    }
+
+    // ANCHOR: from_json_text
+    /// Parses payload text as it arrives over the wire, more strictly than `serde_json` does.
+    ///
+    /// `serde_json` keeps the last value when one object names a key twice, so
+    /// `{"priority": "low", "priority": "urgent"}` would quietly become an urgent ticket. Other
+    /// parsers keep the first value, so two services could read the same text as two different
+    /// payloads. This function refuses such text instead. Nesting 128 levels deep or more is
+    /// refused too (`serde_json`'s limit), as is anything after the object.
+    ///
+    /// The text is kept, unchanged, for [`Payload::as_received`]; equality still uses the canonical
+    /// form.
+    ///
+    /// ```
+    /// use lab::{Error, Payload};
+    ///
+    /// let a = Payload::from_json_text(r#"{"title": "Disk full", "priority": "normal"}"#)?;
+    /// let b = Payload::from_json_text(r#"{"priority":"normal","title":"Disk full"}"#)?;
+    /// assert_eq!(a, b);
+    ///
+    /// let twice = Payload::from_json_text(r#"{"priority": "low", "priority": "urgent"}"#);
+    /// let Err(Error::PayloadText { source }) = twice else { panic!("accepted {twice:?}") };
+    /// assert!(source.to_string().starts_with(r#"key "priority" appears twice in one object"#));
+    /// # Ok::<(), lab::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// - [`Error::PayloadText`] when the text is not JSON, repeats a key within one object, nests
+    ///   too deeply or has trailing characters; the message gives the line and column.
+    /// - [`Error::PayloadNotObject`] when the JSON is not an object.
+    pub fn from_json_text(text: &str) -> Result<Payload> {
+        let mut deserializer = serde_json::Deserializer::from_str(text);
+        let value = serde::Deserialize::deserialize(&mut deserializer)
+            .and_then(|StrictValue(value)| deserializer.end().map(|()| value))
+            .map_err(|source| Error::PayloadText { source })?;
+        let mut payload = Payload::new(value)?;
+        payload.received = Some(text.to_owned());
+        Ok(payload)
+    }
+    // ANCHOR_END: from_json_text
+
+    /// The text this payload was parsed from, byte for byte, when it came from
+    /// [`Payload::from_json_text`]; `None` otherwise.
+    ///
+    /// Two texts of one payload can differ in key order and white space, so comparing these texts
+    /// is the wrong way to tell a retry from a changed request. The simulator's `raw-payload`
+    /// anti-pattern does exactly that, to show what goes wrong.
+    pub fn as_received(&self) -> Option<&str> {
+        self.received.as_deref()
     }
 
     /// The canonical text: compact, keys sorted at every depth.
@@ -92,6 +148,79 @@ impl serde::Serialize for Payload {
 impl<'de> serde::Deserialize<'de> for Payload {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         Payload::new(Value::deserialize(deserializer)?).map_err(serde::de::Error::custom)
+    }
+}
+
+/// A JSON value read by [`Payload::from_json_text`]: the same value `serde_json` builds, except
+/// that a key repeated within one object is an error instead of a silent overwrite.
+struct StrictValue(Value);
+
+impl<'de> serde::Deserialize<'de> for StrictValue {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(StrictVisitor)
+    }
+}
+
+struct StrictVisitor;
+
+impl<'de> serde::de::Visitor<'de> for StrictVisitor {
+    type Value = StrictValue;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, value: bool) -> Result<StrictValue, E> {
+        Ok(StrictValue(Value::Bool(value)))
+    }
+
+    fn visit_i64<E>(self, value: i64) -> Result<StrictValue, E> {
+        Ok(StrictValue(Value::from(value)))
+    }
+
+    fn visit_u64<E>(self, value: u64) -> Result<StrictValue, E> {
+        Ok(StrictValue(Value::from(value)))
+    }
+
+    fn visit_f64<E>(self, value: f64) -> Result<StrictValue, E> {
+        // Exactly what serde_json's own Value does; JSON text cannot spell NaN or infinity.
+        Ok(StrictValue(
+            serde_json::Number::from_f64(value).map_or(Value::Null, Value::Number),
+        ))
+    }
+
+    fn visit_str<E>(self, value: &str) -> Result<StrictValue, E> {
+        Ok(StrictValue(Value::String(value.to_owned())))
+    }
+
+    fn visit_string<E>(self, value: String) -> Result<StrictValue, E> {
+        Ok(StrictValue(Value::String(value)))
+    }
+
+    fn visit_unit<E>(self) -> Result<StrictValue, E> {
+        Ok(StrictValue(Value::Null))
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<StrictValue, A::Error> {
+        let mut items = Vec::new();
+        while let Some(StrictValue(item)) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(StrictValue(Value::Array(items)))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<StrictValue, A::Error> {
+        let mut object = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if object.contains_key(&key) {
+                return Err(serde::de::Error::custom(format_args!(
+                    "key {key:?} appears twice in one object"
+                )));
+            }
+            let StrictValue(value) = map.next_value()?;
+            object.insert(key, value);
+        }
+        Ok(StrictValue(Value::Object(object)))
     }
 }
 

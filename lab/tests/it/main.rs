@@ -1,8 +1,10 @@
 //! One integration-test binary, a module per concern.
 
+mod bad_input;
 mod book;
 mod cli;
 mod evidence;
+mod sim;
 mod store;
 mod suite;
 

@@ -1,0 +1,203 @@
+//! Anti-pattern: check for the key, then write, with nothing in the database to stop two writers.
+
+use rusqlite::{OptionalExtension, TransactionBehavior, params};
+
+use crate::error::{Error, Result};
+use crate::key::{OperationKey, Scope};
+use crate::sim::subject::{Progress, StoreView, Subject, read_lab_schema};
+use crate::tool::{CreateRequest, Fault, Outcome, Step, TicketId, TicketTool};
+
+use super::scratch::Scratch;
+
+// ANCHOR: check_then_write_schema
+/// The lab's tables without the primary key on operation records: the database would accept two
+/// records for one key.
+pub const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS tickets (
+    id      INTEGER PRIMARY KEY,
+    caller  TEXT NOT NULL,
+    payload TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS operation_records (
+    caller    TEXT NOT NULL,
+    operation TEXT NOT NULL,
+    key       TEXT NOT NULL,
+    payload   TEXT NOT NULL,
+    ticket_id INTEGER NOT NULL REFERENCES tickets (id),
+    response  TEXT NOT NULL
+);
+";
+// ANCHOR_END: check_then_write_schema
+
+/// A create that looked its key up, found nothing, and has not written yet.
+#[derive(Debug)]
+pub struct Unclaimed;
+
+/// A store that looks the key up in one transaction and writes the ticket and its record in
+/// another, with no unique constraint. Between the two, another caller with the same key can look
+/// up too, find nothing as well, and both write.
+pub struct CheckThenWrite {
+    db: Scratch,
+}
+
+impl CheckThenWrite {
+    /// A fresh store in a temporary folder.
+    ///
+    /// # Errors
+    /// Any error creating the database.
+    pub fn temporary() -> Result<CheckThenWrite> {
+        Ok(CheckThenWrite {
+            db: Scratch::create(SCHEMA)?,
+        })
+    }
+}
+
+fn inject(request: CreateRequest<'_>, step: Step) -> Result<()> {
+    if request.fault.fails_at(step) {
+        return Err(Error::InjectedFailure);
+    }
+    Ok(())
+}
+
+fn reply(request: CreateRequest<'_>, outcome: Outcome) -> Result<Outcome> {
+    if request.fault == Fault::LoseReply {
+        return Err(Error::OutcomeUnknown {
+            key: request.key.map(ToString::to_string),
+            reason: "the reply was lost after the commit".to_owned(),
+        });
+    }
+    Ok(outcome)
+}
+
+// ANCHOR: check_then_write
+impl Subject for CheckThenWrite {
+    type Pending = Unclaimed;
+
+    /// Step one: look the key up, in a transaction of its own.
+    fn start(&self, request: CreateRequest<'_>) -> Progress<Unclaimed> {
+        let looked_up = (|| {
+            inject(request, Step::Begin)?;
+            inject(request, Step::Lookup)?;
+            let Some(key) = request.key else {
+                return Ok(None);
+            };
+            let saved: Option<(String, TicketId)> = self
+                .db
+                .connection()
+                .prepare_cached(
+                    "SELECT payload, ticket_id FROM operation_records
+                     WHERE caller = ?1 AND operation = ?2 AND key = ?3",
+                )?
+                .query_row(
+                    params![
+                        request.scope.caller(),
+                        request.scope.operation(),
+                        key.as_str()
+                    ],
+                    |row| Ok((row.get(0)?, row.get(1)?)),
+                )
+                .optional()?;
+            Ok(saved)
+        })();
+        match looked_up {
+            Err(err) => Progress::Done(Err(err)),
+            Ok(Some((payload, _))) if payload != request.payload.canonical() => {
+                Progress::Done(Err(Error::PayloadConflict {
+                    key: request.key.map(ToString::to_string).unwrap_or_default(),
+                }))
+            }
+            Ok(Some((_, ticket))) => Progress::Done(reply(request, Outcome::Replayed(ticket))),
+            Ok(None) => Progress::Pending {
+                pending: Unclaimed,
+                did: "looked up the key: no record".to_owned(),
+            },
+        }
+    }
+
+    /// Step two: write the ticket and its record, in a second transaction.
+    fn resume(&self, request: CreateRequest<'_>, _unclaimed: Unclaimed) -> Progress<Unclaimed> {
+        Progress::Done(self.write(request))
+    }
+    // ANCHOR_END: check_then_write
+
+    fn view(&self) -> Result<StoreView> {
+        read_lab_schema(self.db.connection())
+    }
+}
+
+impl CheckThenWrite {
+    fn write(&self, request: CreateRequest<'_>) -> Result<Outcome> {
+        let payload = request.payload.canonical();
+        let tx = rusqlite::Transaction::new_unchecked(
+            self.db.connection(),
+            TransactionBehavior::Immediate,
+        )?;
+        inject(request, Step::InsertTicket)?;
+        tx.execute(
+            "INSERT INTO tickets (caller, payload) VALUES (?1, ?2)",
+            params![request.scope.caller(), payload],
+        )?;
+        let ticket_id = tx.last_insert_rowid();
+        inject(request, Step::InsertRecord)?;
+        if let Some(key) = request.key {
+            tx.execute(
+                "INSERT INTO operation_records
+                 (caller, operation, key, payload, ticket_id, response)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![
+                    request.scope.caller(),
+                    request.scope.operation(),
+                    key.as_str(),
+                    payload,
+                    ticket_id,
+                    format!("{{\"ticket_id\":{ticket_id}}}"),
+                ],
+            )?;
+        }
+        inject(request, Step::Commit)?;
+        tx.commit()?;
+        reply(request, Outcome::Created(ticket_id))
+    }
+}
+
+impl TicketTool for CheckThenWrite {
+    /// Both steps back to back: alone, the adapter looks correct.
+    fn create(&self, request: CreateRequest<'_>) -> Result<Outcome> {
+        match self.start(request) {
+            Progress::Done(result) => result,
+            Progress::Pending { .. } => self.write(request),
+        }
+    }
+
+    fn ticket_ids(&self) -> Result<Vec<TicketId>> {
+        let mut statement = self
+            .db
+            .connection()
+            .prepare_cached("SELECT id FROM tickets ORDER BY id")?;
+        let ids = statement.query_map([], |row| row.get(0))?;
+        Ok(ids.collect::<Result<_, _>>()?)
+    }
+
+    fn count_records(&self) -> Result<u64> {
+        let count: i64 = self.db.connection().query_row(
+            "SELECT COUNT(*) FROM operation_records",
+            [],
+            |row| row.get(0),
+        )?;
+        Ok(count.unsigned_abs())
+    }
+
+    fn forget_record(&self, scope: &Scope, key: &OperationKey) -> Result<bool> {
+        let deleted = self.db.connection().execute(
+            "DELETE FROM operation_records WHERE caller = ?1 AND operation = ?2 AND key = ?3",
+            params![scope.caller(), scope.operation(), key.as_str()],
+        )?;
+        Ok(deleted > 0)
+    }
+
+    fn connect(&self) -> Result<Self> {
+        Ok(CheckThenWrite {
+            db: self.db.connect()?,
+        })
+    }
+}

@@ -1,0 +1,159 @@
+//! Anti-pattern: payloads compared as the raw text received, so key order matters.
+
+use std::convert::Infallible;
+
+use rusqlite::{OptionalExtension, TransactionBehavior, params};
+
+use crate::error::{Error, Result};
+use crate::key::{OperationKey, Scope};
+use crate::sim::subject::{Progress, StoreView, Subject, read_lab_schema};
+use crate::sqlite::SCHEMA;
+use crate::tool::{CreateRequest, Fault, Outcome, Step, TicketId, TicketTool};
+
+use super::scratch::Scratch;
+
+/// A store with the lab's schema and one transaction per create, which saves the payload text
+/// exactly as it arrived and compares a retry's text with it byte for byte.
+pub struct RawPayloadText {
+    db: Scratch,
+}
+
+impl RawPayloadText {
+    /// A fresh store in a temporary folder.
+    ///
+    /// # Errors
+    /// Any error creating the database.
+    pub fn temporary() -> Result<RawPayloadText> {
+        Ok(RawPayloadText {
+            db: Scratch::create(SCHEMA)?,
+        })
+    }
+}
+
+fn inject(request: CreateRequest<'_>, step: Step) -> Result<()> {
+    if request.fault.fails_at(step) {
+        return Err(Error::InjectedFailure);
+    }
+    Ok(())
+}
+
+impl TicketTool for RawPayloadText {
+    fn create(&self, request: CreateRequest<'_>) -> Result<Outcome> {
+        inject(request, Step::Begin)?;
+        let tx = rusqlite::Transaction::new_unchecked(
+            self.db.connection(),
+            TransactionBehavior::Immediate,
+        )?;
+        inject(request, Step::Lookup)?;
+        // ANCHOR: raw_payload
+        // The mistake: the text as received, not the canonical form. The same object written
+        // with its keys in another order is a different text.
+        let text = request
+            .payload
+            .as_received()
+            .unwrap_or(request.payload.canonical());
+        // ANCHOR_END: raw_payload
+        if let Some(key) = request.key {
+            let saved: Option<(String, TicketId)> = tx
+                .query_row(
+                    "SELECT payload, ticket_id FROM operation_records
+                     WHERE caller = ?1 AND operation = ?2 AND key = ?3",
+                    params![
+                        request.scope.caller(),
+                        request.scope.operation(),
+                        key.as_str()
+                    ],
+                    |row| Ok((row.get(0)?, row.get(1)?)),
+                )
+                .optional()?;
+            if let Some((saved, ticket_id)) = saved {
+                if saved != text {
+                    return Err(Error::PayloadConflict {
+                        key: key.to_string(),
+                    });
+                }
+                drop(tx);
+                return reply(request, Outcome::Replayed(ticket_id));
+            }
+        }
+        inject(request, Step::InsertTicket)?;
+        tx.execute(
+            "INSERT INTO tickets (caller, payload) VALUES (?1, ?2)",
+            params![request.scope.caller(), request.payload.canonical()],
+        )?;
+        let ticket_id = tx.last_insert_rowid();
+        inject(request, Step::InsertRecord)?;
+        if let Some(key) = request.key {
+            tx.execute(
+                "INSERT INTO operation_records
+                 (caller, operation, key, payload, ticket_id, response)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![
+                    request.scope.caller(),
+                    request.scope.operation(),
+                    key.as_str(),
+                    text,
+                    ticket_id,
+                    format!("{{\"ticket_id\":{ticket_id}}}"),
+                ],
+            )?;
+        }
+        inject(request, Step::Commit)?;
+        tx.commit()?;
+        reply(request, Outcome::Created(ticket_id))
+    }
+
+    fn ticket_ids(&self) -> Result<Vec<TicketId>> {
+        let mut statement = self
+            .db
+            .connection()
+            .prepare_cached("SELECT id FROM tickets ORDER BY id")?;
+        let ids = statement.query_map([], |row| row.get(0))?;
+        Ok(ids.collect::<Result<_, _>>()?)
+    }
+
+    fn count_records(&self) -> Result<u64> {
+        let count: i64 = self.db.connection().query_row(
+            "SELECT COUNT(*) FROM operation_records",
+            [],
+            |row| row.get(0),
+        )?;
+        Ok(count.unsigned_abs())
+    }
+
+    fn forget_record(&self, scope: &Scope, key: &OperationKey) -> Result<bool> {
+        let deleted = self.db.connection().execute(
+            "DELETE FROM operation_records WHERE caller = ?1 AND operation = ?2 AND key = ?3",
+            params![scope.caller(), scope.operation(), key.as_str()],
+        )?;
+        Ok(deleted > 0)
+    }
+
+    fn connect(&self) -> Result<Self> {
+        Ok(RawPayloadText {
+            db: self.db.connect()?,
+        })
+    }
+}
+
+fn reply(request: CreateRequest<'_>, outcome: Outcome) -> Result<Outcome> {
+    if request.fault == Fault::LoseReply {
+        return Err(Error::OutcomeUnknown {
+            key: request.key.map(ToString::to_string),
+            reason: "the reply was lost after the commit".to_owned(),
+        });
+    }
+    Ok(outcome)
+}
+
+impl Subject for RawPayloadText {
+    type Pending = Infallible;
+
+    fn resume(&self, _request: CreateRequest<'_>, pending: Infallible) -> Progress<Infallible> {
+        match pending {}
+    }
+
+    fn view(&self) -> Result<StoreView> {
+        read_lab_schema(self.db.connection())
+    }
+}
