@@ -26,6 +26,7 @@ chapters! {
     Decisions => "decisions.md",
     AcceptanceTest => "acceptance-test.md",
     Limits => "limits.md",
+    Simulation => "simulation.md",
     TeamExercise => "team-exercise.md",
     Testing => "testing.md",
     Glossary => "glossary.md",

@@ -15,6 +15,9 @@ pub const BOOK_SEED: u64 = 1;
 /// How many histories the book's search may run per anti-pattern.
 pub const BOOK_HISTORIES: u64 = 1000;
 
+/// How many histories the book's run of the correct store shows.
+pub const BOOK_CORRECT_HISTORIES: u64 = 300;
+
 /// What `lab simulate` was asked to do.
 #[derive(Clone, Debug)]
 pub struct SimulateArgs {
@@ -83,10 +86,14 @@ pub fn run_command(args: &SimulateArgs) -> Result<CommandReport> {
         }),
         _ => None,
     };
-    Ok(CommandReport {
-        text: exploration.to_string(),
-        failure,
-    })
+    let mut text = format!(
+        "{exploration}time taken: {:.1} s\n",
+        exploration.elapsed.as_secs_f64()
+    );
+    if let Some(counterexample) = &exploration.counterexample {
+        text.push_str(&format!("\n{counterexample}"));
+    }
+    Ok(CommandReport { text, failure })
 }
 // ANCHOR_END: command
 
@@ -104,7 +111,8 @@ fn failed(scenario: &'static str, expected: &str, histories: usize) -> Error {
 /// # Errors
 /// Any error of a tool; [`Error::ScenarioFailed`] when an anti-pattern is not caught.
 pub fn book_examples() -> Result<Vec<(String, String)>> {
-    let mut files = Vec::new();
+    let correct = explore(Variant::Correct, BOOK_SEED, BOOK_CORRECT_HISTORIES)?;
+    let mut files = vec![("correct.txt".to_owned(), correct.to_string())];
     for variant in Variant::ANTI_PATTERNS {
         let Some(found) = find_counterexample(variant, BOOK_SEED, BOOK_HISTORIES)? else {
             return Err(Error::ScenarioFailed {

@@ -28,7 +28,8 @@ pub struct Exploration {
     pub failures: Vec<(u64, Vec<Violation>)>,
     /// The first failure, shrunk.
     pub counterexample: Option<Counterexample>,
-    /// Wall-clock time, for the report only; nothing in a history depends on it.
+    /// Wall-clock time, for the command's report only (its `Display` leaves it out, so the text
+    /// is the same on every run); nothing in a history depends on it.
     pub elapsed: Duration,
 }
 
@@ -178,6 +179,7 @@ fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
+/// The counts and the violations found; the shrunk counterexample has its own `Display`.
 impl fmt::Display for Exploration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
@@ -200,11 +202,6 @@ impl fmt::Display for Exploration {
             for violation in found {
                 writeln!(f, "  seed {seed}: {violation}")?;
             }
-        }
-        writeln!(f, "time taken: {:.1} s", self.elapsed.as_secs_f64())?;
-        if let Some(counterexample) = &self.counterexample {
-            writeln!(f)?;
-            write!(f, "{counterexample}")?;
         }
         Ok(())
     }

@@ -65,7 +65,8 @@ mod tests {
 
     #[test]
     fn the_first_outputs_match_the_reference_implementation() {
-        // splitmix64.c seeded with 1234567 prints these (Vigna's reference code).
+        // The reference values for seed 1234567 that Rosetta Code's "Pseudo-random
+        // numbers/Splitmix64" task lists.
         let mut rng = SplitMix64::new(1_234_567);
         assert_eq!(rng.next_u64(), 6_457_827_717_110_365_317);
         assert_eq!(rng.next_u64(), 3_203_168_211_198_807_973);

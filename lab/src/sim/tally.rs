@@ -145,20 +145,20 @@ impl fmt::Display for Tally {
             ("record pruned by retention".into(), self.pruned),
         ]);
         for (label, count) in rows {
-            writeln!(f, "  {label:<38} {count:>8}")?;
+            writeln!(f, "  {label:<42} {count:>8}")?;
         }
-        writeln!(f, "callers were told:")?;
+        writeln!(f, "outcomes:")?;
         for (label, count) in [
             ("created", self.created),
             ("replayed", self.replayed),
             ("payload conflict", self.conflicts),
             ("marked for review", self.reviewed),
             (
-                "new ticket after the retention boundary",
+                "new ticket after a pruned record (allowed)",
                 self.retention_boundary,
             ),
         ] {
-            writeln!(f, "  {label:<38} {count:>8}")?;
+            writeln!(f, "  {label:<42} {count:>8}")?;
         }
         Ok(())
     }
