@@ -5,9 +5,9 @@ use rusqlite::{OptionalExtension, TransactionBehavior, params};
 use crate::error::{Error, Result};
 use crate::key::{OperationKey, Scope};
 use crate::sim::subject::{Progress, StoreView, Subject, read_lab_schema};
-use crate::tool::{CreateRequest, Fault, Outcome, Step, TicketId, TicketTool};
+use crate::tool::{CreateRequest, Outcome, Step, TicketId, TicketTool};
 
-use super::scratch::Scratch;
+use super::scratch::{Scratch, inject, reply};
 
 // ANCHOR: check_then_write_schema
 /// The lab's tables without the primary key on operation records: the database would accept two
@@ -50,23 +50,6 @@ impl CheckThenWrite {
             db: Scratch::create(SCHEMA)?,
         })
     }
-}
-
-fn inject(request: CreateRequest<'_>, step: Step) -> Result<()> {
-    if request.fault.fails_at(step) {
-        return Err(Error::InjectedFailure);
-    }
-    Ok(())
-}
-
-fn reply(request: CreateRequest<'_>, outcome: Outcome) -> Result<Outcome> {
-    if request.fault == Fault::LoseReply {
-        return Err(Error::OutcomeUnknown {
-            key: request.key.map(ToString::to_string),
-            reason: "the reply was lost after the commit".to_owned(),
-        });
-    }
-    Ok(outcome)
 }
 
 // ANCHOR: check_then_write
@@ -170,29 +153,15 @@ impl TicketTool for CheckThenWrite {
     }
 
     fn ticket_ids(&self) -> Result<Vec<TicketId>> {
-        let mut statement = self
-            .db
-            .connection()
-            .prepare_cached("SELECT id FROM tickets ORDER BY id")?;
-        let ids = statement.query_map([], |row| row.get(0))?;
-        Ok(ids.collect::<Result<_, _>>()?)
+        self.db.ticket_ids()
     }
 
     fn count_records(&self) -> Result<u64> {
-        let count: i64 = self.db.connection().query_row(
-            "SELECT COUNT(*) FROM operation_records",
-            [],
-            |row| row.get(0),
-        )?;
-        Ok(count.unsigned_abs())
+        self.db.count_records()
     }
 
     fn forget_record(&self, scope: &Scope, key: &OperationKey) -> Result<bool> {
-        let deleted = self.db.connection().execute(
-            "DELETE FROM operation_records WHERE caller = ?1 AND operation = ?2 AND key = ?3",
-            params![scope.caller(), scope.operation(), key.as_str()],
-        )?;
-        Ok(deleted > 0)
+        self.db.forget_record(scope, key)
     }
 
     fn connect(&self) -> Result<Self> {

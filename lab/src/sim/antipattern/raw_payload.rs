@@ -8,9 +8,9 @@ use crate::error::{Error, Result};
 use crate::key::{OperationKey, Scope};
 use crate::sim::subject::{Progress, StoreView, Subject, read_lab_schema};
 use crate::sqlite::SCHEMA;
-use crate::tool::{CreateRequest, Fault, Outcome, Step, TicketId, TicketTool};
+use crate::tool::{CreateRequest, Outcome, Step, TicketId, TicketTool};
 
-use super::scratch::Scratch;
+use super::scratch::{Scratch, inject, reply};
 
 /// A store with the lab's schema and one transaction per create, which saves the payload text
 /// exactly as it arrived and compares a retry's text with it byte for byte.
@@ -28,13 +28,6 @@ impl RawPayloadText {
             db: Scratch::create(SCHEMA)?,
         })
     }
-}
-
-fn inject(request: CreateRequest<'_>, step: Step) -> Result<()> {
-    if request.fault.fails_at(step) {
-        return Err(Error::InjectedFailure);
-    }
-    Ok(())
 }
 
 impl TicketTool for RawPayloadText {
@@ -104,29 +97,15 @@ impl TicketTool for RawPayloadText {
     }
 
     fn ticket_ids(&self) -> Result<Vec<TicketId>> {
-        let mut statement = self
-            .db
-            .connection()
-            .prepare_cached("SELECT id FROM tickets ORDER BY id")?;
-        let ids = statement.query_map([], |row| row.get(0))?;
-        Ok(ids.collect::<Result<_, _>>()?)
+        self.db.ticket_ids()
     }
 
     fn count_records(&self) -> Result<u64> {
-        let count: i64 = self.db.connection().query_row(
-            "SELECT COUNT(*) FROM operation_records",
-            [],
-            |row| row.get(0),
-        )?;
-        Ok(count.unsigned_abs())
+        self.db.count_records()
     }
 
     fn forget_record(&self, scope: &Scope, key: &OperationKey) -> Result<bool> {
-        let deleted = self.db.connection().execute(
-            "DELETE FROM operation_records WHERE caller = ?1 AND operation = ?2 AND key = ?3",
-            params![scope.caller(), scope.operation(), key.as_str()],
-        )?;
-        Ok(deleted > 0)
+        self.db.forget_record(scope, key)
     }
 
     fn connect(&self) -> Result<Self> {
@@ -134,16 +113,6 @@ impl TicketTool for RawPayloadText {
             db: self.db.connect()?,
         })
     }
-}
-
-fn reply(request: CreateRequest<'_>, outcome: Outcome) -> Result<Outcome> {
-    if request.fault == Fault::LoseReply {
-        return Err(Error::OutcomeUnknown {
-            key: request.key.map(ToString::to_string),
-            reason: "the reply was lost after the commit".to_owned(),
-        });
-    }
-    Ok(outcome)
 }
 
 impl Subject for RawPayloadText {

@@ -3,9 +3,11 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use rusqlite::Connection;
+use rusqlite::{Connection, params};
 
 use crate::error::{Error, Result};
+use crate::key::{OperationKey, Scope};
+use crate::tool::{CreateRequest, Fault, Outcome, Step, TicketId};
 
 /// A connection to a database file in a temporary folder, removed when the last connection to it
 /// is dropped. Commits are not synced to disk: the simulator checks coordination, not durability.
@@ -55,4 +57,61 @@ impl Scratch {
     pub fn connection(&self) -> &Connection {
         &self.connection
     }
+
+    /// Every ticket identifier, ascending (the lab's `tickets` table).
+    ///
+    /// # Errors
+    /// [`Error::Store`] if the query fails.
+    pub fn ticket_ids(&self) -> Result<Vec<TicketId>> {
+        let mut statement = self
+            .connection
+            .prepare_cached("SELECT id FROM tickets ORDER BY id")?;
+        let ids = statement.query_map([], |row| row.get(0))?;
+        Ok(ids.collect::<Result<_, _>>()?)
+    }
+
+    /// How many rows the `operation_records` table holds.
+    ///
+    /// # Errors
+    /// [`Error::Store`] if the query fails.
+    pub fn count_records(&self) -> Result<u64> {
+        let count: i64 =
+            self.connection
+                .query_row("SELECT COUNT(*) FROM operation_records", [], |row| {
+                    row.get(0)
+                })?;
+        // COUNT(*) is never negative.
+        Ok(count.unsigned_abs())
+    }
+
+    /// Deletes the records of one key; whether there were any.
+    ///
+    /// # Errors
+    /// [`Error::Store`] if the statement fails.
+    pub fn forget_record(&self, scope: &Scope, key: &OperationKey) -> Result<bool> {
+        let deleted = self.connection.execute(
+            "DELETE FROM operation_records WHERE caller = ?1 AND operation = ?2 AND key = ?3",
+            params![scope.caller(), scope.operation(), key.as_str()],
+        )?;
+        Ok(deleted > 0)
+    }
+}
+
+/// Fails the call at `step` when the request's fault asks for it, as the lab's store does.
+pub(super) fn inject(request: CreateRequest<'_>, step: Step) -> Result<()> {
+    if request.fault.fails_at(step) {
+        return Err(Error::InjectedFailure);
+    }
+    Ok(())
+}
+
+/// Delivers the outcome, unless the request asks for the reply to be lost after the commit.
+pub(super) fn reply(request: CreateRequest<'_>, outcome: Outcome) -> Result<Outcome> {
+    if request.fault == Fault::LoseReply {
+        return Err(Error::OutcomeUnknown {
+            key: request.key.map(ToString::to_string),
+            reason: "the reply was lost after the commit".to_owned(),
+        });
+    }
+    Ok(outcome)
 }
