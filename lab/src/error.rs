@@ -66,6 +66,36 @@ pub enum Error {
         source: rusqlite::Error,
     },
 
+    /// A PostgreSQL connection URL could not be read.
+    #[cfg(feature = "postgres")]
+    #[error("invalid PostgreSQL URL {url:?}: {}", crate::postgres::describe(.source))]
+    DatabaseUrl {
+        /// The URL as given, with any password replaced by `***`.
+        url: String,
+        /// The parse error.
+        source: ::postgres::Error,
+    },
+
+    /// A connection to the PostgreSQL server could not be opened.
+    #[cfg(feature = "postgres")]
+    #[error("cannot connect to PostgreSQL at {target}: {}", crate::postgres::describe(.source))]
+    PostgresConnect {
+        /// Host, port, database and user (never the password).
+        target: String,
+        /// The connection error.
+        source: ::postgres::Error,
+    },
+
+    /// The PostgreSQL store reported an error.
+    #[cfg(feature = "postgres")]
+    #[error("PostgreSQL store: {}", crate::postgres::describe(.source))]
+    Postgres {
+        /// The underlying rust-postgres error; for a server error, its SQLSTATE code is in
+        /// [`postgres::Error::code`](::postgres::Error::code).
+        #[from]
+        source: ::postgres::Error,
+    },
+
     /// A temporary folder for a fresh store could not be created.
     #[error("cannot create a temporary folder: {source}")]
     TemporaryFolder {
@@ -124,15 +154,17 @@ impl Error {
     /// opposed to a tool that broke the contract or failed at run time. The command line exits with
     /// status 2 for these and 1 for the rest.
     pub fn is_bad_input(&self) -> bool {
-        matches!(
-            self,
+        match self {
             Error::InvalidIdentifier { .. }
-                | Error::PayloadNotObject { .. }
-                | Error::PayloadText { .. }
-                | Error::InputUnreadable { .. }
-                | Error::InputInvalid { .. }
-                | Error::OutputUnwritable { .. }
-        )
+            | Error::PayloadNotObject { .. }
+            | Error::PayloadText { .. }
+            | Error::InputUnreadable { .. }
+            | Error::InputInvalid { .. }
+            | Error::OutputUnwritable { .. } => true,
+            #[cfg(feature = "postgres")]
+            Error::DatabaseUrl { .. } => true,
+            _ => false,
+        }
     }
 }
 

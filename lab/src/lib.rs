@@ -39,27 +39,36 @@
 //! - [`tool`]: [`TicketTool`], the one trait every backend and adapter implements; [`Outcome`] and
 //!   [`Fault`].
 //! - [`sqlite`]: [`SqliteStore`], the embedded store.
+//! - `postgres` (feature `postgres`): `PostgresStore`, the same tables on a PostgreSQL server.
 //! - [`suite`]: the seven scenarios, written once against [`TicketTool`].
 //! - [`sim`]: `lab simulate`, seeded histories with faults, the invariant checker, the
 //!   anti-patterns it catches, and the fail-at-step-N sweep.
 //! - [`fixture`] and [`evidence`]: the input operation and the `results.json` a run writes.
 //! - [`bench`]: `lab bench`, side-by-side measurements.
+//! - [`throughput`]: keyed create against plain insert at several numbers of clients, for any tool.
+//! - [`backend`]: which store the `lab` command runs against.
 //! - [`Error`]: the one error type.
 
+pub mod backend;
 pub mod bench;
 pub mod error;
 pub mod evidence;
 pub mod fixture;
 pub mod key;
 pub mod payload;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 pub mod sim;
 pub mod sqlite;
 pub mod suite;
+pub mod throughput;
 pub mod tool;
 
 #[cfg(doctest)]
 mod book;
 
+#[cfg(feature = "postgres")]
+pub use self::postgres::{PostgresOptions, PostgresStore};
 pub use error::{Error, Result};
 pub use evidence::Evidence;
 pub use key::{OperationKey, Scope};

@@ -5,18 +5,35 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::builder::PossibleValuesParser;
 use clap::{Parser, Subcommand, ValueEnum};
+use lab::backend::Backend;
 use lab::evidence::AtomicFile;
 use lab::sim::{self, SimulateArgs, Variant};
 use lab::suite::SCENARIOS;
-use lab::{Error, Evidence, SqliteStore, bench, fixture, suite};
+use lab::throughput::ThroughputPlan;
+use lab::{Error, Evidence, bench, fixture};
 
-/// Runs the seven retry scenarios against the SQLite store and prints what each observed.
+/// Runs the seven retry scenarios against a store (SQLite by default) and prints what each observed.
 #[derive(Parser)]
 #[command(version, about)]
 struct Cli {
+    /// The store to run the scenarios against
+    #[arg(long, value_enum, default_value_t = BackendName::Sqlite)]
+    backend: BackendName,
+
+    /// PostgreSQL connection URL, for --backend postgres
+    /// (e.g. postgresql://user@127.0.0.1:5432/db)
+    #[arg(long, value_name = "URL")]
+    database_url: Option<String>,
+
+    /// PostgreSQL only: how long a create waits for another caller's uncommitted claim on the same
+    /// key before it reports an unknown outcome (lock_timeout)
+    #[arg(long, value_name = "MS", default_value_t = 5000)]
+    lock_timeout_ms: u64,
+
     /// The approved operation to replay [default: the repository's fixture.json, built in]
     #[arg(long, value_name = "FILE", global = true)]
     fixture: Option<PathBuf>,
@@ -62,6 +79,24 @@ enum Command {
         #[arg(long, default_value_t = bench::BenchPlan::default().burst_callers)]
         callers: usize,
     },
+    /// Measure keyed create against plain insert on PostgreSQL at several numbers of clients
+    BenchPostgres {
+        /// PostgreSQL connection URL (e.g. postgresql://user@127.0.0.1:5432/db)
+        #[arg(long, value_name = "URL")]
+        database_url: String,
+        /// Creates per measurement, shared among the clients
+        #[arg(long, default_value_t = ThroughputPlan::default().calls)]
+        calls: u32,
+        /// Numbers of concurrent clients, one table row each
+        #[arg(long, value_delimiter = ',', default_value = "1,8,64")]
+        clients: Vec<usize>,
+    },
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum BackendName {
+    Sqlite,
+    Postgres,
 }
 
 /// The stores `lab simulate` can drive.
@@ -73,7 +108,9 @@ enum SimulatedBackend {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        None => run_scenarios(cli.fixture.as_deref(), cli.output.as_deref()),
+        None => backend(cli.backend, cli.database_url, cli.lock_timeout_ms).and_then(|backend| {
+            run_scenarios(&backend, cli.fixture.as_deref(), cli.output.as_deref())
+        }),
         Some(Command::Bench {
             iterations,
             callers,
@@ -92,6 +129,16 @@ fn main() -> ExitCode {
             sweep,
             examples,
         }),
+        Some(Command::BenchPostgres {
+            database_url,
+            calls,
+            clients,
+        }) => backend(
+            BackendName::Postgres,
+            Some(database_url),
+            cli.lock_timeout_ms,
+        )
+        .and_then(|backend| run_throughput(&backend, calls, clients)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -110,17 +157,44 @@ fn main() -> ExitCode {
     }
 }
 
-fn run_scenarios(fixture: Option<&Path>, output: Option<&Path>) -> lab::Result<()> {
+fn backend(name: BackendName, url: Option<String>, lock_timeout_ms: u64) -> lab::Result<Backend> {
+    match (name, url) {
+        (BackendName::Sqlite, None) => Ok(Backend::Sqlite),
+        (BackendName::Sqlite, Some(_)) => {
+            Err(bad_arguments("--database-url is for --backend postgres"))
+        }
+        (BackendName::Postgres, Some(url)) => Ok(Backend::Postgres {
+            url,
+            lock_timeout: Duration::from_millis(lock_timeout_ms),
+        }),
+        (BackendName::Postgres, None) => Err(bad_arguments(
+            "PostgreSQL needs --database-url URL (e.g. postgresql://user@127.0.0.1:5432/db)",
+        )),
+    }
+}
+
+fn bad_arguments(problem: &str) -> Error {
+    Error::InputInvalid {
+        path: PathBuf::from("command line"),
+        problem: problem.to_owned(),
+    }
+}
+
+fn run_scenarios(
+    backend: &Backend,
+    fixture: Option<&Path>,
+    output: Option<&Path>,
+) -> lab::Result<()> {
     let operation = match fixture {
         Some(path) => fixture::load(path)?,
         None => fixture::built_in()?,
     };
     // Claim the output first, so an unwritable path is reported before the run.
     let output = output.map(AtomicFile::create).transpose()?;
-    let observed = suite::run(&operation, |_scenario| SqliteStore::temporary())?;
+    let observed = backend.run_suite(&operation)?;
     if let Some(output) = output {
         output.commit(
-            Evidence::new("sqlite", observed.clone())
+            Evidence::new(backend.name(), observed.clone())
                 .to_json()
                 .as_bytes(),
         )?;
@@ -151,4 +225,17 @@ fn run_simulate(args: SimulateArgs) -> lab::Result<()> {
     let report = sim::run_command(&args)?;
     print!("{}", report.text);
     report.failure.map_or(Ok(()), Err)
+}
+
+fn run_throughput(backend: &Backend, calls: u32, clients: Vec<usize>) -> lab::Result<()> {
+    if calls == 0 || clients.is_empty() || clients.contains(&0) {
+        return Err(bad_arguments(
+            "--calls and every number in --clients must be at least 1",
+        ));
+    }
+    println!(
+        "{}",
+        backend.compare_throughput(&ThroughputPlan { clients, calls })?
+    );
+    Ok(())
 }

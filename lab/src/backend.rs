@@ -1,0 +1,148 @@
+//! Which store the `lab` command runs against: the embedded SQLite store, or a PostgreSQL server
+//! when the lab was built with the `postgres` feature.
+//!
+//! The choice lives here rather than in `main.rs`, so the command stays thin and a lab built
+//! without PostgreSQL support still knows the name and says how to get it.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::sqlite::SqliteStore;
+use crate::suite::{self, Observations, Operation};
+use crate::throughput::{ThroughputPlan, ThroughputReport};
+
+/// A store to run the scenarios against.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Backend {
+    /// A fresh temporary SQLite database per scenario.
+    Sqlite,
+    /// A fresh schema per scenario on the PostgreSQL server at `url`.
+    Postgres {
+        /// The connection URL, such as `postgresql://lab@127.0.0.1:5432/tickets`.
+        url: String,
+        /// How long a create waits for another caller's uncommitted claim on its key.
+        lock_timeout: Duration,
+    },
+}
+
+impl Backend {
+    /// The name the evidence file and the command line use: `sqlite` or `postgres`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres { .. } => "postgres",
+        }
+    }
+
+    /// Runs the seven scenarios, each on a fresh store.
+    ///
+    /// # Errors
+    /// As [`suite::run`]; for PostgreSQL also any connection error, and [`Error::InputInvalid`]
+    /// when the lab was built without the `postgres` feature.
+    pub fn run_suite(&self, operation: &Operation) -> Result<Observations> {
+        match self {
+            Backend::Sqlite => suite::run(operation, |_scenario| SqliteStore::temporary()),
+            Backend::Postgres { url, lock_timeout } => {
+                postgres::run_suite(url, *lock_timeout, operation)
+            }
+        }
+    }
+
+    /// Measures keyed create against plain insert at each number of clients in `plan`.
+    ///
+    /// # Errors
+    /// As [`crate::throughput::compare`]; [`Error::InputInvalid`] for SQLite (use `lab bench`,
+    /// since SQLite takes one writer at a time) and when PostgreSQL support is not built in.
+    pub fn compare_throughput(&self, plan: &ThroughputPlan) -> Result<ThroughputReport> {
+        match self {
+            Backend::Sqlite => Err(command_line(
+                "the throughput comparison is for PostgreSQL; `lab bench` measures SQLite",
+            )),
+            Backend::Postgres { url, lock_timeout } => {
+                postgres::compare_throughput(url, *lock_timeout, plan)
+            }
+        }
+    }
+}
+
+/// An error about the command line, reported as bad input.
+fn command_line(problem: &str) -> Error {
+    Error::InputInvalid {
+        path: PathBuf::from("command line"),
+        problem: problem.to_owned(),
+    }
+}
+
+#[cfg(feature = "postgres")]
+mod postgres {
+    use std::time::Duration;
+
+    use crate::error::Result;
+    use crate::postgres::{PostgresOptions, PostgresStore};
+    use crate::suite::{self, Observations, Operation};
+    use crate::throughput::{self, ThroughputPlan, ThroughputReport};
+
+    pub fn run_suite(
+        url: &str,
+        lock_timeout: Duration,
+        operation: &Operation,
+    ) -> Result<Observations> {
+        let options = PostgresOptions::default().with_lock_timeout(lock_timeout);
+        suite::run(operation, |_scenario| {
+            PostgresStore::temporary_with(url, options)
+        })
+    }
+
+    pub fn compare_throughput(
+        url: &str,
+        lock_timeout: Duration,
+        plan: &ThroughputPlan,
+    ) -> Result<ThroughputReport> {
+        let options = PostgresOptions::default().with_lock_timeout(lock_timeout);
+        // One store first, to name the server and to fail early on a bad URL.
+        let probe = PostgresStore::temporary_with(url, options)?;
+        let heading = format!(
+            "keyed create vs plain insert on PostgreSQL {} at {}",
+            probe.server_version()?,
+            probe.target()
+        );
+        drop(probe);
+        let rows = throughput::compare(plan, || PostgresStore::temporary_with(url, options))?;
+        Ok(ThroughputReport {
+            heading,
+            plan: plan.clone(),
+            rows,
+        })
+    }
+}
+
+#[cfg(not(feature = "postgres"))]
+mod postgres {
+    use std::time::Duration;
+
+    use crate::error::{Error, Result};
+    use crate::suite::{Observations, Operation};
+    use crate::throughput::{ThroughputPlan, ThroughputReport};
+
+    fn not_built_in() -> Error {
+        super::command_line(
+            "--backend postgres: this lab was built without PostgreSQL support; rebuild it with \
+             the `postgres` feature, e.g. `cargo run -p lab --features postgres -- --backend \
+             postgres --database-url URL`",
+        )
+    }
+
+    pub fn run_suite(_: &str, _: Duration, _: &Operation) -> Result<Observations> {
+        Err(not_built_in())
+    }
+
+    pub fn compare_throughput(
+        _: &str,
+        _: Duration,
+        _: &ThroughputPlan,
+    ) -> Result<ThroughputReport> {
+        Err(not_built_in())
+    }
+}
