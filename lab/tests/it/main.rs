@@ -4,6 +4,8 @@ mod bad_input;
 mod book;
 mod cli;
 mod evidence;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod sim;
 mod store;
 mod suite;
