@@ -1,5 +1,6 @@
 //! One integration-test binary, a module per concern.
 
+mod backend;
 mod bad_input;
 mod book;
 mod cli;
