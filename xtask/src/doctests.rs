@@ -1,5 +1,5 @@
-//! `cargo test --workspace`, watched: its output is passed through, and afterwards every Rust block
-//! of the book must appear among the doctests that passed.
+//! `cargo test --workspace --all-features`, watched: its output is passed through, and afterwards
+//! every Rust block of the book must appear among the doctests that passed.
 
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
@@ -18,10 +18,11 @@ pub struct Counts {
     pub ignored: usize,
 }
 
-/// Runs `cargo test --workspace`, echoing its output, then checks the book's blocks all ran.
+/// Runs `cargo test --workspace --all-features` (so the PostgreSQL backend's tests run too),
+/// echoing its output, then checks the book's blocks all ran.
 pub fn cargo_test(root: &Path) -> Result<Counts> {
     let mut child = crate::cargo()
-        .args(["test", "--workspace", "--color", "never"])
+        .args(["test", "--workspace", "--all-features", "--color", "never"])
         .current_dir(root)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -36,7 +37,7 @@ pub fn cargo_test(root: &Path) -> Result<Counts> {
     }
     let status = child.wait()?;
     if !status.success() {
-        bail!("cargo test --workspace failed ({status})");
+        bail!("cargo test --workspace --all-features failed ({status})");
     }
     let ran = passed_book_doctests(&lines);
     let mut missing = Vec::new();
