@@ -8,6 +8,7 @@
 //! passed, failed or panicked. If the binary dies without running its exit handlers (killed, or an
 //! abort), a watcher process started with the cluster notices its pipe close and does the same.
 
+use std::io::Write;
 use std::net::TcpListener;
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
@@ -43,10 +44,13 @@ pub fn server(test: &str) -> Option<Server> {
              connection URL, or install the server binaries (Debian: apt-get install postgresql)"
         ),
         Ok(None) => {
-            eprintln!(
-                "SKIPPED: {test}: no PostgreSQL server. Set {URL_VARIABLE}=postgresql://... or \
-                 install the server binaries (initdb, pg_ctl) so the tests can start one; \
-                 {REQUIRE_VARIABLE}=1 makes this a failure"
+            // Straight to the process's stderr: libtest captures eprintln! and shows it only for
+            // failing tests, and a skip must be seen.
+            let _ = writeln!(
+                std::io::stderr(),
+                "\n*** SKIPPED: {test}: no PostgreSQL server. Set {URL_VARIABLE}=postgresql://... \
+                 or install the server binaries (initdb, pg_ctl) so the tests can start one; \
+                 {REQUIRE_VARIABLE}=1 makes this a failure ***\n"
             );
             return None;
         }
