@@ -43,6 +43,8 @@
 //! - [`suite`]: the seven scenarios, written once against [`TicketTool`].
 //! - [`sim`]: `lab simulate`, seeded histories with faults, the invariant checker, the
 //!   anti-patterns it catches, and the fail-at-step-N sweep.
+//! - [`trace`]: [`Traced`](trace::Traced), a tool adapter that records each call's moments for
+//!   the book's timelines.
 //! - [`fixture`] and [`evidence`]: the input operation and the `results.json` a run writes.
 //! - [`bench`]: `lab bench`, side-by-side measurements.
 //! - [`throughput`]: keyed create against plain insert at several numbers of clients, for any tool.
@@ -63,6 +65,7 @@ pub mod sqlite;
 pub mod suite;
 pub mod throughput;
 pub mod tool;
+pub mod trace;
 
 #[cfg(doctest)]
 mod book;
