@@ -17,6 +17,7 @@ chapters! {
     Introduction => "introduction.md",
     LostReply => "lost-reply.md",
     Experiment => "experiment.md",
+    Timelines => "timelines.md",
     FaultPlacement => "fault-placement.md",
     OperationKey => "operation-key.md",
     OneTransaction => "one-transaction.md",

@@ -112,6 +112,7 @@ pub fn expand(text: &str, results: &Results) -> Result<String> {
         let replacement = match directive.split_once(char::is_whitespace) {
             None if directive == "output" => results.output(),
             Some(("value", path)) => results.value(path.trim())?,
+            Some(("timeline", name)) => crate::timeline::draw(name.trim())?,
             _ => bail!(
                 "unknown directive `{{{{#lab-{directive}}}}}` (known: lab-output, lab-value PATH)"
             ),

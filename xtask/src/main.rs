@@ -13,6 +13,7 @@ mod deps;
 mod doctests;
 mod figures;
 mod markdown;
+mod timeline;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
