@@ -6,8 +6,11 @@
 //!   a doctest, then the book test (`mdbook test` through mdBook's library).
 //! - `cargo xtask book-test`: the book test alone.
 //! - `cargo xtask book-deps`: fill `target/book-deps` for a plain `mdbook test -L target/book-deps`.
+//! - `cargo xtask browser-check`: build the book, serve it on 127.0.0.1 and check every page in
+//!   Chromium (see `browser.rs`); screenshots go to `target/browser-screenshots/`.
 //! - `cargo xtask preprocess`: the `lab` preprocessor, as the `mdbook` command line calls it.
 
+mod browser;
 mod checks;
 mod deps;
 mod doctests;
@@ -23,7 +26,7 @@ use mdbook_driver::MDBook;
 use mdbook_driver::config::Config;
 
 const USAGE: &str =
-    "usage: cargo xtask <book | test | book-test | book-deps | preprocess [supports RENDERER]>";
+    "usage: cargo xtask <book | test | book-test | book-deps | browser-check | preprocess [supports RENDERER]>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -32,6 +35,7 @@ fn main() -> ExitCode {
         ["book"] => book(),
         ["test"] => test(),
         ["book-test"] => book_test().map(|blocks| println!("book: {blocks} passed, 0 failed")),
+        ["browser-check"] => browser::run(&root()),
         ["book-deps"] => {
             deps::library_folder(&root()).map(|folder| println!("{}", folder.display()))
         }

@@ -1,0 +1,288 @@
+// Opens every page of the rendered book in Debian's Chromium and checks what a reader would meet:
+// console errors, failed requests, internal links and anchors, diagrams, search, the dark theme,
+// previous/next order and the print view. Saves a screenshot of every chapter in both themes.
+//
+// `cargo xtask browser-check` serves the book and runs this script; run it by hand with
+//   node check.mjs --base http://127.0.0.1:PORT/ --book ../../book --out ../../target/browser-screenshots
+// `--links-only` skips screenshots, search and themes (the negative control uses it).
+// Every problem is printed as `FAIL <page>: <what>`; the exit code is 1 when there is any.
+
+import { chromium } from 'playwright-core';
+import { mkdtempSync, readdirSync, rmSync, mkdirSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative, sep } from 'node:path';
+
+const args = Object.fromEntries(
+  process.argv.slice(2).reduce((pairs, arg, i, all) => {
+    if (arg.startsWith('--')) pairs.push([arg.slice(2), all[i + 1]?.startsWith('--') ? true : all[i + 1] ?? true]);
+    return pairs;
+  }, []),
+);
+const base = new URL(args.base ?? 'http://127.0.0.1:3000/');
+const bookDir = args.book ?? 'book';
+const outDir = args.out ?? 'screenshots';
+const linksOnly = Boolean(args['links-only']);
+const executablePath = args.chromium ?? '/usr/bin/chromium';
+
+// Pages that are not chapters: the 404 page, the print view and the sidebar frame.
+const NOT_CHAPTERS = new Set(['404.html', 'print.html', 'toc.html']);
+// The themes mdBook calls dark.
+const DARK_THEMES = ['coal', 'navy', 'ayu'];
+// WCAG's minimum contrast for large text and graphics; body text in diagrams must reach 4.5.
+const MIN_TEXT_CONTRAST = 4.5;
+const MIN_GRAPHIC_CONTRAST = 3;
+const SEARCHES = ['idempotency', 'BEGIN IMMEDIATE'];
+
+const failures = [];
+const fail = (page, what) => {
+  failures.push(`${page}: ${what}`);
+  console.log(`FAIL ${page}: ${what}`);
+};
+
+function htmlFiles(dir) {
+  const found = [];
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) found.push(...htmlFiles(path));
+    else if (entry.name.endsWith('.html')) found.push(relative(bookDir, path).split(sep).join('/'));
+  }
+  return found.sort();
+}
+
+mkdirSync(outDir, { recursive: true });
+const pages = htmlFiles(bookDir);
+const chapters = pages.filter((p) => !NOT_CHAPTERS.has(p));
+const profile = mkdtempSync(join(tmpdir(), 'lab-chromium-'));
+// A fresh profile each run: Playwright passes it to Chromium as --user-data-dir.
+const context = await chromium.launchPersistentContext(profile, {
+  executablePath,
+  viewport: { width: 1280, height: 900 },
+  colorScheme: 'light',
+  // Playwright adds its own --headless; the rest are what Debian's Chromium needs in a container.
+  args: [
+    '--headless',
+    '--no-sandbox',
+    '--disable-gpu',
+    '--disable-quic',
+    '--no-first-run',
+    '--disable-background-networking',
+    '--disable-component-update',
+    '--disable-sync',
+  ],
+});
+
+try {
+  // The book has no business leaving the loopback server.
+  await context.route((url) => url.origin !== base.origin, (route) => {
+    route.abort();
+  });
+
+  const ids = new Map(); // page -> Set of ids and names
+  const links = []; // { from, href }
+  const order = new Map(); // page -> { next, previous }
+  let sidebar = null;
+  const h1s = new Map();
+
+  const page = await context.newPage();
+  let current = '';
+  page.on('console', (message) => {
+    if (message.type() === 'error') fail(current, `console error: ${message.text()}`);
+  });
+  page.on('pageerror', (error) => fail(current, `script error: ${error.message}`));
+  page.on('requestfailed', (request) => {
+    // Chromium abandons the favicon when the next navigation starts before it arrives.
+    if (request.failure()?.errorText === 'net::ERR_ABORTED' && request.url().includes('favicon')) return;
+    fail(current, `request failed: ${request.url()} (${request.failure()?.errorText})`);
+  });
+  page.on('response', (response) => {
+    if (response.status() >= 400) fail(current, `HTTP ${response.status()} for ${response.url()}`);
+  });
+
+  for (const name of pages) {
+    current = name;
+    const response = await page.goto(new URL(name, base).href, { waitUntil: 'load' });
+    if (!response || !response.ok()) continue; // already reported by the response handler
+    const found = await page.evaluate(() => ({
+      ids: [...document.querySelectorAll('[id], a[name]')].map((e) => e.id || e.getAttribute('name')),
+      links: [...document.querySelectorAll('a[href]')].map((a) => a.href),
+      next: document.querySelector('a.nav-chapters.next')?.href ?? null,
+      previous: document.querySelector('a.nav-chapters.previous')?.href ?? null,
+      // Chapter entries only: mdBook also lists the current page's headings there.
+      sidebar: [...document.querySelectorAll('#mdbook-sidebar ol.chapter a[href]:not(.header-in-summary)')].map((a) => a.href),
+      h1: document.querySelector('main h1')?.textContent.trim() ?? null,
+    }));
+    ids.set(name, new Set(found.ids));
+    // The 404 page is served at any path, so its links are written for the site's root; skip them.
+    if (name !== '404.html') for (const href of found.links) links.push({ from: name, href });
+    order.set(name, { next: found.next, previous: found.previous });
+    if (name === 'index.html') sidebar = found.sidebar;
+    h1s.set(name, found.h1);
+    if (NOT_CHAPTERS.has(name)) continue;
+
+    const diagrams = await page.locator('svg.lab-plot, svg.lab-timeline').all();
+    for (const [i, svg] of diagrams.entries()) {
+      const box = await svg.boundingBox();
+      if (!(await svg.isVisible()) || !box || box.width < 1 || box.height < 1) {
+        fail(name, `diagram ${i + 1} is not visible (box ${JSON.stringify(box)})`);
+      }
+    }
+    if (!linksOnly) {
+      await checkContrast(page, name, 'light');
+      await page.screenshot({ path: join(outDir, `${name.replace(/\.html$/, '').replaceAll('/', '_')}-light.png`), fullPage: true });
+    }
+  }
+
+  // Internal links and anchors. The server serves exactly the files in book/.
+  let checkedLinks = 0;
+  for (const { from, href } of links) {
+    const url = new URL(href);
+    if (url.origin !== base.origin) continue;
+    let target = decodeURIComponent(url.pathname.slice(base.pathname.length));
+    if (target === '' || target.endsWith('/')) target += 'index.html';
+    checkedLinks += 1;
+    if (!ids.has(target)) {
+      if (!target.endsWith('.html') && existsSync(join(bookDir, target))) continue;
+      fail(from, `links to ${target}, which does not exist`);
+      continue;
+    }
+    const anchor = decodeURIComponent(url.hash.slice(1));
+    if (anchor && !ids.get(target).has(anchor)) fail(from, `links to ${target}#${anchor}, which has no such anchor`);
+  }
+
+  // Previous/next follow the sidebar, which follows SUMMARY.md.
+  if (!sidebar || sidebar.length === 0) fail('index.html', 'the sidebar lists no chapters');
+  else {
+    const reading = sidebar.map((href) => new URL(href).pathname.slice(base.pathname.length));
+    for (const [i, name] of reading.entries()) {
+      const nav = order.get(name);
+      // index.html is a copy of the first chapter, with the same "next".
+      if (i === 0 && order.get('index.html')?.next !== nav?.next) fail('index.html', '"next" differs from the first chapter\'s');
+      if (!nav) continue;
+      const expectNext = reading[i + 1] ?? null;
+      const gotNext = nav.next ? new URL(nav.next).pathname.slice(base.pathname.length) : null;
+      if (gotNext !== expectNext) fail(name, `"next" goes to ${gotNext}, but the reading order says ${expectNext}`);
+    }
+    for (const chapter of chapters) {
+      if (chapter !== 'index.html' && !reading.includes(chapter)) fail(chapter, 'is not in the sidebar');
+    }
+  }
+
+  // The print view holds every chapter's title.
+  const printIds = ids.get('print.html');
+  if (!printIds) fail('print.html', 'the print view is missing');
+  else {
+    current = 'print.html';
+    await page.goto(new URL('print.html', base).href, { waitUntil: 'load' });
+    const printed = await page.evaluate(() => [...document.querySelectorAll('main h1')].map((h) => h.textContent.trim()));
+    for (const chapter of chapters) {
+      const title = h1s.get(chapter);
+      if (title && !printed.includes(title)) fail('print.html', `is missing the chapter "${title}" (${chapter})`);
+    }
+  }
+
+  if (!linksOnly) {
+    // Search, as a reader uses it: the S key, then typing.
+    current = 'index.html';
+    for (const term of SEARCHES) {
+      await page.goto(new URL('index.html', base).href, { waitUntil: 'load' });
+      await page.keyboard.press('s');
+      await page.locator('#mdbook-searchbar').fill(term);
+      await page.locator('#mdbook-searchbar').press('End'); // searcher.js listens to keyup
+      try {
+        await page.locator('#mdbook-searchresults li').first().waitFor({ state: 'visible', timeout: 15000 });
+        const hits = await page.locator('#mdbook-searchresults li').count();
+        console.log(`search "${term}": ${hits} results`);
+      } catch {
+        fail('index.html', `searching for "${term}" finds nothing`);
+      }
+    }
+
+    // Dark themes: switch as a reader does, through the theme menu; it persists across pages.
+    for (const theme of DARK_THEMES) {
+      current = 'index.html';
+      await page.goto(new URL('index.html', base).href, { waitUntil: 'load' });
+      await page.locator('#mdbook-theme-toggle').click();
+      await page.locator(`#mdbook-theme-${theme}`).click();
+      const applied = await page.evaluate((t) => document.documentElement.classList.contains(t), theme);
+      if (!applied) fail('index.html', `the theme switcher did not apply ${theme}`);
+      for (const name of chapters) {
+        current = name;
+        await page.goto(new URL(name, base).href, { waitUntil: 'load' });
+        await checkContrast(page, name, theme);
+        if (theme === DARK_THEMES[0]) {
+          await page.screenshot({ path: join(outDir, `${name.replace(/\.html$/, '').replaceAll('/', '_')}-dark.png`), fullPage: true });
+        }
+      }
+    }
+  }
+
+  console.log(
+    `browser: ${pages.length} pages, ${checkedLinks} internal links, ${chapters.length} chapters` +
+      (linksOnly ? '' : `, ${chapters.length * 2} screenshots in ${outDir}`),
+  );
+} finally {
+  await context.close();
+  rmSync(profile, { recursive: true, force: true });
+}
+
+if (failures.length > 0) {
+  console.log(`browser check: ${failures.length} problems`);
+  process.exit(1);
+}
+
+// Every text and every coloured mark of every diagram must stand out from the page behind it.
+async function checkContrast(page, name, theme) {
+  const problems = await page.evaluate(
+    ({ minText, minGraphic }) => {
+      const rgb = (text) => {
+        const m = text.match(/rgba?\(([\d.]+)[, ]+([\d.]+)[, ]+([\d.]+)(?:[, /]+([\d.]+))?\)/);
+        return m ? { r: +m[1], g: +m[2], b: +m[3], a: m[4] === undefined ? 1 : +m[4] } : null;
+      };
+      const luminance = ({ r, g, b }) => {
+        const c = [r, g, b].map((v) => {
+          const s = v / 255;
+          return s <= 0.03928 ? s / 12.92 : ((s + 0.055) / 1.055) ** 2.4;
+        });
+        return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2];
+      };
+      const contrast = (a, b) => {
+        const [hi, lo] = [luminance(a), luminance(b)].sort((x, y) => y - x);
+        return (hi + 0.05) / (lo + 0.05);
+      };
+      const background = (element) => {
+        for (let e = element; e; e = e.parentElement) {
+          const c = rgb(getComputedStyle(e).backgroundColor);
+          if (c && c.a > 0.5) return c;
+        }
+        return { r: 255, g: 255, b: 255, a: 1 };
+      };
+      const found = [];
+      for (const [i, svg] of [...document.querySelectorAll('svg.lab-plot, svg.lab-timeline')].entries()) {
+        const back = background(svg);
+        const own = rgb(getComputedStyle(svg).color);
+        if (!own || contrast(own, back) < minText) {
+          found.push(`diagram ${i + 1}: its text colour ${getComputedStyle(svg).color} does not stand out from the background`);
+        }
+        for (const text of svg.querySelectorAll('text')) {
+          if (!text.textContent.trim()) continue;
+          const fill = rgb(getComputedStyle(text).fill);
+          // The diagrams draw text straight on the page, never on a filled box.
+          if (fill && contrast(fill, back) < minText) {
+            found.push(`diagram ${i + 1}: text "${text.textContent.trim().slice(0, 40)}" has contrast ${contrast(fill, back).toFixed(2)}`);
+            break;
+          }
+        }
+        for (const mark of svg.querySelectorAll('line, path, polyline, polygon')) {
+          const stroke = rgb(getComputedStyle(mark).stroke);
+          if (stroke && stroke.a > 0.5 && getComputedStyle(mark).strokeWidth !== '0px' && contrast(stroke, back) < minGraphic) {
+            found.push(`diagram ${i + 1}: a line has contrast ${contrast(stroke, back).toFixed(2)}`);
+            break;
+          }
+        }
+      }
+      return found;
+    },
+    { minText: MIN_TEXT_CONTRAST, minGraphic: MIN_GRAPHIC_CONTRAST },
+  );
+  for (const problem of problems) fail(name, `${theme} theme: ${problem}`);
+}

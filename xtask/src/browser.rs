@@ -1,0 +1,488 @@
+//! `cargo xtask browser-check`: the rendered book as readers meet it, in a real browser.
+//!
+//! Builds the book, checks every external link by its syntax against a list of allowed hosts (never
+//! fetched: there is no network here), serves `book/` on 127.0.0.1, and runs
+//! `xtask/browser/check.mjs`, which drives Debian's Chromium through `playwright-core`: every page
+//! without console errors or failed requests, every internal link and anchor resolving, every
+//! diagram visible, search, the dark themes, previous/next order, the print view, and a screenshot
+//! of every chapter in both themes in `target/browser-screenshots/`.
+//!
+//! Then a negative control: the same check on a copy of the book with one chapter removed and one
+//! anchor broken must fail and name the pages. A check that cannot fail proves nothing.
+//!
+//! Without Chromium (or without `npm ci` in `xtask/browser`) the check prints a SKIPPED line, and
+//! fails when `LAB_REQUIRE_BROWSER=1`, as CI sets it.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+
+use anyhow::{Context, Result, bail};
+
+/// Hosts the book may link to. A link elsewhere is a mistake until someone adds the host here and
+/// the source to SOURCES.md.
+const ALLOWED_HOSTS: &[&str] = &[
+    "apple.github.io",
+    "aws.amazon.com",
+    "doc.rust-lang.org",
+    "docs.rs",
+    "docs.stripe.com",
+    "github.com",
+    "rosettacode.org",
+    "rust-lang.github.io",
+    "www.postgresql.org",
+    "www.rfc-editor.org",
+    "www.sqlite.org",
+];
+
+/// Where Debian's `chromium` package puts the browser.
+const CHROMIUM: &str = "/usr/bin/chromium";
+
+/// The chapter the negative control removes, and the broken anchor it adds to another page.
+const REMOVED_CHAPTER: &str = "operation-key.html";
+const BROKEN_ON: &str = "glossary.html";
+const BROKEN_LINK: &str = "idempotency.html#no-such-anchor";
+
+/// The whole check. Prints its final line last: `browser: N passed, 0 failed`.
+pub fn run(root: &Path) -> Result<()> {
+    crate::book()?;
+    let book = root.join("book");
+    let external = external_links(&book, &std::fs::read_to_string(root.join("SOURCES.md"))?)?;
+    println!("external links: {external} checked by syntax and host (not fetched)");
+
+    let required = std::env::var("LAB_REQUIRE_BROWSER").is_ok_and(|v| v == "1");
+    let chromium =
+        std::env::var_os("LAB_CHROMIUM").map_or_else(|| PathBuf::from(CHROMIUM), Into::into);
+    let script_dir = root.join("xtask").join("browser");
+    let missing = if !chromium.exists() {
+        Some(format!(
+            "no Chromium at {} (apt-get install chromium)",
+            chromium.display()
+        ))
+    } else if !script_dir
+        .join("node_modules")
+        .join("playwright-core")
+        .exists()
+    {
+        Some("no playwright-core (run `npm ci` in xtask/browser)".to_owned())
+    } else {
+        None
+    };
+    if let Some(why) = missing {
+        println!("!!!!!!!! SKIPPED: the browser check did not run: {why} !!!!!!!!");
+        if required {
+            bail!("LAB_REQUIRE_BROWSER=1, and the browser check could not run: {why}");
+        }
+        return Ok(());
+    }
+
+    let shots = root.join("target").join("browser-screenshots");
+    if shots.exists() {
+        std::fs::remove_dir_all(&shots).with_context(|| format!("removing {}", shots.display()))?;
+    }
+    std::fs::create_dir_all(&shots)?;
+    let server = Server::start(&book)?;
+    let (ok, output) = node_check(&script_dir, &chromium, &server, &book, &shots, false)?;
+    drop(server);
+    print!("{output}");
+    if !ok {
+        bail!("the browser check found problems (FAIL lines above)");
+    }
+
+    negative_control(root, &book, &script_dir, &chromium)?;
+    let pages = html_files(&book)?.len();
+    println!("browser: {} passed, 0 failed", pages + external + 1);
+    Ok(())
+}
+
+/// Runs check.mjs against a served book. Returns whether it passed, and what it printed.
+fn node_check(
+    script_dir: &Path,
+    chromium: &Path,
+    server: &Server,
+    book: &Path,
+    shots: &Path,
+    links_only: bool,
+) -> Result<(bool, String)> {
+    let mut command = Command::new("node");
+    command
+        .current_dir(script_dir)
+        .arg("check.mjs")
+        .arg("--base")
+        .arg(format!("http://{}/", server.address))
+        .arg("--book")
+        .arg(book)
+        .arg("--out")
+        .arg(shots)
+        .arg("--chromium")
+        .arg(chromium);
+    if links_only {
+        command.arg("--links-only");
+    }
+    let output = command
+        .output()
+        .context("running node (is Node.js installed?)")?;
+    let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&output.stderr));
+    Ok((output.status.success(), text))
+}
+
+/// The same check on a damaged copy of the book must fail, naming the pages.
+fn negative_control(root: &Path, book: &Path, script_dir: &Path, chromium: &Path) -> Result<()> {
+    let copy = root.join("target").join("browser-control");
+    if copy.exists() {
+        std::fs::remove_dir_all(&copy)?;
+    }
+    copy_dir(book, &copy)?;
+    std::fs::remove_file(copy.join(REMOVED_CHAPTER))
+        .with_context(|| format!("the control expects {REMOVED_CHAPTER} in the book"))?;
+    let page = copy.join(BROKEN_ON);
+    let html = std::fs::read_to_string(&page)?;
+    let broken = html.replacen(
+        "</main>",
+        &format!("<p><a href=\"{BROKEN_LINK}\">broken</a></p></main>"),
+        1,
+    );
+    if broken == html {
+        bail!("{BROKEN_ON} has no </main> to add the control's broken link to");
+    }
+    std::fs::write(&page, broken)?;
+    let server = Server::start(&copy)?;
+    let shots = root.join("target").join("browser-control-shots");
+    let (ok, output) = node_check(script_dir, chromium, &server, &copy, &shots, true)?;
+    drop(server);
+    let removed_named = output
+        .lines()
+        .any(|l| l.starts_with("FAIL ") && l.contains(&format!("links to {REMOVED_CHAPTER}")));
+    let anchor_named = output
+        .lines()
+        .any(|l| l.starts_with(&format!("FAIL {BROKEN_ON}: links to {BROKEN_LINK}")));
+    if ok || !removed_named || !anchor_named {
+        bail!(
+            "negative control: the check should have failed on a book without {REMOVED_CHAPTER} \
+             and with a broken anchor on {BROKEN_ON}, naming them; it printed:\n{output}"
+        );
+    }
+    println!(
+        "negative control: removing {REMOVED_CHAPTER} and breaking a link on {BROKEN_ON} fails the check, naming the pages"
+    );
+    std::fs::remove_dir_all(&copy)?;
+    Ok(())
+}
+
+fn copy_dir(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
+}
+
+fn html_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let path = entry?.path();
+        if path.is_dir() {
+            found.extend(html_files(&path)?);
+        } else if path.extension().is_some_and(|e| e == "html") {
+            found.push(path);
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+/// Checks every `href` and `src` with a scheme in the rendered book: `https`, an allowed host, and
+/// listed in SOURCES.md. Returns how many links it checked.
+///
+/// # Errors
+/// The first page with a bad link, naming the page and the link.
+pub fn external_links(book: &Path, sources: &str) -> Result<usize> {
+    let mut checked = 0;
+    for page in html_files(book)? {
+        let html = std::fs::read_to_string(&page)?;
+        let name = page
+            .strip_prefix(book)
+            .unwrap_or(&page)
+            .display()
+            .to_string();
+        for link in attribute_values(&html) {
+            // Relative links and fragments are the browser check's job.
+            let Some((scheme, _)) = link.split_once(':') else {
+                continue;
+            };
+            if scheme.contains('/') || scheme.contains('#') || scheme.contains('?') {
+                continue;
+            }
+            check_external(link, sources).with_context(|| format!("book/{name}"))?;
+            checked += 1;
+        }
+    }
+    Ok(checked)
+}
+
+/// One external link: syntax, host, and presence in SOURCES.md.
+fn check_external(link: &str, sources: &str) -> Result<()> {
+    let Some(rest) = link.strip_prefix("https://") else {
+        bail!("`{link}` is not an https link");
+    };
+    let host = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let valid_host = !host.is_empty()
+        && host.contains('.')
+        && host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-');
+    if !valid_host || link.contains(char::is_whitespace) {
+        bail!("`{link}` is not a well-formed URL");
+    }
+    if !ALLOWED_HOSTS.contains(&host) {
+        bail!("`{link}` points at {host}, which is not on the list of allowed hosts");
+    }
+    // The fragment may name a section of a listed page.
+    let page = link.split('#').next().unwrap_or(link);
+    if !sources.contains(page) {
+        bail!("`{link}` is not listed in SOURCES.md");
+    }
+    Ok(())
+}
+
+/// The values of every `href="..."` and `src="..."` in a page, entity `&amp;` decoded.
+fn attribute_values(html: &str) -> Vec<&str> {
+    let mut values = Vec::new();
+    for attribute in [" href=\"", " src=\""] {
+        let mut rest = html;
+        while let Some(start) = rest.find(attribute) {
+            rest = &rest[start + attribute.len()..];
+            let Some(end) = rest.find('"') else { break };
+            values.push(&rest[..end]);
+            rest = &rest[end..];
+        }
+    }
+    values
+}
+
+/// A static file server on 127.0.0.1 with an ephemeral port, for one folder. Stops when dropped.
+struct Server {
+    address: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Server {
+    fn start(folder: &Path) -> Result<Server> {
+        let listener = TcpListener::bind("127.0.0.1:0").context("binding 127.0.0.1")?;
+        let address = listener.local_addr()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let folder = folder.to_owned();
+        let stopping = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                if stopping.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(stream) = stream else { continue };
+                let folder = folder.clone();
+                std::thread::spawn(move || {
+                    // A reader that hangs up mid-request is no concern of the check.
+                    let _ = serve(stream, &folder);
+                });
+            }
+        });
+        Ok(Server {
+            address,
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wake the accept loop so it sees the flag.
+        let _ = TcpStream::connect(self.address);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Answers one request with a file from `folder`, or 404.
+fn serve(stream: TcpStream, folder: &Path) -> Result<()> {
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut request_line = String::new();
+    reader.read_line(&mut request_line)?;
+    // Read the headers to their end, so the client is not cut off mid-send.
+    let mut header = String::new();
+    while reader.read_line(&mut header)? > 2 {
+        header.clear();
+    }
+    let path = request_line.split_whitespace().nth(1).unwrap_or("/");
+    let (status, kind, body) = match file_for(folder, path) {
+        Some(file) => match std::fs::read(&file) {
+            Ok(body) => ("200 OK", content_type(&file), body),
+            Err(_) => ("404 Not Found", "text/plain", b"not found".to_vec()),
+        },
+        None => ("404 Not Found", "text/plain", b"not found".to_vec()),
+    };
+    let mut stream = stream;
+    write!(
+        stream,
+        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )?;
+    stream.write_all(&body)?;
+    Ok(())
+}
+
+/// The file a request path names inside `folder`, or `None` for a path that leaves it or does
+/// not exist.
+fn file_for(folder: &Path, path: &str) -> Option<PathBuf> {
+    let path = path.split(['?', '#']).next().unwrap_or("");
+    let decoded = percent_decode(path)?;
+    let mut file = folder.to_owned();
+    for part in decoded.split('/').filter(|p| !p.is_empty()) {
+        if part == ".." || part == "." || part.contains('\\') {
+            return None;
+        }
+        file.push(part);
+    }
+    if file.is_dir() {
+        file.push("index.html");
+    }
+    file.is_file().then_some(file)
+}
+
+fn percent_decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+fn content_type(file: &Path) -> &'static str {
+    match file.extension().and_then(|e| e.to_str()) {
+        Some("html") => "text/html; charset=utf-8",
+        Some("css") => "text/css; charset=utf-8",
+        Some("js") => "text/javascript; charset=utf-8",
+        Some("svg") => "image/svg+xml",
+        Some("png") => "image/png",
+        Some("json") => "application/json",
+        Some("woff2") => "font/woff2",
+        Some("woff") => "font/woff",
+        Some("ttf") => "font/ttf",
+        Some("txt") => "text/plain; charset=utf-8",
+        _ => "application/octet-stream",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    fn get(address: SocketAddr, path: &str) -> String {
+        let mut stream = TcpStream::connect(address).unwrap();
+        write!(stream, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        answer
+    }
+
+    #[test]
+    fn the_server_serves_files_and_refuses_paths_outside_its_folder() {
+        let dir = std::env::temp_dir().join(format!("lab-serve-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("css")).unwrap();
+        std::fs::write(dir.join("index.html"), "<h1>home</h1>").unwrap();
+        std::fs::write(dir.join("css").join("a b.css"), "p{}").unwrap();
+        let server = Server::start(&dir).unwrap();
+        let home = get(server.address, "/");
+        assert!(home.starts_with("HTTP/1.1 200 OK"), "{home}");
+        assert!(home.ends_with("<h1>home</h1>"));
+        let css = get(server.address, "/css/a%20b.css?v=1");
+        assert!(css.contains("Content-Type: text/css"), "{css}");
+        assert!(get(server.address, "/missing.html").starts_with("HTTP/1.1 404"));
+        assert!(get(server.address, "/../Cargo.toml").starts_with("HTTP/1.1 404"));
+        drop(server);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn external_links_must_be_https_on_an_allowed_host_and_listed_in_sources() {
+        let sources = "- URL: <https://www.sqlite.org/lang_transaction.html>";
+        assert!(
+            check_external(
+                "https://www.sqlite.org/lang_transaction.html#immediate",
+                sources
+            )
+            .is_ok()
+        );
+        for (link, why) in [
+            (
+                "http://www.sqlite.org/lang_transaction.html",
+                "not an https link",
+            ),
+            (
+                "https://github.com/example/made-up",
+                "not listed in SOURCES.md",
+            ),
+            (
+                "https://example.com/lang_transaction.html",
+                "not on the list of allowed hosts",
+            ),
+            ("https:///nohost", "not a well-formed URL"),
+            ("mailto:someone@example.com", "not an https link"),
+        ] {
+            let err = check_external(link, sources).unwrap_err().to_string();
+            assert!(err.contains(why), "{link}: {err}");
+        }
+    }
+
+    #[test]
+    fn attribute_values_finds_links_and_sources() {
+        let html = r#"<a href="a.html#x">a</a><img src="https://docs.rs/x.png"><link rel="icon" href="f.svg">"#;
+        assert_eq!(
+            attribute_values(html),
+            vec!["a.html#x", "f.svg", "https://docs.rs/x.png"]
+        );
+    }
+
+    #[test]
+    fn every_external_link_in_the_sources_of_the_book_is_allowed() {
+        let root = crate::root();
+        let sources = std::fs::read_to_string(root.join("SOURCES.md")).unwrap();
+        let mut count = 0;
+        for entry in std::fs::read_dir(root.join("src")).unwrap() {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap();
+            for (i, _) in text.match_indices("](http") {
+                let link = &text[i + 2..];
+                let link = &link[..link.find(')').unwrap()];
+                check_external(link, &sources)
+                    .unwrap_or_else(|err| panic!("{}: {err}", path.display()));
+                count += 1;
+            }
+        }
+        assert!(count > 0, "the book cites no sources at all");
+    }
+}
