@@ -43,7 +43,8 @@ impl Backend {
     /// when the lab was built without the `postgres` feature.
     pub fn run_suite(&self, operation: &Operation) -> Result<Observations> {
         match self {
-            Backend::Sqlite => suite::run(operation, |_scenario| SqliteStore::temporary()),
+            // Separate temporary databases: the scenarios can run at the same time.
+            Backend::Sqlite => suite::run_parallel(operation, |_scenario| SqliteStore::temporary()),
             Backend::Postgres { url, lock_timeout } => {
                 postgres::run_suite(url, *lock_timeout, operation)
             }

@@ -1,39 +1,152 @@
-//! `lab bench`: the cost of the keyed create, measured side by side in one run.
+//! `lab bench`: what the keyed create costs, measured side by side in one run.
 //!
-//! The numbers are ratios taken on one machine in one run, so a noisy neighbour slows every column
-//! alike. No test asserts on them.
+//! Every figure is a ratio between measurements taken in the same run on the same machine, so a
+//! noisy neighbour slows both sides alike. No test asserts on them; the targets are read off the
+//! printed table.
+//!
+//! - [`sequential`]: one caller on one reused connection: plain insert vs keyed create, plain
+//!   select vs replay, durable and CPU-bound.
+//! - [`bursts`]: many callers released together, on one key and on distinct keys, with group commit
+//!   and with SQLite's busy handler only, against the disk's raw fdatasync rate.
+//! - [`retained`]: create and replay with a thousand and with a million records kept.
+
+pub mod bursts;
+pub mod probe;
+pub mod retained;
+pub mod sequential;
 
 use std::fmt;
-use std::sync::Barrier;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
-use crate::key::{OperationKey, Scope};
-use crate::payload::Payload;
-use crate::sqlite::{SqliteStore, StoreOptions, sqlite_version};
-use crate::tool::{CreateRequest, Outcome, TicketTool};
+use crate::error::Result;
 
 /// What to measure.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BenchPlan {
     /// Calls per sequential measurement.
     pub iterations: u32,
-    /// Callers released together on one key in the burst.
-    pub burst_callers: usize,
+    /// Burst sizes: callers released together.
+    pub bursts: Vec<usize>,
+    /// Numbers of retained records to compare.
+    pub retained: Vec<u64>,
+    /// How often each burst and each sequential measurement is repeated; the median is kept.
+    pub repeats: usize,
 }
 
 impl Default for BenchPlan {
     fn default() -> Self {
         BenchPlan {
-            iterations: 300,
-            burst_callers: 64,
+            iterations: 2_000,
+            bursts: vec![8, 64, 256],
+            retained: vec![1_000, 1_000_000],
+            repeats: 5,
         }
     }
 }
 
-/// Calls per second of one sequential measurement.
+impl BenchPlan {
+    /// A plan small enough for a smoke test: seconds, not minutes.
+    pub fn quick() -> Self {
+        BenchPlan {
+            iterations: 100,
+            bursts: vec![8, 64],
+            retained: vec![100, 10_000],
+            repeats: 3,
+        }
+    }
+}
+
+/// One run's measurements; serialised, the `lab` part of `bench.json`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct BenchReport {
+    /// What was measured.
+    pub plan: BenchPlan,
+    /// The machine it ran on.
+    pub machine: Machine,
+    /// One caller, one connection.
+    pub sequential: sequential::Sequential,
+    /// Callers released together.
+    pub bursts: bursts::Bursts,
+    /// Create and replay cost by number of retained records.
+    pub retained: Vec<retained::Retained>,
+}
+
+/// The machine a run was taken on.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Machine {
+    /// The processor's model name, as the operating system reports it.
+    pub cpu: String,
+    /// Logical processors available to the run.
+    pub cores: usize,
+    /// Operating system and architecture.
+    pub platform: String,
+    /// The SQLite library linked into the lab.
+    pub sqlite: String,
+    /// The lab crate's version.
+    pub lab: String,
+}
+
+impl Machine {
+    /// This machine.
+    pub fn here() -> Machine {
+        let cpu = std::fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|info| {
+                info.lines()
+                    .find(|line| line.starts_with("model name"))
+                    .and_then(|line| line.split_once(':'))
+                    .map(|(_, name)| name.trim().to_owned())
+            })
+            .unwrap_or_else(|| "unknown".to_owned());
+        Machine {
+            cpu,
+            cores: std::thread::available_parallelism().map_or(1, usize::from),
+            platform: format!("{}-{}", std::env::consts::OS, std::env::consts::ARCH),
+            sqlite: crate::sqlite::sqlite_version().to_owned(),
+            lab: env!("CARGO_PKG_VERSION").to_owned(),
+        }
+    }
+}
+
+/// Runs every measurement of `plan`, printing progress to stderr.
+///
+/// # Errors
+/// Any store error, or a burst or replay that broke the contract (as
+/// [`Error::ScenarioFailed`](crate::Error::ScenarioFailed)).
+pub fn run(plan: &BenchPlan) -> Result<BenchReport> {
+    eprintln!("bench: sequential calls ({} each)...", plan.iterations);
+    let sequential = sequential::measure(plan.iterations, plan.repeats)?;
+    eprintln!(
+        "bench: bursts {:?}, {} times each...",
+        plan.bursts, plan.repeats
+    );
+    let bursts = bursts::measure(&plan.bursts, plan.repeats)?;
+    let mut retained = Vec::new();
+    for &records in &plan.retained {
+        eprintln!("bench: {records} retained records...");
+        retained.push(retained::measure(records, plan.iterations)?);
+    }
+    Ok(BenchReport {
+        plan: plan.clone(),
+        machine: Machine::here(),
+        sequential,
+        bursts,
+        retained,
+    })
+}
+
+impl BenchReport {
+    /// The report as pretty JSON with a final newline.
+    pub fn to_json(&self) -> String {
+        let mut text = serde_json::to_string_pretty(self).expect("the report is plain data");
+        text.push('\n');
+        text
+    }
+}
+
+/// Calls per second of one measurement.
 #[derive(Clone, Copy, Debug)]
 pub struct Rate {
     /// Calls made.
@@ -49,165 +162,24 @@ impl Rate {
     }
 }
 
-/// The measurements of one `lab bench` run.
-#[derive(Clone, Debug)]
-pub struct BenchReport {
-    /// The plan it followed.
-    pub plan: BenchPlan,
-    /// Creates without a key.
-    pub naive: Rate,
-    /// Creates with a fresh key each.
-    pub keyed: Rate,
-    /// Repeats of one keyed create, each a replay.
-    pub replay: Rate,
-    /// Time until every burst caller had its answer.
-    pub burst_elapsed: Duration,
-    /// Tickets that existed after the burst: one is correct.
-    pub burst_tickets: u64,
-    /// Distinct ticket identifiers the burst callers were given: one is correct.
-    pub burst_distinct_ids: usize,
-}
-
-/// Runs the measurements on fresh temporary stores with default (durable) options.
-///
-/// # Errors
-/// Any store error; [`Error::ScenarioFailed`] if a replay creates a ticket.
-pub fn run(plan: BenchPlan) -> Result<BenchReport> {
-    let scope = Scope::new("bench", "create_ticket")?;
-    let payload = Payload::new(json!({"title": "Benchmark ticket", "priority": "normal"}))?;
-
-    let store = SqliteStore::temporary()?;
-    let naive = timed(plan.iterations, |_| {
-        store
-            .create(CreateRequest::unkeyed(&scope, &payload))
-            .map(drop)
-    })?;
-
-    let store = SqliteStore::temporary()?;
-    let keys = (0..plan.iterations)
-        .map(|i| OperationKey::try_from(format!("bench-{i}")))
-        .collect::<Result<Vec<_>>>()?;
-    let keyed = timed(plan.iterations, |i| {
-        store
-            .create(CreateRequest::keyed(&scope, &keys[i as usize], &payload))
-            .map(drop)
-    })?;
-
-    let replayed = &keys[0];
-    let replay = timed(plan.iterations, |_| {
-        match store.create(CreateRequest::keyed(&scope, replayed, &payload))? {
-            Outcome::Replayed(_) => Ok(()),
-            created => Err(Error::ScenarioFailed {
-                scenario: "bench replay",
-                expected: "a replay".to_owned(),
-                observed: format!("{created:?}"),
-            }),
-        }
-    })?;
-
-    let (burst_elapsed, burst_tickets, burst_distinct_ids) =
-        burst(plan.burst_callers, &scope, &keys[0], &payload)?;
-    Ok(BenchReport {
-        plan,
-        naive,
-        keyed,
-        replay,
-        burst_elapsed,
-        burst_tickets,
-        burst_distinct_ids,
-    })
-}
-
-fn timed(calls: u32, mut call: impl FnMut(u32) -> Result<()>) -> Result<Rate> {
-    let start = Instant::now();
-    for i in 0..calls {
-        call(i)?;
-    }
-    Ok(Rate {
-        calls,
-        elapsed: start.elapsed(),
-    })
-}
-
-/// `callers` threads, each on its own connection, released together with one key.
-fn burst(
-    callers: usize,
-    scope: &Scope,
-    key: &OperationKey,
-    payload: &Payload,
-) -> Result<(Duration, u64, usize)> {
-    let store = SqliteStore::temporary_with(StoreOptions::default())?;
-    let connections = (0..callers)
-        .map(|_| store.connect())
-        .collect::<Result<Vec<_>>>()?;
-    let barrier = Barrier::new(callers + 1);
-    let (elapsed, outcomes) = std::thread::scope(|threads| {
-        let handles: Vec<_> = connections
-            .into_iter()
-            .map(|connection| {
-                let barrier = &barrier;
-                threads.spawn(move || {
-                    barrier.wait();
-                    connection.create(CreateRequest::keyed(scope, key, payload))
-                })
-            })
-            .collect();
-        barrier.wait();
-        let start = Instant::now();
-        let outcomes: Vec<Result<Outcome>> = handles
-            .into_iter()
-            .map(|handle| handle.join().expect("a burst thread panicked"))
-            .collect();
-        (start.elapsed(), outcomes)
-    });
-    let mut ids = outcomes
-        .into_iter()
-        .map(|outcome| outcome.map(Outcome::ticket_id))
-        .collect::<Result<Vec<_>>>()?;
-    ids.sort_unstable();
-    ids.dedup();
-    Ok((elapsed, store.count_tickets()?, ids.len()))
+/// Nanoseconds per call.
+pub(crate) fn per_call(elapsed: Duration, calls: u32) -> f64 {
+    elapsed.as_secs_f64() * 1e9 / f64::from(calls.max(1))
 }
 
 impl fmt::Display for BenchReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let naive = self.naive.per_second();
-        let keyed = self.keyed.per_second();
-        let replay = self.replay.per_second();
+        let m = &self.machine;
         writeln!(
             f,
-            "SQLite {}, WAL, synchronous=FULL, one reused connection, {} calls each",
-            sqlite_version(),
-            self.plan.iterations
+            "machine: {} ({} logical cores), {}, SQLite {}, lab {}",
+            m.cpu, m.cores, m.platform, m.sqlite, m.lab
         )?;
-        writeln!(f, "{:<28} {:>12} {:>24}", "measurement", "calls/s", "ratio")?;
-        writeln!(
-            f,
-            "{:<28} {:>12.0} {:>24}",
-            "naive create (no key)", naive, "1.00 (baseline)"
-        )?;
-        writeln!(
-            f,
-            "{:<28} {:>12.0} {:>24}",
-            "keyed create",
-            keyed,
-            format!("{:.2} x naive", keyed / naive)
-        )?;
-        writeln!(
-            f,
-            "{:<28} {:>12.0} {:>24}",
-            "replay of a saved key",
-            replay,
-            format!("{:.2} x keyed create", replay / keyed)
-        )?;
-        write!(
-            f,
-            "burst: {} callers, one key, released together: all answered in {:.1} ms; \
-             tickets: {}, distinct ids returned: {} (expected 1 and 1)",
-            self.plan.burst_callers,
-            self.burst_elapsed.as_secs_f64() * 1000.0,
-            self.burst_tickets,
-            self.burst_distinct_ids
-        )
+        writeln!(f)?;
+        write!(f, "{}", self.sequential)?;
+        writeln!(f)?;
+        write!(f, "{}", self.bursts)?;
+        writeln!(f)?;
+        retained::write_table(f, &self.retained)
     }
 }

@@ -28,6 +28,7 @@ chapters! {
     AcceptanceTest => "acceptance-test.md",
     Limits => "limits.md",
     Simulation => "simulation.md",
+    Performance => "performance.md",
     TeamExercise => "team-exercise.md",
     Testing => "testing.md",
     Glossary => "glossary.md",

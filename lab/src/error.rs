@@ -103,6 +103,15 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// An operating-system call the store needs failed (resolving a path, starting a thread).
+    #[error("{action}: {source}")]
+    Io {
+        /// What was being done, naming the file where there is one.
+        action: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+
     /// A ticket tool adapter written outside this crate reported an error of its own.
     #[error("adapter: {source}")]
     Adapter {

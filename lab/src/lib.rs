@@ -78,6 +78,6 @@ pub use key::{OperationKey, Scope};
 pub use payload::Payload;
 /// Re-exported so examples and adapters use the same JSON types as the lab.
 pub use serde_json;
-pub use sqlite::{SqliteStore, StoreOptions, Synchronous};
+pub use sqlite::{Coordination, SqliteStore, StoreOptions, Synchronous};
 pub use suite::{Observations, Operation};
 pub use tool::{CreateRequest, Fault, Outcome, Step, TicketId, TicketTool};

@@ -70,14 +70,36 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         examples: Option<PathBuf>,
     },
-    /// Measure naive create, keyed create and replay side by side, and a burst on one key
+    /// Measure the keyed create side by side with plain statements, bursts of callers and large
+    /// stores, and print the ratios
     Bench {
         /// Calls per sequential measurement
         #[arg(long, default_value_t = bench::BenchPlan::default().iterations)]
         iterations: u32,
-        /// Callers released together on one key
-        #[arg(long, default_value_t = bench::BenchPlan::default().burst_callers)]
-        callers: usize,
+        /// Burst sizes: callers released together
+        #[arg(long, value_delimiter = ',', default_value = "8,64,256")]
+        bursts: Vec<usize>,
+        /// Numbers of retained records to compare
+        #[arg(long, value_delimiter = ',', default_value = "1000,1000000")]
+        retained: Vec<u64>,
+        /// Repeats of each measurement; the median is reported
+        #[arg(long, default_value_t = bench::BenchPlan::default().repeats)]
+        repeats: usize,
+        /// A small plan for a smoke run: seconds instead of minutes (overrides the four above)
+        #[arg(long)]
+        quick: bool,
+        /// Also write the measurements as JSON here (atomically)
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+    },
+    /// Repeat one kind of call on a CPU-bound store, for an instruction counter (valgrind) to
+    /// measure from outside; used by `cargo xtask bench`
+    #[command(hide = true)]
+    BenchProbe {
+        /// plain-insert, naive-create, keyed-create, keyed-create-busy-handler, plain-select or replay
+        operation: String,
+        /// How many calls
+        calls: u32,
     },
     /// Measure keyed create against plain insert on PostgreSQL at several numbers of clients
     BenchPostgres {
@@ -113,8 +135,32 @@ fn main() -> ExitCode {
         }),
         Some(Command::Bench {
             iterations,
-            callers,
-        }) => run_bench(iterations, callers),
+            bursts,
+            retained,
+            repeats,
+            quick,
+            json,
+        }) => {
+            let plan = if quick {
+                bench::BenchPlan::quick()
+            } else {
+                bench::BenchPlan {
+                    iterations,
+                    bursts,
+                    retained,
+                    repeats,
+                }
+            };
+            run_bench(&plan, json.as_deref())
+        }
+        Some(Command::BenchProbe { operation, calls }) => {
+            match bench::probe::Operation::named(&operation) {
+                Some(operation) => bench::probe::run(operation, calls),
+                None => Err(bad_arguments(&format!(
+                    "unknown probe operation {operation:?}"
+                ))),
+            }
+        }
         Some(Command::Simulate {
             seed,
             histories,
@@ -206,18 +252,22 @@ fn run_scenarios(
     Ok(())
 }
 
-fn run_bench(iterations: u32, callers: usize) -> lab::Result<()> {
-    if iterations == 0 || callers == 0 {
-        return Err(Error::InputInvalid {
-            path: PathBuf::from("command line"),
-            problem: "--iterations and --callers must be at least 1".to_owned(),
-        });
+fn run_bench(plan: &bench::BenchPlan, json: Option<&Path>) -> lab::Result<()> {
+    if plan.iterations == 0
+        || plan.repeats == 0
+        || plan.bursts.contains(&0)
+        || plan.retained.contains(&0)
+    {
+        return Err(bad_arguments(
+            "--iterations, --repeats, --bursts and --retained must be at least 1",
+        ));
     }
-    let report = bench::run(bench::BenchPlan {
-        iterations,
-        burst_callers: callers,
-    })?;
+    let output = json.map(AtomicFile::create).transpose()?;
+    let report = bench::run(plan)?;
     println!("{report}");
+    if let Some(output) = output {
+        output.commit(report.to_json().as_bytes())?;
+    }
     Ok(())
 }
 

@@ -4,7 +4,11 @@
 //! - `{{#lab-output}}` becomes a `text` block with the lines `lab` prints for that run.
 //! - `{{#lab-value PATH}}` becomes one value of results.json; PATH is dot-separated, such as
 //!   `scenarios.naive_retry.tickets` or `sqlite`.
-//! - A backslash before either (`\{{#lab-output}}`) leaves the directive as text.
+//! - `{{#lab-bench PATH}}` becomes one value of `bench.json` (written by `cargo xtask bench`);
+//!   `{{#lab-bench-ratio A / B}}` the ratio of two of its values, to two decimals.
+//! - `{{#lab-plot NAME}}` becomes an SVG chart drawn from `bench.json` (`bursts`, `retained`), and
+//!   `{{#lab-table NAME}}` a Markdown table (`sequential`, `instructions`, `bursts`, `retained`).
+//! - A backslash before any of them (`\{{#lab-output}}`) leaves the directive as text.
 //!
 //! An unknown directive or path fails the build, naming the chapter.
 
@@ -31,7 +35,8 @@ impl Preprocessor for LabFigures {
         ctx: &PreprocessorContext,
         mut book: Book,
     ) -> mdbook_preprocessor::errors::Result<Book> {
-        let results = Results::read(&ctx.root.join("results.json"))?;
+        let results = Results::read(&ctx.root.join("results.json"))?
+            .with_bench_file(&ctx.root.join("bench.json"));
         let mut failure = None;
         book.for_each_mut(|item| {
             let BookItem::Chapter(chapter) = item else {
@@ -60,10 +65,13 @@ impl Preprocessor for LabFigures {
     }
 }
 
-/// results.json, both typed (so a malformed file is rejected) and as JSON (for paths).
+/// results.json, both typed (so a malformed file is rejected) and as JSON (for paths); and
+/// bench.json, read when a chapter asks for it.
 pub struct Results {
     evidence: Evidence,
     value: Value,
+    bench_path: Option<std::path::PathBuf>,
+    bench: std::cell::OnceCell<Value>,
 }
 
 impl Results {
@@ -71,7 +79,62 @@ impl Results {
     pub fn read(path: &Path) -> Result<Results> {
         let evidence = Evidence::read(path)?;
         let value = serde_json::to_value(&evidence)?;
-        Ok(Results { evidence, value })
+        Ok(Results {
+            evidence,
+            value,
+            bench_path: None,
+            bench: std::cell::OnceCell::new(),
+        })
+    }
+
+    /// Where `{{#lab-bench}}` and `{{#lab-plot}}` read their figures.
+    pub fn with_bench_file(self, path: &Path) -> Results {
+        Results {
+            bench_path: Some(path.to_owned()),
+            ..self
+        }
+    }
+
+    fn bench(&self) -> Result<&Value> {
+        if let Some(value) = self.bench.get() {
+            return Ok(value);
+        }
+        let path = self
+            .bench_path
+            .as_deref()
+            .context("no bench.json was given to the preprocessor")?;
+        let text = std::fs::read_to_string(path).with_context(|| {
+            format!(
+                "reading {} (run `cargo xtask bench` to make it)",
+                path.display()
+            )
+        })?;
+        let value: Value = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not valid JSON", path.display()))?;
+        Ok(self.bench.get_or_init(|| value))
+    }
+
+    fn bench_value(&self, path: &str) -> Result<String> {
+        match lookup(self.bench()?, path)? {
+            Value::String(text) => Ok(text.clone()),
+            Value::Number(number) => Ok(match number.as_f64() {
+                Some(float) if number.is_f64() => format_number(float),
+                _ => number.to_string(),
+            }),
+            other => Ok(sorted_json(other, Separators::SPACED)),
+        }
+    }
+
+    fn bench_ratio(&self, expression: &str) -> Result<String> {
+        let (a, b) = expression
+            .split_once('/')
+            .context("lab-bench-ratio takes `PATH / PATH`")?;
+        let number = |path: &str| -> Result<f64> {
+            lookup(self.bench()?, path.trim())?
+                .as_f64()
+                .with_context(|| format!("`{}` in bench.json is not a number", path.trim()))
+        };
+        Ok(format!("{:.2}", number(a)? / number(b)?))
     }
 
     fn output(&self) -> String {
@@ -90,6 +153,29 @@ impl Results {
         }
     }
 }
+
+/// The value at a dot-separated path (array indices are numbers: `runs.0.callers`).
+fn lookup<'v>(value: &'v Value, path: &str) -> Result<&'v Value> {
+    let pointer = format!("/{}", path.replace('.', "/"));
+    match value.pointer(&pointer) {
+        Some(Value::Object(_)) => bail!("`{path}` in bench.json is an object, not a value"),
+        Some(found) => Ok(found),
+        None => bail!("bench.json has no value at `{path}`"),
+    }
+}
+
+/// Measurements read best with three significant figures.
+fn format_number(value: f64) -> String {
+    if value.abs() >= 100.0 {
+        format!("{value:.0}")
+    } else if value.abs() >= 10.0 {
+        format!("{value:.1}")
+    } else {
+        format!("{value:.2}")
+    }
+}
+
+impl Results {}
 
 /// Replaces every directive in `text`.
 pub fn expand(text: &str, results: &Results) -> Result<String> {
@@ -112,9 +198,14 @@ pub fn expand(text: &str, results: &Results) -> Result<String> {
         let replacement = match directive.split_once(char::is_whitespace) {
             None if directive == "output" => results.output(),
             Some(("value", path)) => results.value(path.trim())?,
+            Some(("bench", path)) => results.bench_value(path.trim())?,
+            Some(("bench-ratio", expression)) => results.bench_ratio(expression)?,
+            Some(("plot", name)) => crate::plots::draw(name.trim(), results.bench()?)?,
+            Some(("table", name)) => crate::plots::table(name.trim(), results.bench()?)?,
             Some(("timeline", name)) => crate::timeline::draw(name.trim())?,
             _ => bail!(
-                "unknown directive `{{{{#lab-{directive}}}}}` (known: lab-output, lab-value PATH)"
+                "unknown directive `{{{{#lab-{directive}}}}}` (known: lab-output, lab-value PATH, \
+                 lab-bench PATH, lab-bench-ratio A / B, lab-plot NAME, lab-table NAME)"
             ),
         };
         out.push_str(&replacement);

@@ -262,5 +262,8 @@ fn bench_rejects_zero_iterations() {
     let folder = tempfile::tempdir().unwrap();
     let output = lab(&["bench", "--iterations", "0"], folder.path());
     assert_eq!(output.status.code(), Some(2));
-    assert!(stderr(&output).contains("--iterations and --callers must be at least 1"));
+    assert!(
+        stderr(&output)
+            .contains("--iterations, --repeats, --bursts and --retained must be at least 1")
+    );
 }

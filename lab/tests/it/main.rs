@@ -5,6 +5,7 @@ mod bad_input;
 mod book;
 mod cli;
 mod evidence;
+mod group_commit;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod sim;

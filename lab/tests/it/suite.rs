@@ -166,3 +166,31 @@ fn a_tool_that_deduplicates_by_content_fails_the_new_key_scenario() {
     assert_eq!(scenario, "new_key_same_payload");
     assert!(message.contains("a newly created ticket"), "{message}");
 }
+
+#[test]
+fn the_parallel_suite_observes_what_the_sequential_suite_observes() {
+    let operation = unusual_operation();
+    let sequential = suite::run(&operation, |_| SqliteStore::temporary()).unwrap();
+    let parallel = suite::run_parallel(&operation, |_| SqliteStore::temporary()).unwrap();
+    assert_eq!(parallel, sequential);
+}
+
+#[test]
+fn the_parallel_suite_reports_the_first_failing_scenario_in_order() {
+    // Ignoring faults breaks naive_retry (first) and failure_before_commit (fourth).
+    let result = suite::run_parallel(&Operation::example(), |_| {
+        Ok(Broken {
+            store: SqliteStore::temporary()?,
+            create: |store, request| {
+                store.create(CreateRequest {
+                    fault: Fault::None,
+                    ..request
+                })
+            },
+        })
+    });
+    match result {
+        Err(Error::ScenarioFailed { scenario, .. }) => assert_eq!(scenario, "naive_retry"),
+        other => panic!("expected a failure, got {other:?}"),
+    }
+}

@@ -1,0 +1,121 @@
+//! One kind of call, repeated, on a CPU-bound store: the unit that an instruction counter such as
+//! `valgrind --tool=callgrind` measures from outside. Running it twice with different call counts
+//! and subtracting removes the start-up and set-up cost, which is the same in both runs.
+
+use rusqlite::params;
+use serde_json::json;
+
+use crate::error::{Error, Result};
+use crate::key::{OperationKey, Scope};
+use crate::payload::Payload;
+use crate::sqlite::{Coordination, SqliteStore, StoreOptions, Synchronous};
+use crate::tool::{CreateRequest, Outcome, TicketTool};
+
+/// Records every probe store holds before its calls, whatever the operation.
+pub const PREFILLED: u32 = 2_000;
+
+/// The kinds of call a probe can repeat.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operation {
+    /// `INSERT INTO tickets` in autocommit.
+    PlainInsert,
+    /// A create without a key, through the store.
+    NaiveCreate,
+    /// A keyed create with a new key, through group commit.
+    KeyedCreate,
+    /// A keyed create with a new key, on the caller's own connection.
+    KeyedCreateBusyHandler,
+    /// `SELECT` of an operation record by primary key.
+    PlainSelect,
+    /// A keyed create whose record exists.
+    Replay,
+}
+
+impl Operation {
+    /// Every operation, with the name the command line uses.
+    pub const ALL: [(&'static str, Operation); 6] = [
+        ("plain-insert", Operation::PlainInsert),
+        ("naive-create", Operation::NaiveCreate),
+        ("keyed-create", Operation::KeyedCreate),
+        (
+            "keyed-create-busy-handler",
+            Operation::KeyedCreateBusyHandler,
+        ),
+        ("plain-select", Operation::PlainSelect),
+        ("replay", Operation::Replay),
+    ];
+
+    /// The operation a command-line name stands for.
+    pub fn named(name: &str) -> Option<Operation> {
+        Operation::ALL
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, op)| *op)
+    }
+}
+
+/// Sets up a CPU-bound store with [`PREFILLED`] keyed tickets, then runs `operation` `calls` times.
+///
+/// # Errors
+/// Any store error; [`Error::ScenarioFailed`] if a replay creates.
+pub fn run(operation: Operation, calls: u32) -> Result<()> {
+    let coordination = match operation {
+        Operation::KeyedCreateBusyHandler => Coordination::BusyHandler,
+        _ => Coordination::GroupCommit,
+    };
+    let store = SqliteStore::temporary_with(
+        StoreOptions::default()
+            .with_synchronous(Synchronous::Off)
+            .with_coordination(coordination),
+    )?;
+    let scope = Scope::new("probe", "create_ticket")?;
+    let payload = Payload::new(json!({"title": "Probe ticket", "priority": "normal"}))?;
+    let kept = (0..PREFILLED)
+        .map(|i| OperationKey::try_from(format!("kept-{i:08}")))
+        .collect::<Result<Vec<_>>>()?;
+    for key in &kept {
+        store.create(CreateRequest::keyed(&scope, key, &payload))?;
+    }
+    let fresh = (0..calls)
+        .map(|i| OperationKey::try_from(format!("new-{i:08}")))
+        .collect::<Result<Vec<_>>>()?;
+    let db = store.connection();
+    for i in 0..calls as usize {
+        let old = &kept[i % kept.len()];
+        match operation {
+            Operation::PlainInsert => {
+                db.prepare_cached("INSERT INTO tickets (caller, payload) VALUES (?1, ?2)")?
+                    .execute(params![scope.caller(), payload.canonical()])?;
+            }
+            Operation::NaiveCreate => {
+                store.create(CreateRequest::unkeyed(&scope, &payload))?;
+            }
+            Operation::KeyedCreate | Operation::KeyedCreateBusyHandler => {
+                store.create(CreateRequest::keyed(&scope, &fresh[i], &payload))?;
+            }
+            Operation::PlainSelect => {
+                let _: i64 = db
+                    .prepare_cached(
+                        "SELECT ticket_id FROM operation_records
+                         WHERE caller = ?1 AND operation = ?2 AND key = ?3",
+                    )?
+                    .query_row(
+                        params![scope.caller(), scope.operation(), old.as_str()],
+                        |row| row.get(0),
+                    )?;
+            }
+            Operation::Replay => {
+                if let created @ Outcome::Created(_) =
+                    store.create(CreateRequest::keyed(&scope, old, &payload))?
+                {
+                    return Err(Error::ScenarioFailed {
+                        scenario: "probe replay",
+                        expected: "a replay".to_owned(),
+                        observed: format!("{created:?}"),
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,151 @@
+//! Create and replay with few and with many records kept: the cost of a deeper index.
+
+use std::fmt;
+use std::time::Instant;
+
+use rusqlite::params;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::per_call;
+use crate::error::{Error, Result};
+use crate::key::{OperationKey, Scope};
+use crate::payload::Payload;
+use crate::sqlite::{SqliteStore, StoreOptions, Synchronous};
+use crate::tool::{CreateRequest, Outcome, TicketTool};
+
+/// Costs with a given number of records already kept.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Retained {
+    /// Tickets and records in the store before the measurement.
+    pub records: u64,
+    /// Nanoseconds per keyed create of a new key.
+    pub create_ns: f64,
+    /// Nanoseconds per replay of a key chosen across the whole range, once the pages those keys
+    /// live on are in memory (the second pass over the same keys).
+    pub replay_ns: f64,
+    /// The same replays on the first pass, when each may have to bring its page in from the file.
+    pub replay_cold_ns: f64,
+}
+
+/// Fills a CPU-bound store (`synchronous=OFF`, so the index, not the disk, is measured) with
+/// `records` tickets and records, then measures `calls` creates and replays.
+///
+/// # Errors
+/// Any store error; [`Error::ScenarioFailed`] if a replay creates.
+pub fn measure(records: u64, calls: u32) -> Result<Retained> {
+    let store =
+        SqliteStore::temporary_with(StoreOptions::default().with_synchronous(Synchronous::Off))?;
+    let scope = Scope::new("bench", "create_ticket")?;
+    let payload = Payload::new(json!({"title": "Retained ticket", "priority": "normal"}))?;
+    fill(&store, &scope, &payload, records)?;
+
+    let new_keys = (0..calls)
+        .map(|i| OperationKey::try_from(format!("new-{i:08}")))
+        .collect::<Result<Vec<_>>>()?;
+    let start = Instant::now();
+    for key in &new_keys {
+        store.create(CreateRequest::keyed(&scope, key, &payload))?;
+    }
+    let create_ns = per_call(start.elapsed(), calls);
+
+    // Spread the replays over the whole key range, so they do not all hit one cached page.
+    let stride = (records / u64::from(calls.max(1))).max(1);
+    let old_keys = (0..u64::from(calls))
+        .map(|i| OperationKey::try_from(format!("kept-{:010}", (i * stride) % records.max(1))))
+        .collect::<Result<Vec<_>>>()?;
+    let replay_cold_ns = replay_all(&store, &scope, &payload, &old_keys)?;
+    let replay_ns = replay_all(&store, &scope, &payload, &old_keys)?;
+    Ok(Retained {
+        records,
+        create_ns,
+        replay_ns,
+        replay_cold_ns,
+    })
+}
+
+/// Nanoseconds per replay of each key in `keys`.
+fn replay_all(
+    store: &SqliteStore,
+    scope: &Scope,
+    payload: &Payload,
+    keys: &[OperationKey],
+) -> Result<f64> {
+    let start = Instant::now();
+    for key in keys {
+        if let outcome @ Outcome::Created(_) =
+            store.create(CreateRequest::keyed(scope, key, payload))?
+        {
+            return Err(Error::ScenarioFailed {
+                scenario: "bench retained replay",
+                expected: "a replay".to_owned(),
+                observed: format!("{outcome:?}"),
+            });
+        }
+    }
+    Ok(per_call(
+        start.elapsed(),
+        u32::try_from(keys.len()).unwrap_or(u32::MAX),
+    ))
+}
+
+/// Inserts `records` tickets with their operation records in one transaction, as a long-lived
+/// store would have accumulated them.
+fn fill(store: &SqliteStore, scope: &Scope, payload: &Payload, records: u64) -> Result<()> {
+    let db = store.connection();
+    db.execute_batch("BEGIN")?;
+    {
+        let mut ticket =
+            db.prepare("INSERT INTO tickets (id, caller, payload) VALUES (?1, ?2, ?3)")?;
+        let mut record = db.prepare(
+            "INSERT INTO operation_records (caller, operation, key, payload, ticket_id, response)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )?;
+        for i in 0..records {
+            let id = i64::try_from(i + 1).unwrap_or(i64::MAX);
+            ticket.execute(params![id, scope.caller(), payload.canonical()])?;
+            record.execute(params![
+                scope.caller(),
+                scope.operation(),
+                format!("kept-{i:010}"),
+                payload.canonical(),
+                id,
+                format!("{{\"ticket_id\":{id}}}"),
+            ])?;
+        }
+    }
+    db.execute_batch("COMMIT")?;
+    // A long-lived store has long since moved its pages from the write-ahead log into the database
+    // file; do the same, so the measurement is of the index and not of one huge log.
+    db.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")?;
+    Ok(())
+}
+
+/// Prints the comparison of the first (fewest records) with each larger count.
+pub(super) fn write_table(f: &mut fmt::Formatter<'_>, rows: &[Retained]) -> fmt::Result {
+    writeln!(
+        f,
+        "retained records (cpu-bound; speed relative to the smallest store)"
+    )?;
+    writeln!(
+        f,
+        "{:>10} {:>12} {:>8} {:>12} {:>8}",
+        "records", "create us", "speed", "replay us", "speed"
+    )?;
+    let Some(base) = rows.first() else {
+        return Ok(());
+    };
+    for row in rows {
+        writeln!(
+            f,
+            "{:>10} {:>12.2} {:>8.2} {:>12.2} {:>8.2} {:>16.2}",
+            row.records,
+            row.create_ns / 1000.0,
+            base.create_ns / row.create_ns,
+            row.replay_ns / 1000.0,
+            base.replay_ns / row.replay_ns,
+            row.replay_cold_ns / 1000.0,
+        )?;
+    }
+    Ok(())
+}

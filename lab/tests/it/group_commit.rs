@@ -1,0 +1,216 @@
+//! In-process writer coordination and group commit: creates that arrive together share one
+//! transaction, yet each keeps its own atomicity and its own answer.
+
+use std::sync::Barrier;
+use std::time::Duration;
+
+use lab::serde_json::json;
+use lab::{
+    Coordination, CreateRequest, Error, Fault, OperationKey, Outcome, Payload, Scope, SqliteStore,
+    Step, StoreOptions, TicketTool,
+};
+
+/// What a caller in the batch asks for.
+#[derive(Clone, Copy, Debug)]
+enum Plan {
+    Plain,
+    Fail(Step),
+    SameKeyAsFirst,
+}
+
+#[test]
+fn creates_queued_together_share_one_commit_and_fail_only_alone() {
+    let store = SqliteStore::temporary().unwrap();
+    let scope = Scope::new("batch", "create_ticket").unwrap();
+    let payload = Payload::new(json!({"title": "batched"})).unwrap();
+    let plans = [
+        Plan::Plain,
+        Plan::Fail(Step::InsertRecord),
+        Plan::Plain,
+        Plan::Fail(Step::Commit),
+        Plan::SameKeyAsFirst,
+        Plan::Fail(Step::InsertTicket),
+        Plan::Plain,
+        Plan::Fail(Step::InsertRecord),
+        Plan::Plain,
+        Plan::SameKeyAsFirst,
+        Plan::Plain,
+        Plan::Fail(Step::Commit),
+    ];
+    let keys: Vec<OperationKey> = (0..plans.len())
+        .map(|i| match plans[i] {
+            Plan::SameKeyAsFirst => OperationKey::try_from("key-0").unwrap(),
+            _ => OperationKey::try_from(format!("key-{i}")).unwrap(),
+        })
+        .collect();
+
+    // Hold SQLite's write lock from outside the store, so the first group commit
+    // waits and every other create queues behind it.
+    let blocker = rusqlite::Connection::open(store.path()).unwrap();
+    blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let callers: Vec<SqliteStore> = plans.iter().map(|_| store.connect().unwrap()).collect();
+    let barrier = Barrier::new(plans.len() + 1);
+    let outcomes: Vec<lab::Result<Outcome>> = std::thread::scope(|threads| {
+        let handles: Vec<_> = callers
+            .into_iter()
+            .zip(plans.iter().zip(&keys))
+            .map(|(caller, (plan, key))| {
+                let (barrier, scope, payload) = (&barrier, &scope, &payload);
+                threads.spawn(move || {
+                    let fault = match plan {
+                        Plan::Fail(step) => Fault::FailAt(*step),
+                        _ => Fault::None,
+                    };
+                    barrier.wait();
+                    caller.create(CreateRequest::keyed(scope, key, payload).with_fault(fault))
+                })
+            })
+            .collect();
+        barrier.wait();
+        std::thread::sleep(Duration::from_millis(300));
+        blocker.execute_batch("ROLLBACK").unwrap();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+
+    let commits = store.group_commits().unwrap();
+    assert_eq!(commits.creates, plans.len() as u64, "{commits:?}");
+    assert!(
+        commits.transactions <= 3,
+        "creates were not grouped: {commits:?}"
+    );
+
+    let mut created = Vec::new();
+    for ((plan, key), outcome) in plans.iter().zip(&keys).zip(&outcomes) {
+        match (plan, outcome) {
+            (Plan::Fail(_), Err(Error::InjectedFailure)) => {
+                let record: Option<i64> = store
+                    .connection()
+                    .query_row(
+                        "SELECT ticket_id FROM operation_records WHERE key = ?1",
+                        [key.as_str()],
+                        |r| r.get(0),
+                    )
+                    .ok();
+                assert_eq!(record, None, "{plan:?} left a record");
+            }
+            (Plan::Plain | Plan::SameKeyAsFirst, Ok(outcome)) => {
+                created.push((key.clone(), *outcome))
+            }
+            other => panic!("unexpected outcome {other:?}"),
+        }
+    }
+    // Key 0 was asked for three times: one create, two replays of the same ticket.
+    let key0: Vec<Outcome> = created
+        .iter()
+        .filter(|(k, _)| k.as_str() == "key-0")
+        .map(|(_, o)| *o)
+        .collect();
+    assert_eq!(key0.len(), 3);
+    assert_eq!(
+        key0.iter().filter(|o| !o.is_replay()).count(),
+        1,
+        "{key0:?}"
+    );
+    assert!(key0.iter().all(|o| o.ticket_id() == key0[0].ticket_id()));
+    // Every other success is its own ticket, with its own record; failures left no ticket.
+    let distinct_keys = 1 + plans
+        .iter()
+        .enumerate()
+        .filter(|(i, p)| *i > 0 && matches!(p, Plan::Plain))
+        .count();
+    assert_eq!(store.count_tickets().unwrap(), distinct_keys as u64);
+    assert_eq!(store.count_records().unwrap(), distinct_keys as u64);
+    for (key, outcome) in &created {
+        let saved: i64 = store
+            .connection()
+            .query_row(
+                "SELECT ticket_id FROM operation_records WHERE key = ?1",
+                [key.as_str()],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(saved, outcome.ticket_id(), "{key}");
+    }
+}
+
+fn burst_on_one_key(coordination: Coordination, callers: usize) -> (u64, Vec<i64>) {
+    let store =
+        SqliteStore::temporary_with(StoreOptions::default().with_coordination(coordination))
+            .unwrap();
+    let scope = Scope::new("burst", "create_ticket").unwrap();
+    let key = OperationKey::try_from("one-key").unwrap();
+    let payload = Payload::new(json!({"title": "burst"})).unwrap();
+    let connections: Vec<SqliteStore> = (0..callers).map(|_| store.connect().unwrap()).collect();
+    let barrier = Barrier::new(callers);
+    let mut ids: Vec<i64> = std::thread::scope(|threads| {
+        let handles: Vec<_> = connections
+            .into_iter()
+            .map(|c| {
+                let (barrier, scope, key, payload) = (&barrier, &scope, &key, &payload);
+                threads.spawn(move || {
+                    barrier.wait();
+                    c.create(CreateRequest::keyed(scope, key, payload))
+                        .unwrap()
+                        .ticket_id()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    ids.sort_unstable();
+    ids.dedup();
+    (store.count_tickets().unwrap(), ids)
+}
+
+#[test]
+fn sixty_four_callers_on_one_key_get_one_ticket_with_group_commit() {
+    assert_eq!(
+        burst_on_one_key(Coordination::GroupCommit, 64),
+        (1, vec![1])
+    );
+}
+
+#[test]
+fn sixty_four_callers_on_one_key_get_one_ticket_with_the_busy_handler() {
+    assert_eq!(
+        burst_on_one_key(Coordination::BusyHandler, 64),
+        (1, vec![1])
+    );
+}
+
+#[test]
+fn the_seven_scenarios_pass_with_either_coordination() {
+    for coordination in [Coordination::GroupCommit, Coordination::BusyHandler] {
+        let options = StoreOptions::default().with_coordination(coordination);
+        let observed = lab::suite::run(&lab::Operation::example(), |_| {
+            SqliteStore::temporary_with(options)
+        })
+        .unwrap();
+        assert_eq!(
+            observed.concurrent_same_key.returned_ticket_ids,
+            [1],
+            "{coordination:?}"
+        );
+        assert_eq!(observed.naive_retry.tickets, 2, "{coordination:?}");
+    }
+}
+
+#[test]
+fn stores_on_one_file_share_one_write_queue_and_busy_handler_stores_have_none() {
+    let store = SqliteStore::temporary().unwrap();
+    let other = SqliteStore::open(store.path()).unwrap();
+    let scope = Scope::new("share", "create_ticket").unwrap();
+    let payload = Payload::new(json!({"n": 1})).unwrap();
+    store
+        .create(CreateRequest::unkeyed(&scope, &payload))
+        .unwrap();
+    other
+        .create(CreateRequest::unkeyed(&scope, &payload))
+        .unwrap();
+    assert_eq!(store.group_commits().unwrap().creates, 2);
+    let direct = SqliteStore::temporary_with(
+        StoreOptions::default().with_coordination(Coordination::BusyHandler),
+    )
+    .unwrap();
+    assert_eq!(direct.group_commits(), None);
+}

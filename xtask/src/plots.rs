@@ -1,0 +1,502 @@
+//! SVG charts drawn from `bench.json` at build time, so the performance chapter shows a real run.
+//!
+//! The charts are plain inline SVG: no script, text in `currentColor` so they follow mdBook's light
+//! and dark themes, and a `<title>` plus `aria-label` as their text alternative.
+
+use std::fmt::Write;
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+
+/// A bar of a grouped chart.
+struct Bar {
+    label: &'static str,
+    value: f64,
+    colour: &'static str,
+}
+
+/// A group of bars under one caption.
+struct Group {
+    caption: String,
+    bars: Vec<Bar>,
+}
+
+const BUSY: &str = "#d0603a";
+const GROUP: &str = "#2f7fc1";
+const FLOOR: &str = "#8a8a8a";
+const CREATE: &str = "#2f7fc1";
+const REPLAY: &str = "#3a9a5b";
+
+/// The chart called `name` (`bursts` or `retained`), drawn from the bench report.
+pub fn draw(name: &str, bench: &Value) -> Result<String> {
+    match name {
+        "bursts" => bursts(bench),
+        "retained" => retained(bench),
+        other => bail!("unknown plot `{other}` (known: bursts, retained)"),
+    }
+}
+
+fn number(value: &Value, what: &str) -> Result<f64> {
+    value
+        .as_f64()
+        .with_context(|| format!("bench.json has no number for {what}"))
+}
+
+fn bursts(bench: &Value) -> Result<String> {
+    let runs = bench["lab"]["bursts"]["runs"]
+        .as_array()
+        .context("bench.json has no lab.bursts.runs")?;
+    let floors = bench["lab"]["bursts"]["idle_floor_ms"]
+        .as_array()
+        .context("bench.json has no lab.bursts.idle_floor_ms")?;
+    let mut groups = Vec::new();
+    let mut sizes: Vec<u64> = runs.iter().filter_map(|r| r["callers"].as_u64()).collect();
+    sizes.dedup();
+    for callers in sizes {
+        let floor = floors
+            .iter()
+            .find(|f| f[0].as_u64() == Some(callers))
+            .map(|f| number(&f[1], "a floor"))
+            .transpose()?
+            .unwrap_or(f64::NAN);
+        for one_key in [true, false] {
+            let find = |coordination: &str| {
+                runs.iter().find(|r| {
+                    r["callers"].as_u64() == Some(callers)
+                        && r["one_key"] == one_key
+                        && r["coordination"] == coordination
+                })
+            };
+            let (Some(busy), Some(group)) = (find("busy_handler"), find("group_commit")) else {
+                continue;
+            };
+            groups.push(Group {
+                caption: format!(
+                    "{callers}, {}",
+                    if one_key { "one key" } else { "distinct keys" }
+                ),
+                bars: vec![
+                    Bar {
+                        label: "busy handler",
+                        value: number(&busy["elapsed_ms"], "a burst")?,
+                        colour: BUSY,
+                    },
+                    Bar {
+                        label: "group commit",
+                        value: number(&group["elapsed_ms"], "a burst")?,
+                        colour: GROUP,
+                    },
+                    Bar {
+                        label: "idle threads",
+                        value: floor,
+                        colour: FLOOR,
+                    },
+                ],
+            });
+        }
+    }
+    Ok(chart(
+        "Time until every caller of a burst has its answer (milliseconds, log scale)",
+        "Bursts of callers released together: for each size and key shape, the median time with SQLite's busy handler alone, with group commit, and for the same number of idle threads",
+        &groups,
+        true,
+        "ms",
+    ))
+}
+
+fn retained(bench: &Value) -> Result<String> {
+    let rows = bench["lab"]["retained"]
+        .as_array()
+        .context("bench.json has no lab.retained")?;
+    let groups = rows
+        .iter()
+        .map(|row| {
+            Ok(Group {
+                caption: format!("{} records", number(&row["records"], "records")?),
+                bars: vec![
+                    Bar {
+                        label: "create",
+                        value: number(&row["create_ns"], "create")? / 1000.0,
+                        colour: CREATE,
+                    },
+                    Bar {
+                        label: "replay",
+                        value: number(&row["replay_ns"], "replay")? / 1000.0,
+                        colour: REPLAY,
+                    },
+                ],
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(chart(
+        "Cost of one call by number of retained records (microseconds, CPU-bound)",
+        "Keyed create and replay cost with few and with many operation records kept",
+        &groups,
+        false,
+        "µs",
+    ))
+}
+
+/// A grouped bar chart with a legend, values printed above the bars.
+fn chart(title: &str, description: &str, groups: &[Group], log: bool, unit: &str) -> String {
+    let bars_per_group = groups.iter().map(|g| g.bars.len()).max().unwrap_or(1);
+    let (bar, gap, left, top, plot_height) = (26.0, 34.0, 20.0, 56.0, 220.0);
+    let group_width = bar * bars_per_group as f64 + gap;
+    let width = left * 2.0 + group_width * groups.len().max(1) as f64;
+    let height = top + plot_height + 70.0;
+    let values: Vec<f64> = groups
+        .iter()
+        .flat_map(|g| g.bars.iter().map(|b| b.value))
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .collect();
+    let max = values.iter().copied().fold(f64::MIN_POSITIVE, f64::max);
+    let min = values.iter().copied().fold(max, f64::min);
+    let scale = |value: f64| -> f64 {
+        if !(value.is_finite() && value > 0.0) {
+            return 0.0;
+        }
+        if log {
+            let low = (min / 2.0).log10();
+            let span = (max.log10() - low).max(f64::MIN_POSITIVE);
+            ((value.log10() - low) / span * plot_height).max(2.0)
+        } else {
+            (value / max * plot_height).max(2.0)
+        }
+    };
+    let mut svg = String::new();
+    let label = escape(&format!("{title}. {description}."));
+    let _ = write!(
+        svg,
+        r#"<svg class="lab-plot" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width:.0} {height:.0}" width="{width:.0}" height="{height:.0}" role="img" aria-label="{label}" font-family="sans-serif" font-size="12" fill="currentColor">"#
+    );
+    let _ = write!(
+        svg,
+        "<title>{}</title><desc>{}</desc>",
+        escape(title),
+        escape(description)
+    );
+    let _ = write!(
+        svg,
+        r#"<text x="{left}" y="18" font-size="13" font-weight="bold">{}</text>"#,
+        escape(title)
+    );
+    // Legend from the first group's bars.
+    if let Some(first) = groups.first() {
+        let mut x = left;
+        for entry in &first.bars {
+            let _ = write!(
+                svg,
+                r#"<rect x="{x}" y="28" width="12" height="12" fill="{}"/><text x="{}" y="38">{}</text>"#,
+                entry.colour,
+                x + 16.0,
+                escape(entry.label)
+            );
+            x += 20.0 + 7.0 * entry.label.len() as f64 + 16.0;
+        }
+    }
+    let base = top + plot_height;
+    let _ = write!(
+        svg,
+        r#"<line x1="{left}" y1="{base}" x2="{}" y2="{base}" stroke="currentColor" stroke-width="1"/>"#,
+        width - left
+    );
+    for (index, group) in groups.iter().enumerate() {
+        let x0 = left + gap / 2.0 + group_width * index as f64;
+        for (j, entry) in group.bars.iter().enumerate() {
+            let h = scale(entry.value);
+            let x = x0 + bar * j as f64;
+            let _ = write!(
+                svg,
+                r#"<rect x="{x:.1}" y="{:.1}" width="{:.1}" height="{h:.1}" fill="{}"><title>{}: {} {unit}</title></rect>"#,
+                base - h,
+                bar - 3.0,
+                entry.colour,
+                escape(entry.label),
+                format_value(entry.value)
+            );
+            let _ = write!(
+                svg,
+                r#"<text x="{:.1}" y="{:.1}" font-size="10" text-anchor="middle">{}</text>"#,
+                x + (bar - 3.0) / 2.0,
+                base - h - 4.0,
+                format_value(entry.value)
+            );
+        }
+        let _ = write!(
+            svg,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+            x0 + bar * group.bars.len() as f64 / 2.0,
+            base + 18.0,
+            escape(&group.caption)
+        );
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
+/// The Markdown table called `name`, built from the bench report, with the ratios the
+/// performance targets are stated in.
+pub fn table(name: &str, bench: &Value) -> Result<String> {
+    let lab = &bench["lab"];
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let header: Vec<&str> = match name {
+        "sequential" => {
+            let costs = |mode: &str, field: &str| number(&lab["sequential"][mode][field], field);
+            let lines = [
+                ("plain insert", "plain_insert_ns", "plain_insert_ns"),
+                (
+                    "keyed create, group commit",
+                    "keyed_create_group_commit_ns",
+                    "plain_insert_ns",
+                ),
+                (
+                    "keyed create, busy handler",
+                    "keyed_create_busy_handler_ns",
+                    "plain_insert_ns",
+                ),
+                ("plain select by key", "plain_select_ns", "plain_select_ns"),
+                ("replay", "replay_ns", "plain_select_ns"),
+            ];
+            for (label, field, base) in lines {
+                let mut row = vec![label.to_owned()];
+                for mode in ["durable", "cpu_bound"] {
+                    let value = costs(mode, field)?;
+                    row.push(format_value(value / 1000.0));
+                    row.push(format!("{:.2}", value / costs(mode, base)?));
+                }
+                rows.push(row);
+            }
+            vec!["call", "durable µs", "ratio", "CPU-bound µs", "ratio"]
+        }
+        "instructions" => {
+            let per_call = &bench["instructions"]["per_call"];
+            if !per_call.is_object() {
+                bail!(
+                    "bench.json has no instruction counts (valgrind was not installed for that run)"
+                );
+            }
+            let lines = [
+                ("plain insert", "plain-insert", "plain-insert"),
+                ("naive create (no key)", "naive-create", "plain-insert"),
+                ("keyed create, group commit", "keyed-create", "plain-insert"),
+                (
+                    "keyed create, busy handler",
+                    "keyed-create-busy-handler",
+                    "plain-insert",
+                ),
+                ("plain select by key", "plain-select", "plain-select"),
+                ("replay", "replay", "plain-select"),
+            ];
+            for (label, field, base) in lines {
+                let value = number(&per_call[field], field)?;
+                rows.push(vec![
+                    label.to_owned(),
+                    format!("{value:.0}"),
+                    format!("{:.2}", value / number(&per_call[base], base)?),
+                ]);
+            }
+            vec!["call", "instructions per call", "ratio"]
+        }
+        "bursts" => {
+            let runs = lab["bursts"]["runs"]
+                .as_array()
+                .context("bench.json has no bursts")?;
+            let fsync = number(&lab["bursts"]["fdatasync_per_second"], "the fdatasync rate")?;
+            let mut sizes: Vec<u64> = runs.iter().filter_map(|r| r["callers"].as_u64()).collect();
+            sizes.dedup();
+            for callers in sizes {
+                for one_key in [true, false] {
+                    let find = |c: &str| {
+                        runs.iter().find(|r| {
+                            r["callers"].as_u64() == Some(callers)
+                                && r["one_key"] == one_key
+                                && r["coordination"] == c
+                        })
+                    };
+                    let (Some(busy), Some(group)) = (find("busy_handler"), find("group_commit"))
+                    else {
+                        continue;
+                    };
+                    let (busy_ms, group_ms) = (
+                        number(&busy["elapsed_ms"], "a burst")?,
+                        number(&group["elapsed_ms"], "a burst")?,
+                    );
+                    rows.push(vec![
+                        callers.to_string(),
+                        if one_key {
+                            "one".to_owned()
+                        } else {
+                            "distinct".to_owned()
+                        },
+                        format_value(busy_ms),
+                        format_value(group_ms),
+                        format!("{:.1}", busy_ms / group_ms),
+                        group["tickets"].to_string(),
+                        format!(
+                            "{:.2}",
+                            number(&group["creates_per_second"], "a rate")? / fsync
+                        ),
+                        group["transactions"].to_string(),
+                    ]);
+                }
+            }
+            vec![
+                "callers",
+                "keys",
+                "busy handler ms",
+                "group commit ms",
+                "speed-up",
+                "tickets",
+                "× fdatasync rate",
+                "transactions",
+            ]
+        }
+        "retained" => {
+            let all = lab["retained"]
+                .as_array()
+                .context("bench.json has no retained records")?;
+            let first = all.first().context("bench.json has no retained records")?;
+            for row in all {
+                rows.push(vec![
+                    number(&row["records"], "records")?.to_string(),
+                    format_value(number(&row["create_ns"], "create")? / 1000.0),
+                    format!(
+                        "{:.2}",
+                        number(&first["create_ns"], "create")?
+                            / number(&row["create_ns"], "create")?
+                    ),
+                    format_value(number(&row["replay_ns"], "replay")? / 1000.0),
+                    format!(
+                        "{:.2}",
+                        number(&first["replay_ns"], "replay")?
+                            / number(&row["replay_ns"], "replay")?
+                    ),
+                    format_value(number(&row["replay_cold_ns"], "a first-pass replay")? / 1000.0),
+                ]);
+            }
+            vec![
+                "records kept",
+                "create µs",
+                "speed",
+                "replay µs",
+                "speed",
+                "first pass µs",
+            ]
+        }
+        other => {
+            bail!("unknown table `{other}` (known: sequential, instructions, bursts, retained)")
+        }
+    };
+    let mut out = format!(
+        "| {} |\n|{}|\n",
+        header.join(" | "),
+        vec![" --- "; header.len()].join("|")
+    );
+    for row in rows {
+        let _ = writeln!(out, "| {} |", row.join(" | "));
+    }
+    Ok(out)
+}
+
+fn format_value(value: f64) -> String {
+    if !value.is_finite() {
+        "n/a".to_owned()
+    } else if value >= 100.0 {
+        format!("{value:.0}")
+    } else if value >= 10.0 {
+        format!("{value:.1}")
+    } else {
+        format!("{value:.2}")
+    }
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn bench() -> Value {
+        json!({"lab": {
+            "bursts": {
+                "fdatasync_per_second": 1000.0,
+                "idle_floor_ms": [[64, 1.5]],
+                "runs": [
+                    {"callers": 64, "one_key": true, "coordination": "group_commit", "elapsed_ms": 3.25},
+                    {"callers": 64, "one_key": true, "coordination": "busy_handler", "elapsed_ms": 81.0},
+                    {"callers": 64, "one_key": false, "coordination": "group_commit", "elapsed_ms": 6.5},
+                    {"callers": 64, "one_key": false, "coordination": "busy_handler", "elapsed_ms": 4100.0}
+                ]
+            },
+            "retained": [
+                {"records": 1000, "create_ns": 26000.0, "replay_ns": 3500.0, "replay_cold_ns": 5000.0},
+                {"records": 1000000, "create_ns": 28000.0, "replay_ns": 4700.0, "replay_cold_ns": 9000.0}
+            ]
+        }})
+    }
+
+    #[test]
+    fn the_burst_chart_shows_every_measured_value_with_a_text_alternative() {
+        let svg = draw("bursts", &bench()).unwrap();
+        for value in ["3.25", "81.0", "6.50", "4100", "1.50"] {
+            assert!(svg.contains(&format!(">{value}<")), "{value} missing");
+        }
+        assert!(svg.contains("role=\"img\"") && svg.contains("<title>"));
+        assert!(svg.contains("64, one key") && svg.contains("64, distinct keys"));
+    }
+
+    #[test]
+    fn a_changed_measurement_changes_the_chart() {
+        let mut changed = bench();
+        changed["lab"]["retained"][1]["replay_ns"] = json!(9900.0);
+        assert_ne!(
+            draw("retained", &bench()).unwrap(),
+            draw("retained", &changed).unwrap()
+        );
+        assert!(draw("retained", &changed).unwrap().contains(">9.90<"));
+    }
+
+    #[test]
+    fn the_burst_table_states_the_speed_up_from_the_measurements() {
+        let mut report = bench();
+        for run in report["lab"]["bursts"]["runs"].as_array_mut().unwrap() {
+            run["creates_per_second"] = json!(2000.0);
+            run["tickets"] = json!(1);
+            run["transactions"] = json!(2);
+        }
+        let table = table("bursts", &report).unwrap();
+        // 81.0 / 3.25 = 24.9 for one key; 4100 / 6.5 = 630.8 for distinct keys.
+        assert!(
+            table.contains("| 64 | one | 81.0 | 3.25 | 24.9 |"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| 64 | distinct | 4100 | 6.50 | 630.8 |"),
+            "{table}"
+        );
+        assert!(table.starts_with("| callers | keys |"));
+    }
+
+    #[test]
+    fn the_retained_table_compares_each_size_with_the_smallest() {
+        let table = table("retained", &bench()).unwrap();
+        assert!(
+            table.contains("| 1000000 | 28.0 | 0.93 | 4.70 | 0.74 |"),
+            "{table}"
+        );
+    }
+
+    #[test]
+    fn an_unknown_chart_or_a_missing_section_is_an_error() {
+        assert!(table("pie", &bench()).is_err());
+        assert!(table("instructions", &bench()).is_err());
+        assert!(draw("pie", &bench()).is_err());
+        assert!(draw("bursts", &json!({})).is_err());
+    }
+}
