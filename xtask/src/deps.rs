@@ -13,11 +13,13 @@ use anyhow::{Context, Result, bail};
 /// Builds the lab library and fills `target/book-deps` with its artifacts; returns the folder.
 pub fn library_folder(root: &Path) -> Result<PathBuf> {
     let output = crate::cargo()
+        // Every feature, so the PostgreSQL chapter's example finds the backend it runs against.
         .args([
             "build",
             "-p",
             "lab",
             "--lib",
+            "--all-features",
             "--message-format=json-render-diagnostics",
         ])
         .current_dir(root)
@@ -71,13 +73,30 @@ fn library_artifacts(messages: &str) -> Result<Vec<PathBuf>> {
         {
             continue;
         }
-        for file in message["filenames"].as_array().into_iter().flatten() {
-            let file = PathBuf::from(file.as_str().unwrap_or_default());
+        let names: Vec<PathBuf> = message["filenames"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|f| PathBuf::from(f.as_str().unwrap_or_default()))
+            .collect();
+        // For a workspace crate cargo names the copy it lifts to target/debug (liblab.rlib),
+        // which the last build of *any* feature set overwrote. The build this message is about
+        // sits in deps/ beside its .rmeta, under the same hashed name: take that one.
+        let in_deps = names
+            .iter()
+            .find(|f| f.extension().is_some_and(|e| e == "rmeta"))
+            .map(|rmeta| rmeta.with_extension("rlib"))
+            .filter(|rlib| rlib.exists());
+        for file in names {
             let wanted = file
                 .extension()
                 .is_some_and(|e| e == "rlib" || e == "so" || e == "dylib" || e == "dll");
             if wanted {
-                files.push(file);
+                let is_rlib = file.extension().is_some_and(|e| e == "rlib");
+                files.push(match (&in_deps, is_rlib) {
+                    (Some(rlib), true) => rlib.clone(),
+                    _ => file,
+                });
             }
         }
     }

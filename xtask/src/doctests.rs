@@ -20,25 +20,15 @@ pub struct Counts {
 
 /// Runs `cargo test --workspace --all-features` (so the PostgreSQL backend's tests run too),
 /// echoing its output, then checks the book's blocks all ran.
-pub fn cargo_test(root: &Path) -> Result<Counts> {
-    let mut child = crate::cargo()
-        .args(["test", "--workspace", "--all-features", "--color", "never"])
-        .current_dir(root)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .context("starting cargo test")?;
-    let stdout = child.stdout.take().context("cargo test's output")?;
-    let mut lines = Vec::new();
-    for line in BufReader::new(stdout).lines() {
-        let line = line?;
-        println!("{line}");
-        lines.push(line);
-    }
-    let status = child.wait()?;
-    if !status.success() {
-        bail!("cargo test --workspace --all-features failed ({status})");
-    }
+///
+/// It runs in two parts. The unit and integration tests come first, with no `LAB_POSTGRES_URL`
+/// set, so the PostgreSQL tests start and remove their own throwaway cluster. The doctests,
+/// which include every Rust block of the book, run second, with `LAB_POSTGRES_URL` pointing at
+/// the server `postgres_url` names, so the PostgreSQL chapter's example runs against a real
+/// server.
+pub fn cargo_test(root: &Path, postgres_url: Option<&str>) -> Result<Counts> {
+    let mut lines = run_and_echo(root, &["--lib", "--bins", "--tests"], None)?;
+    lines.extend(run_and_echo(root, &["--doc"], postgres_url)?);
     let ran = passed_book_doctests(&lines);
     let mut missing = Vec::new();
     for chapter in markdown::chapters(root)? {
@@ -60,6 +50,37 @@ pub fn cargo_test(root: &Path) -> Result<Counts> {
         );
     }
     Ok(counts(&lines))
+}
+
+/// `cargo test --workspace --all-features` with `targets`, its output echoed and returned.
+fn run_and_echo(root: &Path, targets: &[&str], postgres_url: Option<&str>) -> Result<Vec<String>> {
+    let mut command = crate::cargo();
+    command
+        .args(["test", "--workspace", "--all-features", "--color", "never"])
+        .args(targets)
+        .current_dir(root)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    match postgres_url {
+        Some(url) => command.env(crate::postgres::URL_VARIABLE, url),
+        None => command.env_remove(crate::postgres::URL_VARIABLE),
+    };
+    let mut child = command.spawn().context("starting cargo test")?;
+    let stdout = child.stdout.take().context("cargo test's output")?;
+    let mut lines = Vec::new();
+    for line in BufReader::new(stdout).lines() {
+        let line = line?;
+        println!("{line}");
+        lines.push(line);
+    }
+    let status = child.wait()?;
+    if !status.success() {
+        bail!(
+            "cargo test --workspace --all-features {} failed ({status})",
+            targets.join(" ")
+        );
+    }
+    Ok(lines)
 }
 
 /// (chapter file name, line) for every passed doctest that comes from a book chapter. rustdoc names

@@ -20,6 +20,7 @@ mod doctests;
 mod figures;
 mod markdown;
 mod plots;
+mod postgres;
 mod timeline;
 
 use std::path::{Path, PathBuf};
@@ -37,7 +38,8 @@ fn main() -> ExitCode {
     let result = match args.as_slice() {
         ["book"] => book(),
         ["test"] => test(),
-        ["book-test"] => book_test().map(|blocks| println!("book: {blocks} passed, 0 failed")),
+        ["book-test"] => book_test(postgres::for_the_book().as_deref())
+            .map(|blocks| println!("book: {blocks} passed, 0 failed")),
         ["bench"] => bench::run(&root(), false),
         ["bench", "--quick"] => bench::run(&root(), true),
         ["browser-check"] => browser::run(&root()),
@@ -126,9 +128,10 @@ fn load_book(root: &Path) -> Result<MDBook> {
 /// `cargo test --workspace`, the doctest coverage check, the repository checks and the book test.
 fn test() -> Result<()> {
     let root = root();
-    let cargo_counts = doctests::cargo_test(&root)?;
+    let postgres = postgres::for_the_book();
+    let cargo_counts = doctests::cargo_test(&root, postgres.as_deref())?;
     checks::all(&root)?;
-    let blocks = book_test()?;
+    let blocks = book_test(postgres.as_deref())?;
     println!(
         "tests: {} passed, {} failed, {} ignored (cargo test) + {blocks} book blocks under mdbook test",
         cargo_counts.passed, cargo_counts.failed, cargo_counts.ignored
@@ -139,8 +142,13 @@ fn test() -> Result<()> {
 
 /// Runs every Rust block of the book through rustdoc, as `mdbook test` does, against a folder that
 /// holds exactly one build of the lab and each of its dependencies. Returns how many blocks ran.
-fn book_test() -> Result<usize> {
+/// With `postgres_url`, the PostgreSQL chapter's example runs against that server.
+fn book_test(postgres_url: Option<&str>) -> Result<usize> {
     let root = root();
+    if let Some(url) = postgres_url {
+        // SAFETY: xtask is single-threaded here; rustdoc, started next, inherits the variable.
+        unsafe { std::env::set_var(postgres::URL_VARIABLE, url) };
+    }
     let folder = deps::library_folder(&root)?;
     let folder = folder
         .to_str()
