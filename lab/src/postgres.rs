@@ -21,7 +21,7 @@ use postgres::{Client, Config, NoTls, Statement};
 
 use crate::error::{Error, Result};
 use crate::key::{OperationKey, Scope};
-use crate::tool::{CreateRequest, Fault, Outcome, Step, TicketId, TicketTool};
+use crate::tool::{CreateRequest, Outcome, Step, TicketId, TicketTool};
 
 /// Settings for opening a [`PostgresStore`].
 #[derive(Clone, Copy, Debug)]
@@ -347,8 +347,8 @@ impl PostgresStore {
         // The claim looks up, inserts and commits in one statement, so the steps of an injected
         // failure map onto it: the first two before it runs, the rest between its writes and
         // their commit (see `write`). Every call reaches the first two, as on SQLite.
-        inject(request, Step::Begin)?;
-        inject(request, Step::Lookup)?;
+        request.fault.inject(Step::Begin)?;
+        request.fault.inject(Step::Lookup)?;
         let caller = request.scope.caller();
         let payload = request.payload.canonical();
         let Some(key) = request.key else {
@@ -360,7 +360,7 @@ impl PostgresStore {
             )?;
             // Invariant: an INSERT of one row with RETURNING returns one row, or fails.
             let ticket_id = created.expect("an INSERT ... VALUES ... RETURNING returns its row");
-            return reply(request, Outcome::Created(ticket_id));
+            return request.reply(Outcome::Created(ticket_id));
         };
         let operation = request.scope.operation();
         let key_text = key.as_str();
@@ -370,7 +370,7 @@ impl PostgresStore {
             if let Some(ticket_id) =
                 self.write(&mut client, request, &self.statements.claim, &claim)?
             {
-                return reply(request, Outcome::Created(ticket_id));
+                return request.reply(Outcome::Created(ticket_id));
             }
             // A committed record holds the identity, and the claim wrote nothing. The claim's
             // snapshot was taken before that record committed, so it cannot see it: read it with
@@ -383,7 +383,7 @@ impl PostgresStore {
                         key: key.to_string(),
                     });
                 }
-                return reply(request, Outcome::Replayed(ticket_id));
+                return request.reply(Outcome::Replayed(ticket_id));
             }
             // The record was deleted between the claim and the lookup, as an expiry would: the
             // identity is free again, so claim it again.
@@ -506,26 +506,6 @@ impl TicketTool for PostgresStore {
     fn connect(&self) -> Result<PostgresStore> {
         PostgresStore::connect_to(Arc::clone(&self.schema), self.options)
     }
-}
-
-/// Fails the call at `step` when the request's fault asks for it.
-fn inject(request: CreateRequest<'_>, step: Step) -> Result<()> {
-    if request.fault.fails_at(step) {
-        return Err(Error::InjectedFailure);
-    }
-    Ok(())
-}
-
-/// Delivers the outcome, unless the test asked for the reply to be lost after the commit. The same
-/// rule as the SQLite store's.
-fn reply(request: CreateRequest<'_>, outcome: Outcome) -> Result<Outcome> {
-    if request.fault == Fault::LoseReply {
-        return Err(Error::OutcomeUnknown {
-            key: request.key.map(ToString::to_string),
-            reason: "the reply was lost after the commit".to_owned(),
-        });
-    }
-    Ok(outcome)
 }
 
 /// True when the connection broke, rather than the server refusing the statement.

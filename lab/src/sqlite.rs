@@ -329,12 +329,12 @@ fn create_in_transaction(db: &Connection, call: &Call<'_>) -> Result<Outcome> {
 
 /// The ticket, then the record that points to it: the two writes of a first create.
 fn insert_new(db: &Connection, call: &Call<'_>) -> Result<Outcome> {
-    inject(call.fault, Step::InsertTicket)?;
+    call.fault.inject(Step::InsertTicket)?;
     db.prepare_cached("INSERT INTO tickets (caller, payload) VALUES (?1, ?2)")?
         .execute(params![call.caller, call.payload])?;
     let ticket_id = db.last_insert_rowid();
     // An injected failure here stops between the two inserts; the rollback removes the ticket.
-    inject(call.fault, Step::InsertRecord)?;
+    call.fault.inject(Step::InsertRecord)?;
     if let Some(key) = call.key {
         db.prepare_cached(
             "INSERT INTO operation_records
@@ -359,7 +359,7 @@ fn lookup(db: &Connection, call: &Call<'_>) -> Result<Option<Result<Outcome>>> {
     let Some(key) = call.key else {
         return Ok(None);
     };
-    inject(call.fault, Step::Lookup)?;
+    call.fault.inject(Step::Lookup)?;
     let saved: Option<(String, TicketId)> = db
         .prepare_cached(
             "SELECT payload, ticket_id FROM operation_records
@@ -385,14 +385,14 @@ impl TicketTool for SqliteStore {
     // ANCHOR: dispatch
     fn create(&self, request: CreateRequest<'_>) -> Result<Outcome> {
         let call = Call::from(request);
-        inject(call.fault, Step::Begin)?;
+        call.fault.inject(Step::Begin)?;
         // A record never changes once committed, so the group-commit path may settle a retry
         // whose record exists with one read, without the write lock and without waiting.
         let outcome = match &self.writer {
             None => self.create_alone(&call)?,
             Some(writer) => writer.create(&call, &self.connection)?,
         };
-        reply(request, outcome)
+        request.reply(outcome)
     }
     // ANCHOR_END: dispatch
 
@@ -441,28 +441,6 @@ impl SqliteStore {
         Ok(count.unsigned_abs())
     }
 }
-
-/// Fails the call at `step` when its fault asks for it.
-fn inject(fault: Fault, step: Step) -> Result<()> {
-    if fault.fails_at(step) {
-        return Err(Error::InjectedFailure);
-    }
-    Ok(())
-}
-
-// ANCHOR: reply
-/// Delivers the outcome, unless the test asked for the reply to be lost. This runs after the commit:
-/// the ticket exists, yet the caller learns nothing.
-fn reply(request: CreateRequest<'_>, outcome: Outcome) -> Result<Outcome> {
-    if request.fault == Fault::LoseReply {
-        return Err(Error::OutcomeUnknown {
-            key: request.key.map(ToString::to_string),
-            reason: "the reply was lost after the commit".to_owned(),
-        });
-    }
-    Ok(outcome)
-}
-// ANCHOR_END: reply
 
 /// The version of the SQLite library linked into this build.
 pub fn sqlite_version() -> &'static str {

@@ -91,6 +91,18 @@ impl Fault {
             _ => false,
         }
     }
+
+    /// For adapters: call at each step of the create path; fails the call there when this fault
+    /// asks for it.
+    ///
+    /// # Errors
+    /// [`Error::InjectedFailure`](crate::Error::InjectedFailure) when the fault fails at `step`.
+    pub fn inject(self, step: Step) -> Result<()> {
+        if self.fails_at(step) {
+            return Err(crate::Error::InjectedFailure);
+        }
+        Ok(())
+    }
 }
 
 /// A create request: who asks, under which key, for what, and which fault to inject.
@@ -131,6 +143,23 @@ impl<'a> CreateRequest<'a> {
     pub fn with_fault(self, fault: Fault) -> Self {
         CreateRequest { fault, ..self }
     }
+
+    // ANCHOR: reply
+    /// Delivers the outcome, unless the test asked for the reply to be lost. Adapters call this
+    /// after the commit: the ticket exists, yet the caller learns nothing.
+    ///
+    /// # Errors
+    /// [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown) for [`Fault::LoseReply`].
+    pub fn reply(self, outcome: Outcome) -> Result<Outcome> {
+        if self.fault == Fault::LoseReply {
+            return Err(crate::Error::OutcomeUnknown {
+                key: self.key.map(ToString::to_string),
+                reason: "the reply was lost after the commit".to_owned(),
+            });
+        }
+        Ok(outcome)
+    }
+    // ANCHOR_END: reply
 }
 
 // ANCHOR: trait

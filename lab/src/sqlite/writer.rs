@@ -13,9 +13,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 
 use rusqlite::Connection;
 
-use super::{
-    Call, StoreOptions, create_in_transaction, inject, insert_new, lookup, open_connection,
-};
+use super::{Call, StoreOptions, create_in_transaction, insert_new, lookup, open_connection};
 use crate::error::{Error, Result};
 use crate::tool::{Fault, Outcome, Step};
 
@@ -275,7 +273,7 @@ pub(super) fn commit_together(db: &Connection, batch: &[Call<'_>]) -> Vec<Result
 fn run_alone(db: &Connection, call: &Call<'_>) -> Result<Outcome> {
     let outcome = create_in_transaction(db, call)?;
     if let Outcome::Created(_) = outcome {
-        inject(call.fault, Step::Commit)?;
+        call.fault.inject(Step::Commit)?;
     }
     Ok(outcome)
 }
@@ -287,7 +285,7 @@ fn in_savepoint(db: &Connection, call: &Call<'_>) -> Result<Outcome> {
     }
     run(db, "SAVEPOINT create_call")?;
     let outcome = insert_new(db, call).and_then(|outcome| {
-        inject(call.fault, Step::Commit)?;
+        call.fault.inject(Step::Commit)?;
         Ok(outcome)
     });
     if outcome.is_err() {
