@@ -1,5 +1,5 @@
-//! Which store the `lab` command runs against: the embedded SQLite store, or a PostgreSQL server
-//! when the lab was built with the `postgres` feature.
+//! Which store the `lab` command runs against: the embedded SQLite store, a PostgreSQL server
+//! when the lab was built with the `postgres` feature, or a ticket service over HTTP.
 //!
 //! The choice lives here rather than in `main.rs`, so the command stays thin and a lab built
 //! without PostgreSQL support still knows the name and says how to get it.
@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::http::{HttpTarget, HttpTool};
 use crate::sqlite::SqliteStore;
 use crate::suite::{self, Observations, Operation};
 use crate::throughput::{ThroughputPlan, ThroughputReport};
@@ -25,6 +26,9 @@ pub enum Backend {
         /// How long a create waits for another caller's uncommitted claim on its key.
         lock_timeout: Duration,
     },
+    /// A ticket service over HTTP (such as `lab serve`), through [`HttpTool`]; the store is
+    /// emptied through its admin endpoint before each scenario.
+    Http(HttpTarget),
 }
 
 impl Backend {
@@ -33,6 +37,7 @@ impl Backend {
         match self {
             Backend::Sqlite => "sqlite",
             Backend::Postgres { .. } => "postgres",
+            Backend::Http(_) => "http",
         }
     }
 
@@ -40,7 +45,8 @@ impl Backend {
     ///
     /// # Errors
     /// As [`suite::run`]; for PostgreSQL also any connection error, and [`Error::InputInvalid`]
-    /// when the lab was built without the `postgres` feature.
+    /// when the lab was built without the `postgres` feature; for HTTP, [`Error::Http`] when the
+    /// service cannot be reached or refuses the admin token.
     pub fn run_suite(&self, operation: &Operation) -> Result<Observations> {
         match self {
             // Separate temporary databases: the scenarios can run at the same time.
@@ -48,6 +54,12 @@ impl Backend {
             Backend::Postgres { url, lock_timeout } => {
                 postgres::run_suite(url, *lock_timeout, operation)
             }
+            // One service, emptied before each scenario: the scenarios run one after another.
+            Backend::Http(target) => suite::run(operation, |_scenario| {
+                let tool = HttpTool::new(target.clone());
+                tool.reset()?;
+                Ok(tool)
+            }),
         }
     }
 
@@ -58,7 +70,7 @@ impl Backend {
     /// since SQLite takes one writer at a time) and when PostgreSQL support is not built in.
     pub fn compare_throughput(&self, plan: &ThroughputPlan) -> Result<ThroughputReport> {
         match self {
-            Backend::Sqlite => Err(command_line(
+            Backend::Sqlite | Backend::Http(_) => Err(command_line(
                 "the throughput comparison is for PostgreSQL; `lab bench` measures SQLite",
             )),
             Backend::Postgres { url, lock_timeout } => {

@@ -119,6 +119,27 @@ pub enum Error {
         source: Box<dyn std::error::Error + Send + Sync>,
     },
 
+    /// `lab serve` could not listen on its address.
+    #[error("cannot listen on {address}: {source}")]
+    Listen {
+        /// The address asked for, such as `127.0.0.1:8080`.
+        address: String,
+        /// The server library's error.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+
+    /// An HTTP ticket service answered something the contract does not allow, or could not be
+    /// reached for a call whose outcome does not matter (a listing, a count).
+    #[error("HTTP {method} {url}: {problem}")]
+    Http {
+        /// The request method.
+        method: &'static str,
+        /// The URL called.
+        url: String,
+        /// What was wrong: the status and body received, or the transport error.
+        problem: String,
+    },
+
     /// A scenario check failed: the tool under test broke the retry contract.
     #[error("{scenario}: expected {expected}, observed {observed}")]
     ScenarioFailed {

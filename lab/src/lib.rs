@@ -48,6 +48,8 @@
 //! - [`fixture`] and [`evidence`]: the input operation and the `results.json` a run writes.
 //! - [`bench`]: `lab bench`, side-by-side measurements.
 //! - [`throughput`]: keyed create against plain insert at several numbers of clients, for any tool.
+//! - [`http`]: `lab serve`, the store behind HTTP on loopback, and [`HttpTool`](http::HttpTool),
+//!   the client adapter that runs the suite against it.
 //! - [`backend`]: which store the `lab` command runs against.
 //! - [`Error`]: the one error type.
 
@@ -56,6 +58,7 @@ pub mod bench;
 pub mod error;
 pub mod evidence;
 pub mod fixture;
+pub mod http;
 pub mod key;
 pub mod payload;
 #[cfg(feature = "postgres")]

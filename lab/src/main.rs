@@ -11,6 +11,7 @@ use clap::builder::PossibleValuesParser;
 use clap::{Parser, Subcommand, ValueEnum};
 use lab::backend::Backend;
 use lab::evidence::AtomicFile;
+use lab::http::{CallerToken, HttpTarget, ServeOptions, TicketServer};
 use lab::sim::{self, SimulateArgs, Variant};
 use lab::suite::SCENARIOS;
 use lab::throughput::ThroughputPlan;
@@ -20,9 +21,22 @@ use lab::{Error, Evidence, bench, fixture};
 #[derive(Parser)]
 #[command(version, about)]
 struct Cli {
-    /// The store to run the scenarios against
-    #[arg(long, value_enum, default_value_t = BackendName::Sqlite)]
+    /// The store to run the scenarios against (`http`: a ticket service such as `lab serve`)
+    #[arg(long, visible_alias = "adapter", value_enum, default_value_t = BackendName::Sqlite)]
     backend: BackendName,
+
+    /// For --backend http: the service's base URL on loopback (e.g. http://127.0.0.1:8080)
+    #[arg(long, value_name = "URL")]
+    url: Option<String>,
+
+    /// For --backend http: the caller's bearer token
+    #[arg(long, value_name = "TOKEN")]
+    token: Option<String>,
+
+    /// For --backend http: the token of the service's admin endpoints, which the suite uses to
+    /// count, forget and reset
+    #[arg(long, value_name = "TOKEN")]
+    admin_token: Option<String>,
 
     /// PostgreSQL connection URL, for --backend postgres
     /// (e.g. postgresql://user@127.0.0.1:5432/db)
@@ -48,6 +62,27 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Serve the ticket store over HTTP on 127.0.0.1 (see the book's "Across a real boundary")
+    Serve {
+        /// The port; 0 picks a free one. The URL is printed on start.
+        #[arg(long, default_value_t = 0)]
+        port: u16,
+        /// The SQLite file [default: a temporary store, removed on exit]
+        #[arg(long, value_name = "FILE")]
+        database: Option<PathBuf>,
+        /// A caller and its bearer token, NAME=TOKEN; repeat for more callers
+        #[arg(long = "caller", value_name = "NAME=TOKEN", required = true)]
+        callers: Vec<CallerToken>,
+        /// The token of the /admin endpoints (counts, forget, reset); without it they are off
+        #[arg(long, value_name = "TOKEN")]
+        admin_token: Option<String>,
+        /// Honour the test-only Lab-Fault header and serve POST /unkeyed-tickets
+        #[arg(long)]
+        faults: bool,
+        /// Worker threads, each with its own store connection
+        #[arg(long, default_value_t = 8)]
+        workers: usize,
+    },
     /// Run seeded histories of callers, faults, crashes and pruning against a tool, and check the
     /// contract's invariants over each (see the book's "Simulated histories" chapter)
     Simulate {
@@ -119,6 +154,7 @@ enum Command {
 enum BackendName {
     Sqlite,
     Postgres,
+    Http,
 }
 
 /// The stores `lab simulate` can drive.
@@ -130,8 +166,23 @@ enum SimulatedBackend {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        None => backend(cli.backend, cli.database_url, cli.lock_timeout_ms).and_then(|backend| {
+        None => backend(&cli).and_then(|backend| {
             run_scenarios(&backend, cli.fixture.as_deref(), cli.output.as_deref())
+        }),
+        Some(Command::Serve {
+            port,
+            database,
+            callers,
+            admin_token,
+            faults,
+            workers,
+        }) => serve(ServeOptions {
+            port,
+            database,
+            callers,
+            admin_token,
+            faults,
+            workers,
         }),
         Some(Command::Bench {
             iterations,
@@ -179,7 +230,7 @@ fn main() -> ExitCode {
             database_url,
             calls,
             clients,
-        }) => backend(
+        }) => store_backend(
             BackendName::Postgres,
             Some(database_url),
             cli.lock_timeout_ms,
@@ -203,10 +254,33 @@ fn main() -> ExitCode {
     }
 }
 
-fn backend(name: BackendName, url: Option<String>, lock_timeout_ms: u64) -> lab::Result<Backend> {
+fn backend(cli: &Cli) -> lab::Result<Backend> {
+    let http_flags = cli.url.is_some() || cli.token.is_some() || cli.admin_token.is_some();
+    match (cli.backend, &cli.url, &cli.token) {
+        (BackendName::Http, Some(url), Some(token)) => Ok(Backend::Http(HttpTarget::new(
+            url,
+            token,
+            cli.admin_token.as_deref(),
+        )?)),
+        (BackendName::Http, _, _) => Err(bad_arguments(
+            "--backend http needs --url URL and --token TOKEN (and --admin-token for the \
+             suite's counts)",
+        )),
+        (_, _, _) if http_flags => Err(bad_arguments(
+            "--url, --token and --admin-token are for --backend http",
+        )),
+        (name, _, _) => store_backend(name, cli.database_url.clone(), cli.lock_timeout_ms),
+    }
+}
+
+fn store_backend(
+    name: BackendName,
+    url: Option<String>,
+    lock_timeout_ms: u64,
+) -> lab::Result<Backend> {
     match (name, url) {
-        (BackendName::Sqlite, None) => Ok(Backend::Sqlite),
-        (BackendName::Sqlite, Some(_)) => {
+        (BackendName::Sqlite | BackendName::Http, None) => Ok(Backend::Sqlite),
+        (BackendName::Sqlite | BackendName::Http, Some(_)) => {
             Err(bad_arguments("--database-url is for --backend postgres"))
         }
         (BackendName::Postgres, Some(url)) => Ok(Backend::Postgres {
@@ -217,6 +291,18 @@ fn backend(name: BackendName, url: Option<String>, lock_timeout_ms: u64) -> lab:
             "PostgreSQL needs --database-url URL (e.g. postgresql://user@127.0.0.1:5432/db)",
         )),
     }
+}
+
+fn serve(options: ServeOptions) -> lab::Result<()> {
+    let server = TicketServer::start(options)?;
+    // The first line is the URL, so a script (or a test) can read where to connect.
+    println!("listening on {}", server.url());
+    std::io::Write::flush(&mut std::io::stdout()).map_err(|source| Error::Io {
+        action: "writing the server's address to stdout".to_owned(),
+        source,
+    })?;
+    server.wait();
+    Ok(())
 }
 
 fn bad_arguments(problem: &str) -> Error {

@@ -347,7 +347,7 @@ fn insert_new(db: &Connection, call: &Call<'_>) -> Result<Outcome> {
             key,
             call.payload,
             ticket_id,
-            format!("{{\"ticket_id\":{ticket_id}}}"),
+            response_text(ticket_id),
         ])?;
     }
     Ok(Outcome::Created(ticket_id))
@@ -429,6 +429,91 @@ impl TicketTool for SqliteStore {
             self.folder.clone(),
         )
     }
+}
+
+/// A ticket as its caller sees it: the identifier and the canonical payload text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredTicket {
+    /// The ticket's identifier.
+    pub id: TicketId,
+    /// The payload the ticket was created with, as canonical JSON text.
+    pub payload: String,
+}
+
+/// Inspection within one caller's scope, and the saved responses a front end replays.
+impl SqliteStore {
+    /// The tickets `caller` created, in ascending order of identifier. A key never grants access:
+    /// other callers' tickets are not listed.
+    ///
+    /// # Errors
+    /// [`Error::Store`] on a database error.
+    pub fn tickets_of(&self, caller: &str) -> Result<Vec<StoredTicket>> {
+        let mut statement = self
+            .connection
+            .prepare_cached("SELECT id, payload FROM tickets WHERE caller = ?1 ORDER BY id")?;
+        let tickets = statement.query_map([caller], |row| {
+            Ok(StoredTicket {
+                id: row.get(0)?,
+                payload: row.get(1)?,
+            })
+        })?;
+        Ok(tickets.collect::<Result<_, _>>()?)
+    }
+
+    /// One ticket of `caller`, or `None` when it does not exist or belongs to another caller.
+    ///
+    /// # Errors
+    /// [`Error::Store`] on a database error.
+    pub fn ticket_of(&self, caller: &str, id: TicketId) -> Result<Option<StoredTicket>> {
+        Ok(self
+            .connection
+            .prepare_cached("SELECT id, payload FROM tickets WHERE caller = ?1 AND id = ?2")?
+            .query_row(params![caller, id], |row| {
+                Ok(StoredTicket {
+                    id: row.get(0)?,
+                    payload: row.get(1)?,
+                })
+            })
+            .optional()?)
+    }
+
+    /// The response text saved with the record of `key` in `scope`, which a replay sends back
+    /// verbatim; `None` when no record exists.
+    ///
+    /// # Errors
+    /// [`Error::Store`] on a database error.
+    pub fn saved_response(&self, scope: &Scope, key: &OperationKey) -> Result<Option<String>> {
+        Ok(self
+            .connection
+            .prepare_cached(
+                "SELECT response FROM operation_records
+                 WHERE caller = ?1 AND operation = ?2 AND key = ?3",
+            )?
+            .query_row(
+                params![scope.caller(), scope.operation(), key.as_str()],
+                |row| row.get(0),
+            )
+            .optional()?)
+    }
+
+    /// Deletes every ticket and record, so the next ticket is number 1 again: a fresh store for
+    /// the next scenario of a suite run over HTTP.
+    ///
+    /// # Errors
+    /// [`Error::Store`] on a database error.
+    pub fn clear(&self) -> Result<()> {
+        // Records first: they refer to tickets. Without AUTOINCREMENT, SQLite numbers the next
+        // ticket one above the largest that exists, so an empty table starts again at 1.
+        self.connection.execute_batch(
+            "BEGIN IMMEDIATE; DELETE FROM operation_records; DELETE FROM tickets; COMMIT;",
+        )?;
+        Ok(())
+    }
+}
+
+/// The response body saved with a record and sent for a created ticket: `{"ticket_id":N}`.
+pub fn response_text(ticket_id: TicketId) -> String {
+    format!("{{\"ticket_id\":{ticket_id}}}")
 }
 
 impl SqliteStore {

@@ -5,7 +5,7 @@ use std::process::{Command, Output};
 
 use crate::repository_root;
 
-const REFERENCE_LINES: &str = r#"naive_retry: {"attempts": 2, "tickets": 2}
+pub const REFERENCE_LINES: &str = r#"naive_retry: {"attempts": 2, "tickets": 2}
 stable_key_retry: {"attempts": 3, "replay_ticket_id": 1, "tickets": 1}
 changed_payload: {"rejected": true, "tickets": 1}
 failure_before_commit: {"tickets_after_retry": 1, "tickets_before_retry": 0}

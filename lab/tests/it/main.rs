@@ -6,6 +6,7 @@ mod book;
 mod cli;
 mod evidence;
 mod group_commit;
+mod http;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod sim;

@@ -1,0 +1,236 @@
+//! The HTTP client adapter: [`TicketTool`] over real connections to `lab serve` (or any service
+//! that keeps the same contract), so the seven scenarios run against it unchanged.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::contract::{self, code};
+use crate::error::{Error, Result};
+use crate::key::{OperationKey, Scope};
+use crate::tool::{CreateRequest, Fault, Outcome, TicketId, TicketTool};
+
+/// How many times a create is sent again after a 409 (key in flight) before the adapter gives up
+/// and reports the outcome unknown.
+pub const IN_FLIGHT_RETRIES: u32 = 10;
+
+/// What one create request got back.
+enum Sent {
+    /// An answer the contract defines: an outcome or an error to report.
+    Answer(Result<Outcome>),
+    /// 409: the key is being processed by another request; wait and send it again.
+    InFlight,
+}
+
+/// Where the adapter finds the service and who it is there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpTarget {
+    /// The base URL, such as `http://127.0.0.1:8080` (loopback only).
+    pub url: String,
+    /// The caller's bearer token; the service derives the caller's scope from it.
+    pub token: String,
+    /// The admin token, needed for the inspection hooks (counts, forget, reset).
+    pub admin_token: Option<String>,
+}
+
+impl HttpTarget {
+    /// Checks that the URL is `http://` on a loopback host and trims a trailing `/`.
+    ///
+    /// # Errors
+    /// [`Error::InputInvalid`] for another scheme or host, naming the URL.
+    pub fn new(url: &str, token: &str, admin_token: Option<&str>) -> Result<HttpTarget> {
+        let invalid = |problem: &str| Error::InputInvalid {
+            path: "--url".into(),
+            problem: format!("{url:?}: {problem}"),
+        };
+        let rest = url
+            .strip_prefix("http://")
+            .ok_or_else(|| invalid("expected http://127.0.0.1:PORT"))?;
+        let host = rest.split(['/', ':']).next().unwrap_or("");
+        if !matches!(host, "127.0.0.1" | "localhost" | "[::1]") {
+            return Err(invalid("only loopback addresses (127.0.0.1, localhost)"));
+        }
+        Ok(HttpTarget {
+            url: url.trim_end_matches('/').to_owned(),
+            token: token.to_owned(),
+            admin_token: admin_token.map(str::to_owned),
+        })
+    }
+}
+
+/// A [`TicketTool`] that calls a ticket service over HTTP. Each value keeps its own connection
+/// pool; [`TicketTool::connect`] makes another, as a second caller would have.
+pub struct HttpTool {
+    target: HttpTarget,
+    agent: ureq::Agent,
+}
+
+impl HttpTool {
+    /// An adapter for `target`. Nothing is sent until the first call.
+    pub fn new(target: HttpTarget) -> HttpTool {
+        let agent = ureq::AgentBuilder::new()
+            .timeout_connect(Duration::from_secs(5))
+            .timeout(Duration::from_secs(30))
+            .build();
+        HttpTool { target, agent }
+    }
+
+    /// The target this adapter calls.
+    pub fn target(&self) -> &HttpTarget {
+        &self.target
+    }
+
+    /// Empties the service's store (`POST /admin/reset`), so ticket numbers start again at 1.
+    ///
+    /// # Errors
+    /// [`Error::Http`] if the service refuses or cannot be reached.
+    pub fn reset(&self) -> Result<()> {
+        self.admin("POST", "/admin/reset", None).map(drop)
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.target.url)
+    }
+
+    // ANCHOR: http_client_create
+    fn send_create(&self, request: CreateRequest<'_>) -> Sent {
+        let path = if request.key.is_some() {
+            "/tickets"
+        } else {
+            "/unkeyed-tickets"
+        };
+        let mut call = self
+            .agent
+            .post(&self.url(path))
+            .set("Authorization", &format!("Bearer {}", self.target.token))
+            .set("Content-Type", "application/json");
+        if let Some(key) = request.key {
+            call = call.set(contract::IDEMPOTENCY_KEY, key.as_str());
+        }
+        if let Some(fault) = contract::fault_header_value(request.fault) {
+            call = call.set(contract::FAULT_HEADER, &fault);
+        }
+        if request.fault == Fault::LoseReply {
+            // The server closes the connection instead of answering; never reuse it.
+            call = call.set("Connection", "close");
+        }
+        let key = request.key.map(ToString::to_string);
+        let response = match call.send_string(request.payload.canonical()) {
+            Ok(response) => response,
+            Err(ureq::Error::Status(_, response)) => response,
+            // The request may have reached the service and committed: only a retry with the same
+            // key can tell.
+            Err(ureq::Error::Transport(transport)) => {
+                return Sent::Answer(Err(Error::OutcomeUnknown {
+                    key,
+                    reason: format!("no response from {}: {transport}", self.url(path)),
+                }));
+            }
+        };
+        let status = response.status();
+        let replayed = response.header(contract::IDEMPOTENT_REPLAYED) == Some("true");
+        let body = response.into_string().unwrap_or_default();
+        let parsed: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+        let error_code = parsed["error"].as_str().unwrap_or("");
+        Sent::Answer(match (status, error_code) {
+            (409, code::IN_FLIGHT) => return Sent::InFlight,
+            (201, _) => match parsed["ticket_id"].as_i64() {
+                Some(id) if replayed => Ok(Outcome::Replayed(id)),
+                Some(id) => Ok(Outcome::Created(id)),
+                None => Err(self.unexpected("POST", path, status, &body)),
+            },
+            (422, code::KEY_REUSED) => Err(Error::PayloadConflict {
+                key: key.unwrap_or_default(),
+            }),
+            (500, code::INJECTED_FAILURE) => Err(Error::InjectedFailure),
+            _ => Err(self.unexpected("POST", path, status, &body)),
+        })
+    }
+    // ANCHOR_END: http_client_create
+
+    fn unexpected(&self, method: &'static str, path: &str, status: u16, body: &str) -> Error {
+        Error::Http {
+            method,
+            url: self.url(path),
+            problem: format!("status {status}, body {body:?}"),
+        }
+    }
+
+    fn admin(&self, method: &'static str, path: &str, key: Option<&OperationKey>) -> Result<Value> {
+        let Some(admin_token) = &self.target.admin_token else {
+            return Err(Error::Http {
+                method,
+                url: self.url(path),
+                problem: "the inspection hooks need the admin token (--admin-token)".to_owned(),
+            });
+        };
+        let call = self
+            .agent
+            .request(method, &self.url(path))
+            .set(contract::ADMIN_TOKEN, admin_token)
+            .set("Authorization", &format!("Bearer {}", self.target.token));
+        let call = match key {
+            Some(key) => call.set(contract::IDEMPOTENCY_KEY, key.as_str()),
+            None => call,
+        };
+        let response = match call.call() {
+            Ok(response) => response,
+            Err(ureq::Error::Status(status, response)) => {
+                let body = response.into_string().unwrap_or_default();
+                return Err(self.unexpected(method, path, status, &body));
+            }
+            Err(ureq::Error::Transport(transport)) => {
+                return Err(Error::Http {
+                    method,
+                    url: self.url(path),
+                    problem: transport.to_string(),
+                });
+            }
+        };
+        let body = response.into_string().unwrap_or_default();
+        serde_json::from_str(&body).map_err(|_| self.unexpected(method, path, 200, &body))
+    }
+}
+
+impl TicketTool for HttpTool {
+    fn create(&self, request: CreateRequest<'_>) -> Result<Outcome> {
+        // Bounded: a key still in flight after this many waits is reported unknown.
+        for _ in 0..=IN_FLIGHT_RETRIES {
+            match self.send_create(request) {
+                Sent::Answer(answer) => return answer,
+                Sent::InFlight => {
+                    std::thread::sleep(Duration::from_secs(contract::RETRY_AFTER_SECONDS));
+                }
+            }
+        }
+        Err(Error::OutcomeUnknown {
+            key: request.key.map(ToString::to_string),
+            reason: format!("the key was still in flight after {IN_FLIGHT_RETRIES} waits (409)"),
+        })
+    }
+
+    fn ticket_ids(&self) -> Result<Vec<TicketId>> {
+        let body = self.admin("GET", "/admin/tickets", None)?;
+        serde_json::from_value(body["ticket_ids"].clone())
+            .map_err(|_| self.unexpected("GET", "/admin/tickets", 200, &body.to_string()))
+    }
+
+    fn count_records(&self) -> Result<u64> {
+        let body = self.admin("GET", "/admin/records", None)?;
+        body["records"]
+            .as_u64()
+            .ok_or_else(|| self.unexpected("GET", "/admin/records", 200, &body.to_string()))
+    }
+
+    fn forget_record(&self, _scope: &Scope, key: &OperationKey) -> Result<bool> {
+        // The scope on the server is the token's caller; the key travels in its usual header.
+        let body = self.admin("DELETE", "/admin/records", Some(key))?;
+        body["forgotten"]
+            .as_bool()
+            .ok_or_else(|| self.unexpected("DELETE", "/admin/records", 200, &body.to_string()))
+    }
+
+    fn connect(&self) -> Result<HttpTool> {
+        Ok(HttpTool::new(self.target.clone()))
+    }
+}

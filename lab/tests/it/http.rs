@@ -1,0 +1,339 @@
+//! `lab serve` as a child process on a free port, called by real `curl` processes and by the
+//! `lab --backend http` suite run.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use lab::serde_json::{self, Value};
+
+/// A `lab serve` child process, killed when dropped.
+pub struct LabServer {
+    child: Child,
+    /// The base URL it printed, `http://127.0.0.1:PORT`.
+    pub url: String,
+}
+
+impl LabServer {
+    /// Starts `lab serve` with two callers (`alice` = `token-a`, `bob` = `token-b`), the admin
+    /// token `admin-token` and `extra` arguments, and reads the URL it prints.
+    pub fn start(extra: &[&str]) -> LabServer {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lab"))
+            .args(["serve", "--port", "0", "--caller", "alice=token-a"])
+            .args(["--caller", "bob=token-b", "--admin-token", "admin-token"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("lab serve starts");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let url = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_owned();
+        LabServer { child, url }
+    }
+}
+
+impl Drop for LabServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Whether `curl` can run here; says so loudly when it cannot. CI sets `LAB_REQUIRE_CURL=1`, so
+/// a missing curl fails there instead of skipping.
+pub fn curl_available(test: &str) -> bool {
+    let found = Command::new("curl")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    if !found {
+        assert!(
+            std::env::var_os("LAB_REQUIRE_CURL").is_none(),
+            "{test}: curl is required (LAB_REQUIRE_CURL is set) but not found"
+        );
+        // Printed past libtest's capture, so a skip is seen.
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            format!("SKIPPED {test}: curl not found\n").as_bytes(),
+        );
+    }
+    found
+}
+
+/// One HTTP response as curl received it.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    /// Header names in lower case.
+    pub headers: BTreeMap<String, String>,
+    pub body: Value,
+}
+
+/// The `curl` command for a call, `-i` so the status and headers come with the body.
+fn curl(method: &str, url: &str, headers: &[(&str, &str)], body: Option<&str>) -> Command {
+    let mut command = Command::new("curl");
+    command.args(["-s", "-i", "--max-time", "20", "-X", method, url]);
+    for (name, value) in headers {
+        command.args(["-H", &format!("{name}: {value}")]);
+    }
+    if let Some(body) = body {
+        command.args([
+            "-H",
+            "Content-Type: application/json",
+            "--data-binary",
+            body,
+        ]);
+    }
+    command
+}
+
+fn parse(output: &std::process::Output) -> Reply {
+    assert!(output.status.success(), "curl failed: {output:?}");
+    let text = String::from_utf8(output.stdout.clone()).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").expect("a header block");
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.to_ascii_lowercase(), value.trim().to_owned()))
+        .collect();
+    let body = serde_json::from_str(body).unwrap_or(Value::Null);
+    Reply {
+        status,
+        headers,
+        body,
+    }
+}
+
+fn call(method: &str, url: &str, headers: &[(&str, &str)], body: Option<&str>) -> Reply {
+    parse(&curl(method, url, headers, body).output().unwrap())
+}
+
+const ALICE: (&str, &str) = ("Authorization", "Bearer token-a");
+const BOB: (&str, &str) = ("Authorization", "Bearer token-b");
+const TICKET: &str = r#"{"title": "Disk full", "priority": "normal"}"#;
+
+#[test]
+fn curl_sees_the_contract_replay_conflict_missing_key_and_unknown_token() {
+    if !curl_available("curl_sees_the_contract_replay_conflict_missing_key_and_unknown_token") {
+        return;
+    }
+    let server = LabServer::start(&[]);
+    let tickets = format!("{}/tickets", server.url);
+    let key = ("Idempotency-Key", "curl-key-1");
+
+    let first = call("POST", &tickets, &[ALICE, key], Some(TICKET));
+    assert_eq!(first.status, 201, "{first:?}");
+    assert!(!first.headers.contains_key("idempotent-replayed"));
+    let id = first.body["ticket_id"].as_i64().unwrap();
+
+    // Same key, same payload (keys in another order): the saved status and body, marked.
+    let reordered = r#"{"priority": "normal", "title": "Disk full"}"#;
+    let replay = call("POST", &tickets, &[ALICE, key], Some(reordered));
+    assert_eq!(replay.status, 201);
+    assert_eq!(replay.headers["idempotent-replayed"], "true");
+    assert_eq!(replay.body, first.body);
+
+    // Same key, changed payload: 422, and the original ticket is unchanged.
+    let changed = r#"{"title": "Disk full", "priority": "urgent"}"#;
+    let conflict = call("POST", &tickets, &[ALICE, key], Some(changed));
+    assert_eq!(conflict.status, 422);
+    assert_eq!(conflict.body["error"], "idempotency_key_reused");
+    let stored = call("GET", &format!("{tickets}/{id}"), &[ALICE], None);
+    assert_eq!(stored.status, 200);
+    assert_eq!(stored.body["payload"]["priority"], "normal");
+
+    // No key: 400. Unknown or missing token: 401. None of them writes.
+    let missing = call("POST", &tickets, &[ALICE], Some(TICKET));
+    assert_eq!(missing.status, 400);
+    assert_eq!(missing.body["error"], "missing_idempotency_key");
+    let stranger = ("Authorization", "Bearer not-a-token");
+    assert_eq!(
+        call("POST", &tickets, &[stranger, key], Some(TICKET)).status,
+        401
+    );
+    assert_eq!(call("POST", &tickets, &[key], Some(TICKET)).status, 401);
+    let listed = call("GET", &tickets, &[ALICE], None);
+    assert_eq!(listed.body["tickets"].as_array().unwrap().len(), 1);
+
+    // The same key under another caller is another operation, and a key grants no access.
+    let bobs = call("POST", &tickets, &[BOB, key], Some(TICKET));
+    assert_eq!(bobs.status, 201);
+    assert!(!bobs.headers.contains_key("idempotent-replayed"));
+    assert_ne!(bobs.body["ticket_id"], first.body["ticket_id"]);
+    assert_eq!(
+        call("GET", &format!("{tickets}/{id}"), &[BOB], None).status,
+        404
+    );
+    let bob_listed = call("GET", &tickets, &[BOB], None);
+    assert_eq!(bob_listed.body["tickets"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn thirty_two_concurrent_curls_with_one_key_make_one_ticket() {
+    if !curl_available("thirty_two_concurrent_curls_with_one_key_make_one_ticket") {
+        return;
+    }
+    let server = LabServer::start(&[]);
+    let tickets = format!("{}/tickets", server.url);
+    let key = ("Idempotency-Key", "burst-key");
+    let children: Vec<Child> = (0..32)
+        .map(|_| {
+            curl("POST", &tickets, &[ALICE, key], Some(TICKET))
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let replies: Vec<Reply> = children
+        .into_iter()
+        .map(|child| parse(&child.wait_with_output().unwrap()))
+        .collect();
+    let mut ids = Vec::new();
+    let mut in_flight = 0;
+    for reply in &replies {
+        match reply.status {
+            201 => ids.push(reply.body["ticket_id"].as_i64().unwrap()),
+            409 => {
+                assert_eq!(reply.body["error"], "request_in_flight", "{reply:?}");
+                assert_eq!(reply.headers["retry-after"], "1", "{reply:?}");
+                in_flight += 1;
+            }
+            _ => panic!("not in the contract for a burst: {reply:?}"),
+        }
+    }
+    ids.dedup();
+    assert_eq!(ids.len(), 1, "every 2xx carries one id: {replies:?}");
+    let created = replies
+        .iter()
+        .filter(|r| r.status == 201 && !r.headers.contains_key("idempotent-replayed"))
+        .count();
+    assert_eq!(created, 1, "{replies:?}");
+    let listed = call("GET", &tickets, &[ALICE], None);
+    assert_eq!(listed.body["tickets"].as_array().unwrap().len(), 1);
+    assert_eq!(listed.body["tickets"][0]["id"], ids[0]);
+    let records = call(
+        "GET",
+        &format!("{}/admin/records", server.url),
+        &[("Lab-Admin-Token", "admin-token")],
+        None,
+    );
+    assert_eq!(records.body["records"], 1);
+    eprintln!(
+        "burst of 32: {} created or replayed, {in_flight} told 409",
+        32 - in_flight
+    );
+}
+
+#[test]
+fn fault_header_and_unkeyed_creates_are_refused_without_the_faults_flag() {
+    if !curl_available("fault_header_and_unkeyed_creates_are_refused_without_the_faults_flag") {
+        return;
+    }
+    let server = LabServer::start(&[]);
+    let tickets = format!("{}/tickets", server.url);
+    let fault = ("Lab-Fault", "before-commit");
+    let refused = call(
+        "POST",
+        &tickets,
+        &[ALICE, ("Idempotency-Key", "f"), fault],
+        Some(TICKET),
+    );
+    assert_eq!(refused.status, 400);
+    let unkeyed = format!("{}/unkeyed-tickets", server.url);
+    assert_eq!(call("POST", &unkeyed, &[ALICE], Some(TICKET)).status, 404);
+    let admin = format!("{}/admin/tickets", server.url);
+    assert_eq!(
+        call("GET", &admin, &[("Lab-Admin-Token", "wrong")], None).status,
+        401
+    );
+    assert!(
+        call("GET", &tickets, &[ALICE], None).body["tickets"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[test]
+fn the_openapi_description_is_served_and_names_every_status() {
+    if !curl_available("the_openapi_description_is_served_and_names_every_status") {
+        return;
+    }
+    let server = LabServer::start(&[]);
+    let spec = call("GET", &format!("{}/openapi.json", server.url), &[], None);
+    assert_eq!(spec.status, 200);
+    let responses = &spec.body["paths"]["/tickets"]["post"]["responses"];
+    for status in ["201", "400", "401", "409", "422"] {
+        assert!(responses[status].is_object(), "no {status} in {responses}");
+    }
+    assert!(spec.body["paths"]["/tickets/{id}"]["get"].is_object());
+}
+
+#[test]
+fn the_seven_scenarios_pass_against_lab_serve_with_the_reference_lines() {
+    let server = LabServer::start(&["--faults"]);
+    let output = Command::new(env!("CARGO_BIN_EXE_lab"))
+        .args([
+            "--adapter",
+            "http",
+            "--url",
+            &server.url,
+            "--token",
+            "token-a",
+        ])
+        .args(["--admin-token", "admin-token"])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        String::from_utf8(output.stdout).unwrap(),
+        crate::cli::REFERENCE_LINES
+    );
+}
+
+#[test]
+fn the_http_backend_without_url_or_token_is_bad_input() {
+    let output = Command::new(env!("CARGO_BIN_EXE_lab"))
+        .args(["--backend", "http", "--url", "http://127.0.0.1:9"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let output = Command::new(env!("CARGO_BIN_EXE_lab"))
+        .args([
+            "--backend",
+            "http",
+            "--url",
+            "http://example.com",
+            "--token",
+            "t",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("loopback"));
+    let output = Command::new(env!("CARGO_BIN_EXE_lab"))
+        .args(["serve", "--caller", "no-token-here"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+}
