@@ -54,6 +54,15 @@ pub enum Error {
         reason: String,
     },
 
+    /// The service no longer keeps the record of this key: its retention window passed. It cannot
+    /// tell whether the operation took effect, and it will not create it again under this key.
+    /// A person must look.
+    #[error("operation key {key:?} has expired on the service; its outcome must be reviewed")]
+    KeyExpired {
+        /// The expired key.
+        key: String,
+    },
+
     /// A fault injected on purpose before the commit; the transaction was rolled back.
     #[error("injected failure before commit; the transaction was rolled back")]
     InjectedFailure,

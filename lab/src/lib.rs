@@ -50,6 +50,8 @@
 //! - [`throughput`]: keyed create against plain insert at several numbers of clients, for any tool.
 //! - [`http`]: `lab serve`, the store behind HTTP on loopback, and [`HttpTool`](http::HttpTool),
 //!   the client adapter that runs the suite against it.
+//! - [`runner`]: `lab runner`, a durable caller that saves each operation before sending it and
+//!   resumes what is unfinished.
 //! - [`backend`]: which store the `lab` command runs against.
 //! - [`Error`]: the one error type.
 
@@ -63,6 +65,7 @@ pub mod key;
 pub mod payload;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+pub mod runner;
 pub mod sim;
 pub mod sqlite;
 pub mod suite;

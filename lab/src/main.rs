@@ -11,7 +11,8 @@ use clap::builder::PossibleValuesParser;
 use clap::{Parser, Subcommand, ValueEnum};
 use lab::backend::Backend;
 use lab::evidence::AtomicFile;
-use lab::http::{CallerToken, HttpTarget, ServeOptions, TicketServer};
+use lab::http::{CallerToken, DroppingProxy, HttpTarget, HttpTool, ServeOptions, TicketServer};
+use lab::runner::{PausePoint, RetryPolicy, Runner};
 use lab::sim::{self, SimulateArgs, Variant};
 use lab::suite::SCENARIOS;
 use lab::throughput::ThroughputPlan;
@@ -62,6 +63,47 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Forward requests to a ticket service on loopback, and lose the replies of the first N
+    /// (the connection closes after the service answered)
+    Proxy {
+        /// The service's base URL, e.g. http://127.0.0.1:8080
+        #[arg(long, value_name = "URL")]
+        upstream: String,
+        /// The proxy's port; 0 picks a free one. The URL is printed on start.
+        #[arg(long, default_value_t = 0)]
+        port: u16,
+        /// How many replies to lose, counting from the first request
+        #[arg(long, value_name = "N", default_value_t = 1)]
+        drop_first: u32,
+    },
+    /// A durable caller: save the operation, send it with its key, retry transport failures, and
+    /// resume unfinished operations on start
+    Runner {
+        /// The runner's own SQLite file
+        #[arg(long, value_name = "FILE")]
+        database: PathBuf,
+        /// The ticket service's base URL on loopback
+        #[arg(long, value_name = "URL")]
+        url: String,
+        /// The caller's bearer token
+        #[arg(long, value_name = "TOKEN")]
+        token: String,
+        /// The caller's name, saved with each operation as its scope
+        #[arg(long, value_name = "NAME")]
+        caller: String,
+        /// A new operation's key; without it, the runner only resumes unfinished operations
+        #[arg(long, value_name = "KEY", requires = "payload")]
+        key: Option<String>,
+        /// A new operation's payload, a JSON object
+        #[arg(long, value_name = "JSON", requires = "key")]
+        payload: Option<String>,
+        /// Sends per operation and run, the first included
+        #[arg(long, default_value_t = RetryPolicy::default().attempts)]
+        attempts: u32,
+        /// No send starts later than this many milliseconds after the operation's run began
+        #[arg(long, value_name = "MS", default_value_t = 30_000)]
+        deadline_ms: u64,
+    },
     /// Serve the ticket store over HTTP on 127.0.0.1 (see the book's "Across a real boundary")
     Serve {
         /// The port; 0 picks a free one. The URL is printed on start.
@@ -168,6 +210,32 @@ fn main() -> ExitCode {
     let result = match cli.command {
         None => backend(&cli).and_then(|backend| {
             run_scenarios(&backend, cli.fixture.as_deref(), cli.output.as_deref())
+        }),
+        Some(Command::Proxy {
+            upstream,
+            port,
+            drop_first,
+        }) => proxy(&upstream, port, drop_first),
+        Some(Command::Runner {
+            database,
+            url,
+            token,
+            caller,
+            key,
+            payload,
+            attempts,
+            deadline_ms,
+        }) => run_runner(RunnerArgs {
+            database,
+            url,
+            token,
+            caller,
+            new_operation: key.zip(payload),
+            policy: RetryPolicy {
+                attempts,
+                deadline: Duration::from_millis(deadline_ms),
+                ..RetryPolicy::default()
+            },
         }),
         Some(Command::Serve {
             port,
@@ -293,14 +361,54 @@ fn store_backend(
     }
 }
 
+fn proxy(upstream: &str, port: u16, drop_first: u32) -> lab::Result<()> {
+    let proxy = DroppingProxy::start(DroppingProxy::upstream_address(upstream)?, port, drop_first)?;
+    println!("listening on {}", proxy.url());
+    flush_stdout()?;
+    proxy.wait();
+    Ok(())
+}
+
+struct RunnerArgs {
+    database: PathBuf,
+    url: String,
+    token: String,
+    caller: String,
+    new_operation: Option<(String, String)>,
+    policy: RetryPolicy,
+}
+
+fn run_runner(args: RunnerArgs) -> lab::Result<()> {
+    let tool = HttpTool::new(HttpTarget::new(&args.url, &args.token, None)?);
+    let pause = PausePoint::from_environment()?;
+    let runner = Runner::open(&args.database, tool, args.policy)?.with_pause(pause);
+    // Unfinished operations first, each with its saved key.
+    for saved in runner.resume()? {
+        println!("resumed {saved}");
+    }
+    if let Some((key, payload)) = args.new_operation {
+        let operation = lab::Operation {
+            scope: lab::Scope::new(args.caller, lab::http::contract::CREATE_TICKET)?,
+            operation_key: lab::OperationKey::try_from(key)?,
+            payload: lab::Payload::from_json_text(&payload)?,
+        };
+        println!("{}", runner.submit(&operation)?);
+    }
+    Ok(())
+}
+
+fn flush_stdout() -> lab::Result<()> {
+    std::io::Write::flush(&mut std::io::stdout()).map_err(|source| Error::Io {
+        action: "writing the address to stdout".to_owned(),
+        source,
+    })
+}
+
 fn serve(options: ServeOptions) -> lab::Result<()> {
     let server = TicketServer::start(options)?;
     // The first line is the URL, so a script (or a test) can read where to connect.
     println!("listening on {}", server.url());
-    std::io::Write::flush(&mut std::io::stdout()).map_err(|source| Error::Io {
-        action: "writing the server's address to stdout".to_owned(),
-        source,
-    })?;
+    flush_stdout()?;
     server.wait();
     Ok(())
 }

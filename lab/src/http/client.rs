@@ -142,6 +142,9 @@ impl HttpTool {
             (422, code::KEY_REUSED) => Err(Error::PayloadConflict {
                 key: key.unwrap_or_default(),
             }),
+            (410, code::KEY_EXPIRED) => Err(Error::KeyExpired {
+                key: key.unwrap_or_default(),
+            }),
             (500, code::INJECTED_FAILURE) => Err(Error::InjectedFailure),
             _ => Err(self.unexpected("POST", path, status, &body)),
         })

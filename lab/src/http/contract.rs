@@ -38,6 +38,9 @@ pub mod code {
     pub const NOT_FOUND: &str = "not_found";
     /// 409: another request with the same key is being processed; retry after `Retry-After`.
     pub const IN_FLIGHT: &str = "request_in_flight";
+    /// 410: the key's record was pruned after the retention window; the service cannot say what
+    /// happened and will not create again under this key.
+    pub const KEY_EXPIRED: &str = "idempotency_key_expired";
     /// 413: the body is larger than [`MAX_BODY_BYTES`](super::MAX_BODY_BYTES).
     pub const TOO_LARGE: &str = "body_too_large";
     /// 422: the key was first used with another payload; nothing was written.

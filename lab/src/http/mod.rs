@@ -1,9 +1,12 @@
 //! The lab across a real boundary: `lab serve` (the store behind HTTP on loopback), the client
-//! adapter that runs the suite against it, and the contract they share.
+//! adapter that runs the suite against it, the contract they share, and a proxy that loses
+//! replies on the wire.
 
 pub mod client;
 pub mod contract;
+pub mod proxy;
 pub mod server;
 
 pub use client::{HttpTarget, HttpTool};
+pub use proxy::DroppingProxy;
 pub use server::{CallerToken, ServeOptions, TicketServer};

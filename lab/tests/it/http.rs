@@ -18,10 +18,16 @@ impl LabServer {
     /// Starts `lab serve` with two callers (`alice` = `token-a`, `bob` = `token-b`), the admin
     /// token `admin-token` and `extra` arguments, and reads the URL it prints.
     pub fn start(extra: &[&str]) -> LabServer {
+        let mut args = vec!["serve", "--port", "0", "--caller", "alice=token-a"];
+        args.extend(["--caller", "bob=token-b", "--admin-token", "admin-token"]);
+        args.extend(extra);
+        LabServer::spawn(&args)
+    }
+
+    /// Starts `lab ARGS` and reads the `listening on URL` line it prints first.
+    pub fn spawn(args: &[&str]) -> LabServer {
         let mut child = Command::new(env!("CARGO_BIN_EXE_lab"))
-            .args(["serve", "--port", "0", "--caller", "alice=token-a"])
-            .args(["--caller", "bob=token-b", "--admin-token", "admin-token"])
-            .args(extra)
+            .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

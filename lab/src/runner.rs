@@ -1,0 +1,443 @@
+//! `lab runner`: a durable caller. It saves each operation (scope, key, payload, state) in its own
+//! SQLite file before it sends anything, retries transport failures with the same key under a
+//! budget, records how each operation ended, and on start resumes every operation left
+//! unfinished. It never makes up a new key: an outcome it cannot learn goes to a person.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::error::{Error, Result};
+use crate::key::{OperationKey, Scope};
+use crate::payload::Payload;
+use crate::suite::Operation;
+use crate::tool::{CreateRequest, TicketId, TicketTool};
+
+/// The environment variable that makes the runner pause at a [`PausePoint`], so a crash test can
+/// kill it there: `after-save` or `after-reply`.
+pub const PAUSE_VARIABLE: &str = "LAB_RUNNER_PAUSE_AT";
+
+/// The runner's schema: one row per operation, keyed by its whole identity.
+pub const RUNNER_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS operations (
+    caller    TEXT NOT NULL,
+    operation TEXT NOT NULL,
+    key       TEXT NOT NULL,
+    payload   TEXT NOT NULL,
+    state     TEXT NOT NULL CHECK (state IN ('pending', 'succeeded', 'rejected', 'needs_review')),
+    ticket_id INTEGER,
+    note      TEXT,
+    attempts  INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (caller, operation, key)
+) WITHOUT ROWID;
+";
+
+/// How hard the runner tries before it hands an operation to a person. The budget bounds retries;
+/// it has nothing to do with duplicates, which the key prevents however often the runner retries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Sends per run of an operation, the first included (at least 1).
+    pub attempts: u32,
+    /// The wait after the first failed send; it doubles after each further one.
+    pub first_backoff: Duration,
+    /// The longest wait between two sends.
+    pub max_backoff: Duration,
+    /// No send starts later than this after the run of an operation began.
+    pub deadline: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            attempts: 5,
+            first_backoff: Duration::from_millis(50),
+            max_backoff: Duration::from_secs(2),
+            deadline: Duration::from_secs(30),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The wait after failed send number `failed` (1 for the first).
+    pub fn backoff(&self, failed: u32) -> Duration {
+        let doubled = self
+            .first_backoff
+            .saturating_mul(1 << failed.saturating_sub(1).min(16));
+        doubled.min(self.max_backoff)
+    }
+}
+
+/// Where an operation stands in the runner's file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum State {
+    /// Saved; no final answer yet. Resumed on the next start.
+    Pending,
+    /// The service reported the ticket, created or replayed.
+    Succeeded {
+        /// The ticket the service reported.
+        ticket_id: TicketId,
+    },
+    /// The service refused the operation for good: its key was first used with another payload.
+    Rejected {
+        /// What the service said.
+        reason: String,
+    },
+    /// The runner cannot learn the outcome alone: the budget ran out, or the service no longer
+    /// recognises the key. A person must look before anything is sent again.
+    NeedsReview {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// One operation as the runner saved it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SavedOperation {
+    /// The caller and operation type.
+    pub scope: Scope,
+    /// The key, saved before the first send and never replaced.
+    pub key: OperationKey,
+    /// The payload, as canonical JSON.
+    pub payload: Payload,
+    /// Where it stands.
+    pub state: State,
+    /// Sends so far, over every run.
+    pub attempts: u32,
+}
+
+impl std::fmt::Display for SavedOperation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let key = self.key.as_str();
+        let attempts = self.attempts;
+        match &self.state {
+            State::Pending => write!(f, "{key}: pending after {attempts} send(s)"),
+            State::Succeeded { ticket_id } => {
+                write!(
+                    f,
+                    "{key}: succeeded, ticket {ticket_id}, after {attempts} send(s)"
+                )
+            }
+            State::Rejected { reason } => write!(f, "{key}: rejected: {reason}"),
+            State::NeedsReview { reason } => write!(f, "{key}: needs review: {reason}"),
+        }
+    }
+}
+
+/// A point where the runner can be made to stop for a crash test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PausePoint {
+    /// The operation is saved; nothing has been sent.
+    AfterSave,
+    /// The service answered with a ticket; the runner has not recorded it.
+    AfterReply,
+}
+
+impl PausePoint {
+    /// The pause point [`PAUSE_VARIABLE`] names, if it is set.
+    ///
+    /// # Errors
+    /// [`Error::InputInvalid`] for a value other than `after-save` or `after-reply`.
+    pub fn from_environment() -> Result<Option<PausePoint>> {
+        match std::env::var(PAUSE_VARIABLE).ok().as_deref() {
+            None | Some("") => Ok(None),
+            Some("after-save") => Ok(Some(PausePoint::AfterSave)),
+            Some("after-reply") => Ok(Some(PausePoint::AfterReply)),
+            Some(other) => Err(Error::InputInvalid {
+                path: PathBuf::from(PAUSE_VARIABLE),
+                problem: format!("{other:?}: expected after-save or after-reply"),
+            }),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            PausePoint::AfterSave => "after-save",
+            PausePoint::AfterReply => "after-reply",
+        }
+    }
+}
+
+/// The durable caller, over any [`TicketTool`].
+pub struct Runner<T> {
+    db: Connection,
+    path: PathBuf,
+    tool: T,
+    policy: RetryPolicy,
+    pause: Option<PausePoint>,
+}
+
+impl<T: TicketTool> Runner<T> {
+    /// Opens (creating if needed) the runner's file at `path`.
+    ///
+    /// # Errors
+    /// [`Error::Store`] if the file cannot be opened or its schema created.
+    pub fn open(path: impl AsRef<Path>, tool: T, policy: RetryPolicy) -> Result<Runner<T>> {
+        let path = path.as_ref().to_owned();
+        let db = Connection::open(&path)?;
+        db.busy_timeout(Duration::from_secs(10))?;
+        db.pragma_update(None, "journal_mode", "WAL")?;
+        // Every state change must survive a crash of the runner the moment after it returns.
+        db.pragma_update(None, "synchronous", "FULL")?;
+        db.execute_batch(RUNNER_SCHEMA)?;
+        Ok(Runner {
+            db,
+            path,
+            tool,
+            policy,
+            pause: None,
+        })
+    }
+
+    /// The same runner, pausing at `pause` (for crash tests).
+    pub fn with_pause(self, pause: Option<PausePoint>) -> Runner<T> {
+        Runner { pause, ..self }
+    }
+
+    /// The runner's file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Saves `operation` (unless it is saved already) and runs it to a final state or until the
+    /// budget is spent.
+    ///
+    /// # Errors
+    /// [`Error::PayloadConflict`] when the runner already saved this key with another payload
+    /// (nothing is sent); [`Error::Store`] if the runner's file fails.
+    pub fn submit(&self, operation: &Operation) -> Result<SavedOperation> {
+        let saved = match self.find(&operation.scope, &operation.operation_key)? {
+            Some(saved) if saved.payload != operation.payload => {
+                return Err(Error::PayloadConflict {
+                    key: operation.operation_key.to_string(),
+                });
+            }
+            Some(saved) => saved,
+            None => self.save(operation)?,
+        };
+        self.pause_at(PausePoint::AfterSave, &saved.key);
+        match saved.state {
+            State::Pending => self.drive(saved),
+            _ => Ok(saved),
+        }
+    }
+
+    /// Runs every operation still pending in the file, with its saved key, in key order.
+    ///
+    /// # Errors
+    /// [`Error::Store`] if the runner's file fails.
+    pub fn resume(&self) -> Result<Vec<SavedOperation>> {
+        let pending: Vec<SavedOperation> = self
+            .operations()?
+            .into_iter()
+            .filter(|saved| saved.state == State::Pending)
+            .collect();
+        pending.into_iter().map(|saved| self.drive(saved)).collect()
+    }
+
+    /// Every operation in the file, by scope and key.
+    ///
+    /// # Errors
+    /// [`Error::Store`] if the runner's file fails, or a row does not read back.
+    pub fn operations(&self) -> Result<Vec<SavedOperation>> {
+        let mut statement = self.db.prepare_cached(
+            "SELECT caller, operation, key, payload, state, ticket_id, note, attempts
+             FROM operations ORDER BY caller, operation, key",
+        )?;
+        let rows = statement.query_map([], Row::read)?;
+        rows.map(|row| row?.into_saved()).collect()
+    }
+
+    fn find(&self, scope: &Scope, key: &OperationKey) -> Result<Option<SavedOperation>> {
+        self.db
+            .prepare_cached(
+                "SELECT caller, operation, key, payload, state, ticket_id, note, attempts
+                 FROM operations WHERE caller = ?1 AND operation = ?2 AND key = ?3",
+            )?
+            .query_row(
+                params![scope.caller(), scope.operation(), key.as_str()],
+                Row::read,
+            )
+            .optional()?
+            .map(Row::into_saved)
+            .transpose()
+    }
+
+    // ANCHOR: runner_save
+    /// Saves the operation as pending before anything is sent: after a crash from here on, the
+    /// next start finds it and resumes it with the same key.
+    fn save(&self, operation: &Operation) -> Result<SavedOperation> {
+        self.db
+            .prepare_cached(
+                "INSERT INTO operations (caller, operation, key, payload, state)
+                 VALUES (?1, ?2, ?3, ?4, 'pending')",
+            )?
+            .execute(params![
+                operation.scope.caller(),
+                operation.scope.operation(),
+                operation.operation_key.as_str(),
+                operation.payload.canonical(),
+            ])?;
+        Ok(SavedOperation {
+            scope: operation.scope.clone(),
+            key: operation.operation_key.clone(),
+            payload: operation.payload.clone(),
+            state: State::Pending,
+            attempts: 0,
+        })
+    }
+    // ANCHOR_END: runner_save
+
+    // ANCHOR: runner_drive
+    /// Sends the saved operation with its saved key until the service gives a final answer, the
+    /// budget is spent, or the deadline passes.
+    fn drive(&self, mut saved: SavedOperation) -> Result<SavedOperation> {
+        let started = Instant::now();
+        let request = CreateRequest::keyed(&saved.scope, &saved.key, &saved.payload);
+        let mut last_failure = String::new();
+        for send in 1..=self.policy.attempts.max(1) {
+            if send > 1 {
+                let wait = self.policy.backoff(send - 1);
+                if started.elapsed() + wait > self.policy.deadline {
+                    last_failure = format!("deadline reached; last failure: {last_failure}");
+                    break;
+                }
+                std::thread::sleep(wait);
+            }
+            saved.attempts += 1;
+            self.count_send(&saved)?;
+            let final_state = match self.tool.create(request) {
+                Ok(outcome) => {
+                    self.pause_at(PausePoint::AfterReply, &saved.key);
+                    State::Succeeded {
+                        ticket_id: outcome.ticket_id(),
+                    }
+                }
+                Err(err @ Error::PayloadConflict { .. }) => State::Rejected {
+                    reason: err.to_string(),
+                },
+                Err(err @ Error::KeyExpired { .. }) => State::NeedsReview {
+                    reason: err.to_string(),
+                },
+                // The service answered, and the answer is not in the contract: retrying the same
+                // request would get the same answer.
+                Err(err @ Error::Http { .. }) => State::NeedsReview {
+                    reason: err.to_string(),
+                },
+                // A lost reply, a key in flight, a failure rolled back: the same key again.
+                Err(err) => {
+                    last_failure = err.to_string();
+                    continue;
+                }
+            };
+            return self.record(saved, final_state);
+        }
+        let reason = format!("no answer after {} send(s): {last_failure}", saved.attempts);
+        self.record(saved, State::NeedsReview { reason })
+    }
+    // ANCHOR_END: runner_drive
+
+    fn count_send(&self, saved: &SavedOperation) -> Result<()> {
+        self.db
+            .prepare_cached(
+                "UPDATE operations SET attempts = ?4
+                 WHERE caller = ?1 AND operation = ?2 AND key = ?3",
+            )?
+            .execute(params![
+                saved.scope.caller(),
+                saved.scope.operation(),
+                saved.key.as_str(),
+                saved.attempts,
+            ])?;
+        Ok(())
+    }
+
+    fn record(&self, mut saved: SavedOperation, state: State) -> Result<SavedOperation> {
+        let (name, ticket_id, note) = match &state {
+            State::Pending => ("pending", None, None),
+            State::Succeeded { ticket_id } => ("succeeded", Some(*ticket_id), None),
+            State::Rejected { reason } => ("rejected", None, Some(reason.as_str())),
+            State::NeedsReview { reason } => ("needs_review", None, Some(reason.as_str())),
+        };
+        self.db
+            .prepare_cached(
+                "UPDATE operations SET state = ?4, ticket_id = ?5, note = ?6
+                 WHERE caller = ?1 AND operation = ?2 AND key = ?3",
+            )?
+            .execute(params![
+                saved.scope.caller(),
+                saved.scope.operation(),
+                saved.key.as_str(),
+                name,
+                ticket_id,
+                note,
+            ])?;
+        saved.state = state;
+        Ok(saved)
+    }
+
+    fn pause_at(&self, point: PausePoint, key: &OperationKey) {
+        if self.pause != Some(point) {
+            return;
+        }
+        // The test waits for this line, then kills the process with SIGKILL.
+        println!("paused at {} for {}", point.name(), key.as_str());
+        let _ = std::io::Write::flush(&mut std::io::stdout());
+        loop {
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    }
+}
+
+/// A row of the runner's table, before validation.
+struct Row {
+    caller: String,
+    operation: String,
+    key: String,
+    payload: String,
+    state: String,
+    ticket_id: Option<TicketId>,
+    note: Option<String>,
+    attempts: u32,
+}
+
+impl Row {
+    fn read(row: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
+        Ok(Row {
+            caller: row.get(0)?,
+            operation: row.get(1)?,
+            key: row.get(2)?,
+            payload: row.get(3)?,
+            state: row.get(4)?,
+            ticket_id: row.get(5)?,
+            note: row.get(6)?,
+            attempts: row.get(7)?,
+        })
+    }
+
+    fn into_saved(self) -> Result<SavedOperation> {
+        let note = self.note.unwrap_or_default();
+        let state = match (self.state.as_str(), self.ticket_id) {
+            ("pending", _) => State::Pending,
+            ("succeeded", Some(ticket_id)) => State::Succeeded { ticket_id },
+            ("rejected", _) => State::Rejected { reason: note },
+            ("needs_review", _) => State::NeedsReview { reason: note },
+            (other, _) => {
+                return Err(Error::InputInvalid {
+                    path: PathBuf::from("runner file"),
+                    problem: format!(
+                        "operation {:?} has state {other:?} without a ticket",
+                        self.key
+                    ),
+                });
+            }
+        };
+        Ok(SavedOperation {
+            scope: Scope::new(self.caller, self.operation)?,
+            key: OperationKey::try_from(self.key)?,
+            payload: Payload::from_json_text(&self.payload)?,
+            state,
+            attempts: self.attempts,
+        })
+    }
+}
