@@ -11,7 +11,9 @@ use clap::builder::PossibleValuesParser;
 use clap::{Parser, Subcommand, ValueEnum};
 use lab::backend::Backend;
 use lab::evidence::AtomicFile;
-use lab::http::{CallerToken, DroppingProxy, HttpTarget, HttpTool, ServeOptions, TicketServer};
+use lab::http::{
+    CallerToken, DroppingProxy, HttpTarget, HttpTool, Retention, ServeOptions, TicketServer,
+};
 use lab::runner::{PausePoint, RetryPolicy, Runner};
 use lab::sim::{self, SimulateArgs, Variant};
 use lab::suite::SCENARIOS;
@@ -124,6 +126,13 @@ enum Command {
         /// Worker threads, each with its own store connection
         #[arg(long, default_value_t = 8)]
         workers: usize,
+        /// Prune replay records this many seconds after their first answer, leaving tombstones
+        /// [default: keep them forever]
+        #[arg(long, value_name = "SECONDS")]
+        retention_seconds: Option<u64>,
+        /// Keep a pruned key's tombstone (a late retry gets 410) this many seconds
+        #[arg(long, value_name = "SECONDS", default_value_t = 30 * 24 * 3600)]
+        tombstone_seconds: u64,
     },
     /// Run seeded histories of callers, faults, crashes and pruning against a tool, and check the
     /// contract's invariants over each (see the book's "Simulated histories" chapter)
@@ -244,6 +253,8 @@ fn main() -> ExitCode {
             admin_token,
             faults,
             workers,
+            retention_seconds,
+            tombstone_seconds,
         }) => serve(ServeOptions {
             port,
             database,
@@ -251,6 +262,11 @@ fn main() -> ExitCode {
             admin_token,
             faults,
             workers,
+            retention: retention_seconds.map(|seconds| Retention {
+                records: Duration::from_secs(seconds),
+                tombstones: Duration::from_secs(tombstone_seconds),
+            }),
+            clock: None,
         }),
         Some(Command::Bench {
             iterations,

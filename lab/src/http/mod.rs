@@ -5,8 +5,10 @@
 pub mod client;
 pub mod contract;
 pub mod proxy;
+pub mod retention;
 pub mod server;
 
 pub use client::{HttpTarget, HttpTool};
 pub use proxy::DroppingProxy;
+pub use retention::{Clock, ManualClock, Retention, SystemClock};
 pub use server::{CallerToken, ServeOptions, TicketServer};

@@ -11,11 +11,13 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use serde_json::json;
 use tiny_http::{Header, Method, Request, Response};
 
 use super::contract::{self, code};
+use super::retention::{self, Clock, Pruned, Retention, SystemClock};
 use crate::error::{Error, Result};
 use crate::key::{OperationKey, Scope};
 use crate::payload::Payload;
@@ -73,6 +75,10 @@ pub struct ServeOptions {
     pub faults: bool,
     /// Worker threads, each with its own store connection (at least 1).
     pub workers: usize,
+    /// Prune replay records after this window, leaving tombstones; `None` keeps them forever.
+    pub retention: Option<Retention>,
+    /// Where retention reads the time; `None` is the system clock.
+    pub clock: Option<Arc<dyn Clock>>,
 }
 
 /// A running `lab serve`.
@@ -81,6 +87,7 @@ pub struct TicketServer {
     stopping: Arc<AtomicBool>,
     workers: Vec<JoinHandle<()>>,
     port: u16,
+    service: Arc<Service>,
 }
 
 struct Service {
@@ -89,6 +96,10 @@ struct Service {
     faults: bool,
     /// (caller, key) of the keyed creates being processed now.
     in_flight: Mutex<HashSet<(String, String)>>,
+    retention: Option<Retention>,
+    clock: Arc<dyn Clock>,
+    /// The connection pruning passes write on.
+    pruner: Mutex<Option<SqliteStore>>,
 }
 
 impl TicketServer {
@@ -99,11 +110,16 @@ impl TicketServer {
     /// [`Error::TemporaryFolder`] if the store cannot be opened; [`Error::Listen`] if the port
     /// cannot be bound; [`Error::Io`] if a worker thread cannot start.
     pub fn start(options: ServeOptions) -> Result<TicketServer> {
-        let service = Arc::new(Service::new(&options)?);
+        let service = Service::new(&options)?;
         let store = match &options.database {
             Some(path) => SqliteStore::open(path)?,
             None => SqliteStore::temporary()?,
         };
+        store
+            .connection()
+            .execute_batch(retention::RETENTION_SCHEMA)?;
+        *service.pruner_store() = Some(store.connect()?);
+        let service = Arc::new(service);
         let address = format!("127.0.0.1:{}", options.port);
         let http = Arc::new(
             tiny_http::Server::http(&address)
@@ -124,6 +140,17 @@ impl TicketServer {
                 })?;
             workers.push(worker);
         }
+        if let Some(retention) = options.retention {
+            let (service, stopping) = (service.clone(), stopping.clone());
+            let pruner = std::thread::Builder::new()
+                .name("lab-serve-pruner".to_owned())
+                .spawn(move || prune_periodically(&service, retention, &stopping))
+                .map_err(|source| Error::Io {
+                    action: "starting the pruning thread".to_owned(),
+                    source,
+                })?;
+            workers.push(pruner);
+        }
         // The workers hold their own connections, and through them the temporary folder.
         drop(store);
         Ok(TicketServer {
@@ -131,7 +158,17 @@ impl TicketServer {
             stopping,
             workers,
             port,
+            service,
         })
+    }
+
+    /// Runs one pruning pass now, at the clock's time (the periodic pass does the same).
+    ///
+    /// # Errors
+    /// [`Error::InputInvalid`] when the server was started without retention;
+    /// [`Error::Store`] on a database error.
+    pub fn prune(&self) -> Result<Pruned> {
+        self.service.prune()
     }
 
     /// The port the server listens on.
@@ -157,11 +194,28 @@ impl Drop for TicketServer {
     /// Stops the workers after the requests they are serving.
     fn drop(&mut self) {
         self.stopping.store(true, Ordering::SeqCst);
+        // One unblock per thread: the pruner does not need one, and a spare does no harm.
         for _ in &self.workers {
             self.http.unblock();
         }
         for worker in self.workers.drain(..) {
             let _ = worker.join();
+        }
+    }
+}
+
+/// Prunes every half window (at most every minute), checking for the stop once a second.
+fn prune_periodically(service: &Service, retention: Retention, stopping: &AtomicBool) {
+    let every = (retention.records / 2).clamp(Duration::from_secs(1), Duration::from_secs(60));
+    let mut waited = Duration::ZERO;
+    while !stopping.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_secs(1));
+        waited += Duration::from_secs(1);
+        if waited >= every {
+            waited = Duration::ZERO;
+            if let Err(err) = service.prune() {
+                eprintln!("lab serve: pruning failed: {err}");
+            }
         }
     }
 }
@@ -173,6 +227,13 @@ fn serve(http: &tiny_http::Server, service: &Service, store: &SqliteStore, stopp
             service.handle(store, request);
         }
     }
+}
+
+/// What a request's claim on its key found.
+enum Claim<'s> {
+    Claimed(InFlight<'s>),
+    InFlight,
+    Expired,
 }
 
 /// What the server does with a request.
@@ -241,6 +302,12 @@ impl Service {
             admin_token: options.admin_token.clone(),
             faults: options.faults,
             in_flight: Mutex::new(HashSet::new()),
+            retention: options.retention,
+            clock: options
+                .clock
+                .clone()
+                .unwrap_or_else(|| Arc::new(SystemClock)),
+            pruner: Mutex::new(None),
         })
     }
 
@@ -355,11 +422,14 @@ impl Service {
             Ok(payload) => payload,
             Err(answer) => return answer,
         };
-        // A second request for a key being processed is told to come back, not queued.
+        // A second request for a key being processed is told to come back, not queued; a key
+        // whose record was pruned is told it expired.
         let _in_flight = match &key {
-            Some(key) => match self.claim(scope, key) {
-                Some(claim) => Some(claim),
-                None => return in_flight(key),
+            Some(key) => match self.claim(store, scope, key) {
+                Ok(Claim::Claimed(claim)) => Some(claim),
+                Ok(Claim::InFlight) => return in_flight(key),
+                Ok(Claim::Expired) => return expired(key),
+                Err(err) => return error(500, code::STORE_FAILURE, err),
             },
             None => None,
         };
@@ -370,7 +440,17 @@ impl Service {
             fault,
         };
         match store.create(create) {
-            Ok(Outcome::Created(id)) => Answer::Respond(json_response(201, response_text(id))),
+            Ok(Outcome::Created(id)) => {
+                if let (Some(key), Some(_)) = (&key, self.retention) {
+                    let noted =
+                        retention::note_record(store.connection(), scope, key, self.clock.now());
+                    if let Err(err) = noted {
+                        // The record stands without a time; the next pass dates it (kept longer).
+                        eprintln!("lab serve: cannot note when {key} was created: {err}");
+                    }
+                }
+                Answer::Respond(json_response(201, response_text(id)))
+            }
             Ok(Outcome::Replayed(id)) => {
                 // The record was read a moment ago and records never change: the saved text is
                 // there. Fall back to the same text built from the id all the same.
@@ -411,15 +491,43 @@ impl Service {
         })
     }
 
-    fn claim(&self, scope: &Scope, key: &OperationKey) -> Option<InFlight<'_>> {
+    /// Claims the key for this request. The tombstone is read under the in-flight lock, which a
+    /// pruning pass also holds, so a key cannot expire between the check and the create.
+    fn claim(&self, store: &SqliteStore, scope: &Scope, key: &OperationKey) -> Result<Claim<'_>> {
         let entry = (scope.caller().to_owned(), key.as_str().to_owned());
-        if !self.in_flight().insert(entry.clone()) {
-            return None;
+        let mut in_flight = self.in_flight();
+        if in_flight.contains(&entry) {
+            return Ok(Claim::InFlight);
         }
-        Some(InFlight {
+        if self.retention.is_some() && retention::is_expired(store.connection(), scope, key)? {
+            return Ok(Claim::Expired);
+        }
+        in_flight.insert(entry.clone());
+        Ok(Claim::Claimed(InFlight {
             service: self,
             entry,
-        })
+        }))
+    }
+
+    fn pruner_store(&self) -> std::sync::MutexGuard<'_, Option<SqliteStore>> {
+        // The guarded value is a connection; a panic elsewhere leaves it usable.
+        self.pruner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn prune(&self) -> Result<Pruned> {
+        let Some(retention) = self.retention else {
+            return Err(Error::InputInvalid {
+                path: PathBuf::from("--retention-seconds"),
+                problem: "the server was started without retention".to_owned(),
+            });
+        };
+        // In-flight lock first, then the connection: the same order as a request's claim.
+        let in_flight = self.in_flight();
+        let pruner = self.pruner_store();
+        let Some(store) = pruner.as_ref() else {
+            return Ok(Pruned::default());
+        };
+        retention::prune(store.connection(), self.clock.now(), retention, &in_flight)
     }
 
     fn admin(
@@ -448,6 +556,11 @@ impl Service {
                 answer(store.count_records().map(|n| json!({"records": n})))
             }
             (Method::Post, ["reset"]) => answer(store.clear().map(|()| json!({"cleared": true}))),
+            (Method::Post, ["prune"]) => {
+                answer(self.prune().map(
+                    |pruned| json!({"records": pruned.records, "tombstones": pruned.tombstones}),
+                ))
+            }
             (Method::Delete, ["records"]) => self.with_caller(request, |scope, request| {
                 let key = header_value(request, contract::IDEMPOTENCY_KEY).unwrap_or("");
                 match OperationKey::try_from(key) {
@@ -481,6 +594,15 @@ fn in_flight(key: &OperationKey) -> Answer {
 
 fn closes_connection(request: &Request) -> bool {
     header_value(request, "Connection").is_some_and(|value| value.eq_ignore_ascii_case("close"))
+}
+
+fn expired(key: &OperationKey) -> Answer {
+    let message = format!(
+        "the record of key {:?} was pruned after the retention window; this service cannot say \
+         whether it took effect and will not create again under it: review before any new key",
+        key.as_str()
+    );
+    error(410, code::KEY_EXPIRED, message)
 }
 
 fn read_payload(request: &mut Request) -> Result<Payload, Answer> {

@@ -9,6 +9,7 @@ mod group_commit;
 mod http;
 #[cfg(feature = "postgres")]
 mod postgres;
+mod retention;
 mod runner;
 mod sim;
 mod store;
