@@ -4,6 +4,7 @@ mod backend;
 mod bad_input;
 mod book;
 mod cli;
+mod crash;
 mod evidence;
 mod group_commit;
 mod http;
