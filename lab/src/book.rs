@@ -29,6 +29,7 @@ chapters! {
     Limits => "limits.md",
     Simulation => "simulation.md",
     Performance => "performance.md",
+    HttpBoundary => "http-boundary.md",
     TeamExercise => "team-exercise.md",
     Testing => "testing.md",
     Glossary => "glossary.md",

@@ -28,6 +28,7 @@ use anyhow::{Context, Result, bail};
 const ALLOWED_HOSTS: &[&str] = &[
     "apple.github.io",
     "aws.amazon.com",
+    "datatracker.ietf.org",
     "doc.rust-lang.org",
     "docs.rs",
     "docs.stripe.com",
@@ -481,6 +482,9 @@ mod tests {
             for (i, _) in text.match_indices("](http") {
                 let link = &text[i + 2..];
                 let link = &link[..link.find(')').unwrap()];
+                if !link.starts_with("https:") && !link.starts_with("http:") {
+                    continue; // a chapter whose file name starts with "http", such as http-boundary.md
+                }
                 check_external(link, &sources)
                     .unwrap_or_else(|err| panic!("{}: {err}", path.display()));
                 count += 1;

@@ -251,7 +251,12 @@ fn json_response(status: u16, body: String) -> Response<std::io::Cursor<Vec<u8>>
 
 fn error(status: u16, code: &str, message: impl std::fmt::Display) -> Answer {
     let body = json!({"error": code, "message": message.to_string()});
-    Answer::Respond(json_response(status, body.to_string()))
+    let response = json_response(status, body.to_string());
+    if status == 401 {
+        // RFC 9110 asks every 401 to name the authentication scheme it wants.
+        return Answer::Respond(response.with_header(header("WWW-Authenticate", "Bearer")));
+    }
+    Answer::Respond(response)
 }
 
 fn header(name: &str, value: &str) -> Header {
