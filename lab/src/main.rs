@@ -111,7 +111,8 @@ enum Command {
         /// The port; 0 picks a free one. The URL is printed on start.
         #[arg(long, default_value_t = 0)]
         port: u16,
-        /// The SQLite file [default: a temporary store, removed on exit]
+        /// The SQLite file [default: a new file in a temporary folder, which stays behind when
+        /// the server is killed]
         #[arg(long, value_name = "FILE")]
         database: Option<PathBuf>,
         /// A caller and its bearer token, NAME=TOKEN; repeat for more callers

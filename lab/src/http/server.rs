@@ -65,7 +65,8 @@ impl FromStr for CallerToken {
 pub struct ServeOptions {
     /// The port on 127.0.0.1; 0 picks a free one.
     pub port: u16,
-    /// The SQLite file; `None` uses a temporary store removed when the server stops.
+    /// The SQLite file; `None` uses a temporary store, removed when the [`TicketServer`] is
+    /// dropped (not when the process is killed).
     pub database: Option<PathBuf>,
     /// The callers and their tokens.
     pub callers: Vec<CallerToken>,

@@ -10,6 +10,8 @@ use lab::serde_json::{self, Value};
 /// A `lab serve` child process, killed when dropped.
 pub struct LabServer {
     child: Child,
+    /// Holds the server's database; removed after the child is killed.
+    _folder: Option<tempfile::TempDir>,
     /// The base URL it printed, `http://127.0.0.1:PORT`.
     pub url: String,
 }
@@ -18,10 +20,17 @@ impl LabServer {
     /// Starts `lab serve` with two callers (`alice` = `token-a`, `bob` = `token-b`), the admin
     /// token `admin-token` and `extra` arguments, and reads the URL it prints.
     pub fn start(extra: &[&str]) -> LabServer {
-        let mut args = vec!["serve", "--port", "0", "--caller", "alice=token-a"];
-        args.extend(["--caller", "bob=token-b", "--admin-token", "admin-token"]);
+        // The database lives in a folder the test owns: a killed server removes nothing itself.
+        let folder = tempfile::tempdir().unwrap();
+        let database = folder.path().join("tickets.sqlite");
+        let database = database.to_str().unwrap();
+        let mut args = vec!["serve", "--port", "0", "--database", database];
+        args.extend(["--caller", "alice=token-a", "--caller", "bob=token-b"]);
+        args.extend(["--admin-token", "admin-token"]);
         args.extend(extra);
-        LabServer::spawn(&args)
+        let mut server = LabServer::spawn(&args);
+        server._folder = Some(folder);
+        server
     }
 
     /// Starts `lab ARGS` and reads the `listening on URL` line it prints first.
@@ -41,7 +50,11 @@ impl LabServer {
             .strip_prefix("listening on ")
             .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
             .to_owned();
-        LabServer { child, url }
+        LabServer {
+            child,
+            _folder: None,
+            url,
+        }
     }
 }
 
