@@ -100,3 +100,50 @@ fn a_runner_with_no_service_spends_its_budget_and_hands_the_operation_to_review(
         ("needs_review".to_owned(), None)
     );
 }
+
+#[test]
+fn a_key_the_service_saw_with_another_payload_is_rejected_and_not_retried() {
+    use lab::http::{CallerToken, ServeOptions, TicketServer};
+    use lab::runner::{RetryPolicy, Runner, State};
+    use lab::{CreateRequest, Operation, OperationKey, Payload, Scope};
+
+    let server = TicketServer::start(ServeOptions {
+        callers: vec!["alice=token-a".parse::<CallerToken>().unwrap()],
+        admin_token: Some("admin-token".to_owned()),
+        workers: 2,
+        ..ServeOptions::default()
+    })
+    .unwrap();
+    let target = HttpTarget::new(&server.url(), "token-a", Some("admin-token")).unwrap();
+    let direct = HttpTool::new(target.clone());
+    let operation = Operation {
+        scope: Scope::new("alice", "create_ticket").unwrap(),
+        operation_key: OperationKey::try_from("shared-key").unwrap(),
+        payload: Payload::new(lab::serde_json::json!({"title": "Second intent"})).unwrap(),
+    };
+    // Someone else already used the key, with another payload.
+    let first = Payload::new(lab::serde_json::json!({"title": "First intent"})).unwrap();
+    direct
+        .create(CreateRequest::keyed(
+            &operation.scope,
+            &operation.operation_key,
+            &first,
+        ))
+        .unwrap();
+
+    let folder = tempfile::tempdir().unwrap();
+    let runner = Runner::open(
+        folder.path().join("runner.sqlite"),
+        HttpTool::new(target),
+        RetryPolicy::default(),
+    )
+    .unwrap();
+    let saved = runner.submit(&operation).unwrap();
+    assert!(
+        matches!(&saved.state, State::Rejected { reason } if reason.contains("different payload")),
+        "{saved:?}"
+    );
+    assert_eq!(saved.attempts, 1, "a 422 is final: no retry");
+    assert_eq!(runner.operations().unwrap(), [saved]);
+    assert_eq!(direct.ticket_ids().unwrap(), [1]);
+}
