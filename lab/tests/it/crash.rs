@@ -29,12 +29,12 @@ fn kill_at(point: &str, database: &Path, url: &str, key: &str) {
         .spawn()
         .unwrap();
     let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert_eq!(line.trim(), format!("paused at {point} for {key}"));
+    let read = BufReader::new(child.stdout.take().unwrap()).read_line(&mut line);
+    // Killed before any check, so a failing check never leaves a paused runner behind.
     child.kill().unwrap(); // SIGKILL on Unix: no destructor, no flush, no goodbye
     child.wait().unwrap();
+    read.unwrap();
+    assert_eq!(line.trim(), format!("paused at {point} for {key}"));
 }
 
 fn crash_and_restart(point: &str, sends_before_kill: u32) {
