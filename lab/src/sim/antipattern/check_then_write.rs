@@ -7,7 +7,7 @@ use crate::key::{OperationKey, Scope};
 use crate::sim::subject::{Progress, StoreView, Subject, read_lab_schema};
 use crate::tool::{CreateRequest, Outcome, Step, TicketId, TicketTool};
 
-use super::scratch::{Scratch, inject, reply};
+use super::scratch::{Scratch, insert_ticket_and_record};
 
 // ANCHOR: check_then_write_schema
 /// The lab's tables without the primary key on operation records: the database would accept two
@@ -59,8 +59,8 @@ impl Subject for CheckThenWrite {
     /// Step one: look the key up, in a transaction of its own.
     fn start(&self, request: CreateRequest<'_>) -> Progress<Unclaimed> {
         let looked_up = (|| {
-            inject(request, Step::Begin)?;
-            inject(request, Step::Lookup)?;
+            request.fault.inject(Step::Begin)?;
+            request.fault.inject(Step::Lookup)?;
             let Some(key) = request.key else {
                 return Ok(None);
             };
@@ -89,7 +89,7 @@ impl Subject for CheckThenWrite {
                     key: request.key.map(ToString::to_string).unwrap_or_default(),
                 }))
             }
-            Ok(Some((_, ticket))) => Progress::Done(reply(request, Outcome::Replayed(ticket))),
+            Ok(Some((_, ticket))) => Progress::Done(request.reply(Outcome::Replayed(ticket))),
             Ok(None) => Progress::Pending {
                 pending: Unclaimed,
                 did: "looked up the key: no record".to_owned(),
@@ -115,31 +115,10 @@ impl CheckThenWrite {
             self.db.connection(),
             TransactionBehavior::Immediate,
         )?;
-        inject(request, Step::InsertTicket)?;
-        tx.execute(
-            "INSERT INTO tickets (caller, payload) VALUES (?1, ?2)",
-            params![request.scope.caller(), payload],
-        )?;
-        let ticket_id = tx.last_insert_rowid();
-        inject(request, Step::InsertRecord)?;
-        if let Some(key) = request.key {
-            tx.execute(
-                "INSERT INTO operation_records
-                 (caller, operation, key, payload, ticket_id, response)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![
-                    request.scope.caller(),
-                    request.scope.operation(),
-                    key.as_str(),
-                    payload,
-                    ticket_id,
-                    format!("{{\"ticket_id\":{ticket_id}}}"),
-                ],
-            )?;
-        }
-        inject(request, Step::Commit)?;
+        let ticket_id = insert_ticket_and_record(&tx, request, payload, payload)?;
+        request.fault.inject(Step::Commit)?;
         tx.commit()?;
-        reply(request, Outcome::Created(ticket_id))
+        request.reply(Outcome::Created(ticket_id))
     }
 }
 

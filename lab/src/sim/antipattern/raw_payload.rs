@@ -10,7 +10,7 @@ use crate::sim::subject::{Progress, StoreView, Subject, read_lab_schema};
 use crate::sqlite::SCHEMA;
 use crate::tool::{CreateRequest, Outcome, Step, TicketId, TicketTool};
 
-use super::scratch::{Scratch, inject, reply};
+use super::scratch::{Scratch, insert_ticket_and_record};
 
 /// A store with the lab's schema and one transaction per create, which saves the payload text
 /// exactly as it arrived and compares a retry's text with it byte for byte.
@@ -32,12 +32,12 @@ impl RawPayloadText {
 
 impl TicketTool for RawPayloadText {
     fn create(&self, request: CreateRequest<'_>) -> Result<Outcome> {
-        inject(request, Step::Begin)?;
+        request.fault.inject(Step::Begin)?;
         let tx = rusqlite::Transaction::new_unchecked(
             self.db.connection(),
             TransactionBehavior::Immediate,
         )?;
-        inject(request, Step::Lookup)?;
+        request.fault.inject(Step::Lookup)?;
         // ANCHOR: raw_payload
         // The mistake: the text as received, not the canonical form. The same object written
         // with its keys in another order is a different text.
@@ -66,34 +66,13 @@ impl TicketTool for RawPayloadText {
                     });
                 }
                 drop(tx);
-                return reply(request, Outcome::Replayed(ticket_id));
+                return request.reply(Outcome::Replayed(ticket_id));
             }
         }
-        inject(request, Step::InsertTicket)?;
-        tx.execute(
-            "INSERT INTO tickets (caller, payload) VALUES (?1, ?2)",
-            params![request.scope.caller(), request.payload.canonical()],
-        )?;
-        let ticket_id = tx.last_insert_rowid();
-        inject(request, Step::InsertRecord)?;
-        if let Some(key) = request.key {
-            tx.execute(
-                "INSERT INTO operation_records
-                 (caller, operation, key, payload, ticket_id, response)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![
-                    request.scope.caller(),
-                    request.scope.operation(),
-                    key.as_str(),
-                    text,
-                    ticket_id,
-                    format!("{{\"ticket_id\":{ticket_id}}}"),
-                ],
-            )?;
-        }
-        inject(request, Step::Commit)?;
+        let ticket_id = insert_ticket_and_record(&tx, request, request.payload.canonical(), text)?;
+        request.fault.inject(Step::Commit)?;
         tx.commit()?;
-        reply(request, Outcome::Created(ticket_id))
+        request.reply(Outcome::Created(ticket_id))
     }
 
     fn ticket_ids(&self) -> Result<Vec<TicketId>> {

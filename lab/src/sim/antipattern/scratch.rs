@@ -7,7 +7,7 @@ use rusqlite::{Connection, params};
 
 use crate::error::{Error, Result};
 use crate::key::{OperationKey, Scope};
-use crate::tool::{CreateRequest, Fault, Outcome, Step, TicketId};
+use crate::tool::{CreateRequest, Step, TicketId};
 
 /// A connection to a database file in a temporary folder, removed when the last connection to it
 /// is dropped. Commits are not synced to disk: the simulator checks coordination, not durability.
@@ -97,21 +97,39 @@ impl Scratch {
     }
 }
 
-/// Fails the call at `step` when the request's fault asks for it, as the lab's store does.
-pub(super) fn inject(request: CreateRequest<'_>, step: Step) -> Result<()> {
-    if request.fault.fails_at(step) {
-        return Err(Error::InjectedFailure);
+/// The two writes of a first create, as the lab's store makes them: the ticket, then the record
+/// that points to it, with the fault steps between. `record_payload` is what the record keeps to
+/// compare later requests with.
+///
+/// # Errors
+/// [`Error::InjectedFailure`] at a step the request's fault names; [`Error::Store`].
+pub(super) fn insert_ticket_and_record(
+    db: &Connection,
+    request: CreateRequest<'_>,
+    ticket_payload: &str,
+    record_payload: &str,
+) -> Result<TicketId> {
+    request.fault.inject(Step::InsertTicket)?;
+    db.execute(
+        "INSERT INTO tickets (caller, payload) VALUES (?1, ?2)",
+        params![request.scope.caller(), ticket_payload],
+    )?;
+    let ticket_id = db.last_insert_rowid();
+    request.fault.inject(Step::InsertRecord)?;
+    if let Some(key) = request.key {
+        db.execute(
+            "INSERT INTO operation_records
+             (caller, operation, key, payload, ticket_id, response)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                request.scope.caller(),
+                request.scope.operation(),
+                key.as_str(),
+                record_payload,
+                ticket_id,
+                format!("{{\"ticket_id\":{ticket_id}}}"),
+            ],
+        )?;
     }
-    Ok(())
-}
-
-/// Delivers the outcome, unless the request asks for the reply to be lost after the commit.
-pub(super) fn reply(request: CreateRequest<'_>, outcome: Outcome) -> Result<Outcome> {
-    if request.fault == Fault::LoseReply {
-        return Err(Error::OutcomeUnknown {
-            key: request.key.map(ToString::to_string),
-            reason: "the reply was lost after the commit".to_owned(),
-        });
-    }
-    Ok(outcome)
+    Ok(ticket_id)
 }
