@@ -13,10 +13,25 @@ pub const MAX_IDENTIFIER_BYTES: usize = 255;
 
 /// Checks the rules every identifier shares: not empty, bounded, no control characters.
 fn validate(field: &'static str, value: &str) -> Result<()> {
+    validate_with(
+        field,
+        value,
+        MAX_IDENTIFIER_BYTES,
+        "must be at most 255 bytes of UTF-8",
+    )
+}
+
+/// The same rules with another length bound, and the reason to give when it is passed.
+pub(crate) fn validate_with(
+    field: &'static str,
+    value: &str,
+    max_bytes: usize,
+    too_long: &'static str,
+) -> Result<()> {
     let reason = if value.is_empty() {
         Some("must not be empty")
-    } else if value.len() > MAX_IDENTIFIER_BYTES {
-        Some("must be at most 255 bytes of UTF-8")
+    } else if value.len() > max_bytes {
+        Some(too_long)
     } else if value.chars().any(char::is_control) {
         Some("must not contain control characters")
     } else {

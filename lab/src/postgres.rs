@@ -593,23 +593,12 @@ fn quote_identifier(name: &str) -> String {
 
 /// PostgreSQL truncates identifiers beyond 63 bytes; refuse them instead of using another name.
 fn validate_schema_name(name: &str) -> Result<()> {
-    let reason = if name.is_empty() {
-        Some("must not be empty")
-    } else if name.len() > 63 {
-        Some("must be at most 63 bytes of UTF-8 (PostgreSQL's identifier length)")
-    } else if name.chars().any(char::is_control) {
-        Some("must not contain control characters")
-    } else {
-        None
-    };
-    match reason {
-        None => Ok(()),
-        Some(reason) => Err(Error::InvalidIdentifier {
-            field: "schema",
-            value: name.to_owned(),
-            reason,
-        }),
-    }
+    crate::key::validate_with(
+        "schema",
+        name,
+        63,
+        "must be at most 63 bytes of UTF-8 (PostgreSQL's identifier length)",
+    )
 }
 
 /// `lab_<process>_<time>_<counter>`: unique among the processes of one host, and across hosts
