@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::{Error, Result};
@@ -111,7 +112,9 @@ impl StoreOptions {
 
 // ANCHOR: schema
 /// The schema. An operation record names its ticket, and its primary key is the whole identity:
-/// caller, operation type and key.
+/// caller, operation type and key. The key comes first in the index because it is the column that
+/// tells records apart: most callers and operation types repeat on every row, so with the key
+/// first one string comparison usually settles each step down the tree.
 pub const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS tickets (
     id      INTEGER PRIMARY KEY,
@@ -125,7 +128,7 @@ CREATE TABLE IF NOT EXISTS operation_records (
     payload   TEXT NOT NULL,
     ticket_id INTEGER NOT NULL REFERENCES tickets (id),
     response  TEXT NOT NULL,
-    PRIMARY KEY (caller, operation, key)
+    PRIMARY KEY (key, caller, operation)
 ) WITHOUT ROWID;
 ";
 // ANCHOR_END: schema
@@ -360,17 +363,19 @@ fn lookup(db: &Connection, call: &Call<'_>) -> Result<Option<Result<Outcome>>> {
         return Ok(None);
     };
     call.fault.inject(Step::Lookup)?;
-    let saved: Option<(String, TicketId)> = db
+    let saved: Option<(bool, TicketId)> = db
         .prepare_cached(
             "SELECT payload, ticket_id FROM operation_records
              WHERE caller = ?1 AND operation = ?2 AND key = ?3",
         )?
         .query_row(params![call.caller, call.operation, key], |row| {
-            Ok((row.get(0)?, row.get(1)?))
+            // Compared where SQLite holds it: a replay copies no text out of the record.
+            let same_payload = row.get_ref(0)? == ValueRef::Text(call.payload.as_bytes());
+            Ok((same_payload, row.get(1)?))
         })
         .optional()?;
-    Ok(saved.map(|(payload, ticket_id)| {
-        if payload == call.payload {
+    Ok(saved.map(|(same_payload, ticket_id)| {
+        if same_payload {
             Ok(Outcome::Replayed(ticket_id))
         } else {
             Err(Error::PayloadConflict {

@@ -54,6 +54,11 @@ impl Operation {
     }
 }
 
+/// The function an instruction counter should count, and nothing outside it: its name for
+/// `valgrind --tool=callgrind --toggle-collect=...`. Building keys, filling the store and starting
+/// the program all happen outside it, so they add nothing to any call's count.
+pub const MEASURED_FUNCTION: &str = "lab::bench::probe::repeat";
+
 /// Sets up a CPU-bound store with [`PREFILLED`] keyed tickets, then runs `operation` `calls` times.
 ///
 /// # Errors
@@ -79,8 +84,22 @@ pub fn run(operation: Operation, calls: u32) -> Result<()> {
     let fresh = (0..calls)
         .map(|i| OperationKey::try_from(format!("new-{i:08}")))
         .collect::<Result<Vec<_>>>()?;
+    repeat(operation, &store, &scope, &payload, &kept, &fresh)
+}
+
+/// The calls themselves: one per key in `fresh`. Kept out of line so that a counter can be told
+/// to count inside this function only ([`MEASURED_FUNCTION`]).
+#[inline(never)]
+fn repeat(
+    operation: Operation,
+    store: &SqliteStore,
+    scope: &Scope,
+    payload: &Payload,
+    kept: &[OperationKey],
+    fresh: &[OperationKey],
+) -> Result<()> {
     let db = store.connection();
-    for i in 0..calls as usize {
+    for (i, new) in fresh.iter().enumerate() {
         let old = &kept[i % kept.len()];
         match operation {
             Operation::PlainInsert => {
@@ -88,25 +107,25 @@ pub fn run(operation: Operation, calls: u32) -> Result<()> {
                     .execute(params![scope.caller(), payload.canonical()])?;
             }
             Operation::NaiveCreate => {
-                store.create(CreateRequest::unkeyed(&scope, &payload))?;
+                store.create(CreateRequest::unkeyed(scope, payload))?;
             }
             Operation::KeyedCreate | Operation::KeyedCreateBusyHandler => {
-                store.create(CreateRequest::keyed(&scope, &fresh[i], &payload))?;
+                store.create(CreateRequest::keyed(scope, new, payload))?;
             }
             Operation::PlainSelect => {
                 let _: i64 = db
                     .prepare_cached(
                         "SELECT ticket_id FROM operation_records
-                         WHERE caller = ?1 AND operation = ?2 AND key = ?3",
+                         WHERE key = ?1 AND caller = ?2 AND operation = ?3",
                     )?
                     .query_row(
-                        params![scope.caller(), scope.operation(), old.as_str()],
+                        params![old.as_str(), scope.caller(), scope.operation()],
                         |row| row.get(0),
                     )?;
             }
             Operation::Replay => {
                 if let created @ Outcome::Created(_) =
-                    store.create(CreateRequest::keyed(&scope, old, &payload))?
+                    store.create(CreateRequest::keyed(scope, old, payload))?
                 {
                     return Err(Error::ScenarioFailed {
                         scenario: "probe replay",
