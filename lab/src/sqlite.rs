@@ -216,8 +216,13 @@ impl SqliteStore {
         folder: Option<Arc<tempfile::TempDir>>,
     ) -> Result<SqliteStore> {
         let connection = open_connection(&path, options)?;
-        // One transaction: one sync for the whole schema, not one per table.
-        connection.execute_batch(&format!("BEGIN IMMEDIATE; {SCHEMA} COMMIT;"))?;
+        // Creating the tables takes the write lock even when they exist, so callers that open a
+        // store at the same moment would queue for it in SQLite's busy handler. Reading the
+        // schema first needs no lock; only a new file pays for the transaction.
+        if !has_schema(&connection)? {
+            // One transaction: one sync for the whole schema, not one per table.
+            connection.execute_batch(&format!("BEGIN IMMEDIATE; {SCHEMA} COMMIT;"))?;
+        }
         SqliteStore::with_connection(connection, path, options, folder)
     }
 
@@ -271,6 +276,18 @@ impl SqliteStore {
             .expect("one outcome per call")
     }
     // ANCHOR_END: busy_handler
+}
+
+/// Whether both tables exist already. A file that has them was made by [`SCHEMA`], which creates
+/// both in one transaction.
+fn has_schema(connection: &Connection) -> Result<bool> {
+    let tables: i64 = connection.query_row(
+        "SELECT COUNT(*) FROM sqlite_schema
+         WHERE type = 'table' AND name IN ('tickets', 'operation_records')",
+        [],
+        |row| row.get(0),
+    )?;
+    Ok(tables == 2)
 }
 
 /// Opens one connection with the store's settings.

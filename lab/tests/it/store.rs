@@ -189,6 +189,32 @@ fn a_record_survives_reopening_the_file() {
 }
 
 #[test]
+fn opening_a_store_on_an_existing_file_needs_no_write_lock() {
+    let store = SqliteStore::temporary().unwrap();
+    let (scope, key, payload) = sample();
+    let created = store
+        .create(CreateRequest::keyed(&scope, &key, &payload))
+        .unwrap();
+    // Another connection holds the write lock; a caller opening the file at that moment must
+    // not have to wait for it (a zero busy timeout turns any wait into an error).
+    let holder = store.connect().unwrap();
+    holder
+        .connection()
+        .execute_batch("BEGIN IMMEDIATE")
+        .unwrap();
+    let opened = SqliteStore::open_with(
+        store.path(),
+        lab::StoreOptions::default().with_busy_timeout(std::time::Duration::ZERO),
+    )
+    .unwrap();
+    assert_eq!(
+        opened.saved_response(&scope, &key).unwrap(),
+        Some(format!("{{\"ticket_id\":{}}}", created.ticket_id()))
+    );
+    holder.connection().execute_batch("ROLLBACK").unwrap();
+}
+
+#[test]
 fn the_store_runs_in_wal_mode_with_full_sync_and_the_default_busy_timeout() {
     let store = SqliteStore::temporary().unwrap();
     let connection = store.connection();
