@@ -39,7 +39,7 @@ pub enum Coordination {
     /// finds no commit in progress runs every create queued at that moment in one transaction,
     /// each in its own savepoint, and hands each caller its outcome after the shared commit.
     /// Nobody sleeps in SQLite's busy handler, and one fsync covers many creates. A retry whose
-    /// record exists is answered by one read on the caller's own connection, without queueing.
+    /// record exists is answered by a read, without queueing and without the write lock.
     /// The default.
     #[default]
     GroupCommit,

@@ -59,7 +59,7 @@ pub enum Fault {
 /// The steps of the create path, in order, where [`Fault::FailAt`] can strike.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Step {
-    /// Taking the write lock (`BEGIN IMMEDIATE`): nothing has happened yet.
+    /// Starting the transaction: nothing has happened yet.
     Begin,
     /// Looking up the operation record.
     Lookup,

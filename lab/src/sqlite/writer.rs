@@ -5,7 +5,8 @@
 //! connection in one transaction, each in its own savepoint, commits once, and only then hands
 //! each caller its own outcome. Callers that arrive meanwhile wait on a condition variable and are
 //! served by the next leader, so nobody sleeps in SQLite's busy handler and a burst shares one
-//! fsync. An uncontended caller leads its own batch of one: no thread hand-off, no savepoint.
+//! fsync. An uncontended caller leads its own batch of one: no thread hand-off, no savepoint, and
+//! no write lock until it has something to write.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -109,8 +110,8 @@ impl Writer {
 
     /// Runs one create and returns its outcome once the transaction holding it has committed.
     ///
-    /// With no commit in progress the caller runs its create at once on the shared connection.
-    /// Otherwise it first reads its record on its own connection, `reader` (a retry whose record
+    /// With no commit in progress the caller runs its create at once on the shared connection,
+    /// reading before it takes the write lock ([`create_read_first`]). Otherwise it first reads its record on its own connection, `reader` (a retry whose record
     /// exists needs no queue), then queues and waits to be served by the next batch.
     pub(super) fn create(&self, call: &Call<'_>, reader: &Connection) -> Result<Outcome> {
         let mut queue = lock(&self.queue);
@@ -120,10 +121,7 @@ impl Writer {
             let mut lead = Lead::new(self, &[]);
             let db = lock(&self.connection);
             lead.ran_transaction(1);
-            // commit_together returns exactly one outcome for each call it is given.
-            let outcome = commit_together(&db, &[*call])
-                .pop()
-                .expect("one outcome per call");
+            let outcome = create_read_first(&db, call);
             drop(db);
             lead.finish(Vec::new());
             return outcome;
@@ -230,16 +228,52 @@ impl Drop for Lead<'_> {
     }
 }
 
+// ANCHOR: read_first
+/// A create that found nobody else queued. Its transaction starts with a plain `BEGIN`, which
+/// takes no lock until the first write, so a retry whose record exists is answered by the lookup
+/// alone: it neither waits for another process's writer nor holds one up. A first create takes
+/// the write lock with its first insert. SQLite refuses that upgrade with `SQLITE_BUSY` when
+/// another connection has written since the lookup read, or is writing now; the lookup's answer
+/// may be out of date then, so the create starts over behind `BEGIN IMMEDIATE`.
+pub(super) fn create_read_first(db: &Connection, call: &Call<'_>) -> Result<Outcome> {
+    // transaction returns exactly one outcome for each call it is given.
+    match transaction(db, "BEGIN", &[*call])
+        .pop()
+        .expect("one outcome")
+    {
+        Err(err) if is_busy(&err) => commit_together(db, &[*call])
+            .pop()
+            .expect("one outcome per call"),
+        outcome => outcome,
+    }
+}
+
+/// Whether SQLite refused a lock rather than the statement.
+fn is_busy(err: &Error) -> bool {
+    matches!(
+        err,
+        Error::Store {
+            source: rusqlite::Error::SqliteFailure(failure, _)
+        } if failure.code == rusqlite::ErrorCode::DatabaseBusy
+    )
+}
+// ANCHOR_END: read_first
+
 // ANCHOR: group_commit
-/// One transaction for the whole batch. With several creates, each runs in its own savepoint: one
-/// that fails rolls back to it and leaves the others alone. Outcomes are handed out only after the
-/// commit.
+/// One transaction for the whole batch, which takes the write lock before its first lookup. With
+/// several creates, each runs in its own savepoint: one that fails rolls back to it and leaves the
+/// others alone. Outcomes are handed out only after the commit.
 pub(super) fn commit_together(db: &Connection, batch: &[Call<'_>]) -> Vec<Result<Outcome>> {
+    transaction(db, "BEGIN IMMEDIATE", batch)
+}
+
+/// The batch in one transaction opened by `begin`.
+fn transaction(db: &Connection, begin: &str, batch: &[Call<'_>]) -> Vec<Result<Outcome>> {
     if !db.is_autocommit() {
         // Only a leader that panicked mid-batch leaves a transaction open; its work is void.
         let _ = db.execute_batch("ROLLBACK");
     }
-    if let Err(err) = run(db, "BEGIN IMMEDIATE") {
+    if let Err(err) = run(db, begin) {
         return batch.iter().map(|_| Err(copy_of(&err))).collect();
     }
     let outcomes: Vec<Result<Outcome>> = match batch {

@@ -214,3 +214,63 @@ fn stores_on_one_file_share_one_write_queue_and_busy_handler_stores_have_none() 
     .unwrap();
     assert_eq!(direct.group_commits(), None);
 }
+
+#[test]
+fn a_replay_is_answered_while_another_connection_holds_the_write_lock() {
+    // A zero busy timeout turns any wait for the lock into an error.
+    let store =
+        SqliteStore::temporary_with(StoreOptions::default().with_busy_timeout(Duration::ZERO))
+            .unwrap();
+    let scope = Scope::new("reader", "create_ticket").unwrap();
+    let key = OperationKey::try_from("held").unwrap();
+    let payload = Payload::new(json!({"title": "replayed under a held lock"})).unwrap();
+    let request = CreateRequest::keyed(&scope, &key, &payload);
+    let created = store.create(request).unwrap();
+    let holder = store.connect().unwrap();
+    holder
+        .connection()
+        .execute_batch("BEGIN IMMEDIATE")
+        .unwrap();
+    assert_eq!(
+        store.create(request).unwrap(),
+        Outcome::Replayed(created.ticket_id())
+    );
+    // A first create does need the lock, and says so at once.
+    let other = OperationKey::try_from("held-new").unwrap();
+    let blocked = store.create(CreateRequest::keyed(&scope, &other, &payload));
+    assert!(matches!(blocked, Err(Error::Store { .. })), "{blocked:?}");
+    holder.connection().execute_batch("ROLLBACK").unwrap();
+    assert_eq!(
+        (
+            store.count_tickets().unwrap(),
+            store.count_records().unwrap()
+        ),
+        (1, 1)
+    );
+}
+
+#[test]
+fn a_first_create_that_meets_another_writer_starts_over_behind_the_lock_and_creates_once() {
+    let store = SqliteStore::temporary().unwrap();
+    let scope = Scope::new("upgrader", "create_ticket").unwrap();
+    let key = OperationKey::try_from("upgrade").unwrap();
+    let payload = Payload::new(json!({"title": "written after the other writer"})).unwrap();
+    let holder = store.connect().unwrap();
+    holder
+        .connection()
+        .execute_batch("BEGIN IMMEDIATE")
+        .unwrap();
+    // The lookup reads while the lock is held; the insert cannot take the lock, so the create
+    // starts over behind BEGIN IMMEDIATE and waits in the busy handler until the holder is done.
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        holder.connection().execute_batch("COMMIT").unwrap();
+    });
+    let outcome = store
+        .create(CreateRequest::keyed(&scope, &key, &payload))
+        .unwrap();
+    release.join().unwrap();
+    assert!(matches!(outcome, Outcome::Created(_)), "{outcome:?}");
+    assert_eq!(store.ticket_ids().unwrap(), vec![outcome.ticket_id()]);
+    assert_eq!(store.count_records().unwrap(), 1);
+}
