@@ -123,11 +123,7 @@ pub fn run(plan: &BenchPlan) -> Result<BenchReport> {
         plan.bursts, plan.repeats
     );
     let bursts = bursts::measure(&plan.bursts, plan.repeats)?;
-    let mut retained = Vec::new();
-    for &records in &plan.retained {
-        eprintln!("bench: {records} retained records...");
-        retained.push(retained::measure(records, plan.iterations)?);
-    }
+    let retained = retained::measure(&plan.retained, plan.iterations, plan.repeats)?;
     Ok(BenchReport {
         plan: plan.clone(),
         machine: Machine::here(),

@@ -19,49 +19,115 @@ use crate::tool::{CreateRequest, Outcome, TicketTool};
 pub struct Retained {
     /// Tickets and records in the store before the measurement.
     pub records: u64,
-    /// Nanoseconds per keyed create of a new key.
+    /// Nanoseconds per keyed create of a new key (median of the repetitions).
     pub create_ns: f64,
     /// Nanoseconds per replay of a key chosen across the whole range, once the pages those keys
-    /// live on are in memory (the second pass over the same keys).
+    /// live on are in memory (the later passes over the same keys; median).
     pub replay_ns: f64,
     /// The same replays on the first pass, when each may have to bring its page in from the file.
     pub replay_cold_ns: f64,
 }
 
-/// Fills a CPU-bound store (`synchronous=OFF`, so the index, not the disk, is measured) with
-/// `records` tickets and records, then measures `calls` creates and replays.
+/// One store of the comparison, filled and ready.
+struct FilledStore {
+    records: u64,
+    store: SqliteStore,
+    /// Keys spread over the whole kept range, replayed on every pass.
+    old_keys: Vec<OperationKey>,
+    create: Vec<f64>,
+    replay: Vec<f64>,
+    replay_cold_ns: f64,
+}
+
+/// Fills one CPU-bound store (`synchronous=OFF`, so the index, not the disk, is measured) per
+/// entry of `sizes`, then measures `calls` creates and replays on each, `repeats` times. The
+/// stores take turns within every repetition, so a change in the machine's speed during the run
+/// falls on all of them alike; each figure is the median of its repetitions.
 ///
 /// # Errors
 /// Any store error; [`Error::ScenarioFailed`] if a replay creates.
-pub fn measure(records: u64, calls: u32) -> Result<Retained> {
-    let store =
-        SqliteStore::temporary_with(StoreOptions::default().with_synchronous(Synchronous::Off))?;
+pub fn measure(sizes: &[u64], calls: u32, repeats: usize) -> Result<Vec<Retained>> {
     let scope = Scope::new("bench", "create_ticket")?;
     let payload = Payload::new(json!({"title": "Retained ticket", "priority": "normal"}))?;
-    fill(&store, &scope, &payload, records)?;
-
-    let new_keys = (0..calls)
-        .map(|i| OperationKey::try_from(format!("new-{i:08}")))
-        .collect::<Result<Vec<_>>>()?;
-    let start = Instant::now();
-    for key in &new_keys {
-        store.create(CreateRequest::keyed(&scope, key, &payload))?;
+    let mut stores = Vec::new();
+    for &records in sizes {
+        eprintln!("bench: filling a store with {records} records...");
+        let store = SqliteStore::temporary_with(
+            StoreOptions::default().with_synchronous(Synchronous::Off),
+        )?;
+        fill(&store, &scope, &payload, records)?;
+        // Spread the replays over the whole key range, so they do not all hit one cached page.
+        let stride = (records / u64::from(calls.max(1))).max(1);
+        let old_keys = (0..u64::from(calls))
+            .map(|i| OperationKey::try_from(format!("kept-{:010}", (i * stride) % records.max(1))))
+            .collect::<Result<Vec<_>>>()?;
+        // The first pass may have to bring each page in from the file.
+        let replay_cold_ns = replay_all(&store, &scope, &payload, &old_keys)?;
+        stores.push(FilledStore {
+            records,
+            store,
+            old_keys,
+            create: Vec::new(),
+            replay: Vec::new(),
+            replay_cold_ns,
+        });
     }
-    let create_ns = per_call(start.elapsed(), calls);
+    for round in 0..repeats.max(1) {
+        // Alternate the order too, so neither store always runs right after the other.
+        let order: Vec<usize> = if round % 2 == 0 {
+            (0..stores.len()).collect()
+        } else {
+            (0..stores.len()).rev().collect()
+        };
+        for index in order {
+            let filled = &mut stores[index];
+            let new_keys = (0..calls)
+                .map(|i| OperationKey::try_from(format!("new-{round}-{i:08}")))
+                .collect::<Result<Vec<_>>>()?;
+            let start = Instant::now();
+            for key in &new_keys {
+                filled
+                    .store
+                    .create(CreateRequest::keyed(&scope, key, &payload))?;
+            }
+            filled.create.push(per_call(start.elapsed(), calls));
+            // Keep each store at its size: the next round measures the same number of records.
+            // Both deletes walk only the new rows (the kept tickets are numbered 1 to `records`), so
+            // they leave the page cache as the measurement found it. The records go first, and
+            // the foreign-key check is off for this connection meanwhile: with it, deleting each
+            // ticket would scan every record for one that still names it.
+            let db = filled.store.connection();
+            db.pragma_update(None, "foreign_keys", "OFF")?;
+            db.execute_batch("BEGIN IMMEDIATE")?;
+            db.execute("DELETE FROM operation_records WHERE key GLOB 'new-*'", [])?;
+            db.execute(
+                "DELETE FROM tickets WHERE id > ?1",
+                [i64::try_from(filled.records).unwrap_or(i64::MAX)],
+            )?;
+            db.execute_batch("COMMIT")?;
+            db.pragma_update(None, "foreign_keys", "ON")?;
+            // After writes, the first pass costs what a cold pass costs: the write connection no
+            // longer has the replayed pages cached. One unmeasured pass brings them back, so the
+            // measured pass is the warm one this figure stands for.
+            replay_all(&filled.store, &scope, &payload, &filled.old_keys)?;
+            let replay_ns = replay_all(&filled.store, &scope, &payload, &filled.old_keys)?;
+            filled.replay.push(replay_ns);
+        }
+    }
+    Ok(stores
+        .into_iter()
+        .map(|filled| Retained {
+            records: filled.records,
+            create_ns: median(filled.create),
+            replay_ns: median(filled.replay),
+            replay_cold_ns: filled.replay_cold_ns,
+        })
+        .collect())
+}
 
-    // Spread the replays over the whole key range, so they do not all hit one cached page.
-    let stride = (records / u64::from(calls.max(1))).max(1);
-    let old_keys = (0..u64::from(calls))
-        .map(|i| OperationKey::try_from(format!("kept-{:010}", (i * stride) % records.max(1))))
-        .collect::<Result<Vec<_>>>()?;
-    let replay_cold_ns = replay_all(&store, &scope, &payload, &old_keys)?;
-    let replay_ns = replay_all(&store, &scope, &payload, &old_keys)?;
-    Ok(Retained {
-        records,
-        create_ns,
-        replay_ns,
-        replay_cold_ns,
-    })
+fn median(mut samples: Vec<f64>) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    samples.get(samples.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 /// Nanoseconds per replay of each key in `keys`.
