@@ -111,8 +111,9 @@ impl Writer {
     /// Runs one create and returns its outcome once the transaction holding it has committed.
     ///
     /// With no commit in progress the caller runs its create at once on the shared connection,
-    /// reading before it takes the write lock ([`create_read_first`]). Otherwise it first reads its record on its own connection, `reader` (a retry whose record
-    /// exists needs no queue), then queues and waits to be served by the next batch.
+    /// reading before it takes the write lock ([`create_read_first`]). Otherwise it first reads
+    /// its record on its own connection, `reader` (a retry whose record exists needs no queue),
+    /// then queues and waits to be served by the next batch.
     pub(super) fn create(&self, call: &Call<'_>, reader: &Connection) -> Result<Outcome> {
         let mut queue = lock(&self.queue);
         if !queue.leading && queue.waiting.is_empty() {
@@ -235,7 +236,7 @@ impl Drop for Lead<'_> {
 /// the write lock with its first insert. SQLite refuses that upgrade with `SQLITE_BUSY` when
 /// another connection has written since the lookup read, or is writing now; the lookup's answer
 /// may be out of date then, so the create starts over behind `BEGIN IMMEDIATE`.
-pub(super) fn create_read_first(db: &Connection, call: &Call<'_>) -> Result<Outcome> {
+fn create_read_first(db: &Connection, call: &Call<'_>) -> Result<Outcome> {
     // transaction returns exactly one outcome for each call it is given.
     match transaction(db, "BEGIN", &[*call])
         .pop()
