@@ -46,7 +46,7 @@
 //! - [`trace`]: [`Traced`](trace::Traced), a tool adapter that records each call's moments for
 //!   the book's timelines.
 //! - [`fixture`] and [`evidence`]: the input operation and the `results.json` a run writes.
-//! - [`bench`]: `lab bench`, side-by-side measurements.
+//! - [`bench`](mod@bench): `lab bench`, side-by-side measurements.
 //! - [`throughput`]: keyed create against plain insert at several numbers of clients, for any tool.
 //! - [`http`]: `lab serve`, the store behind HTTP on loopback, and [`HttpTool`](http::HttpTool),
 //!   the client adapter that runs the suite against it.

@@ -1,7 +1,7 @@
 //! Events a run records, for the book's timelines.
 //!
 //! [`Traced`] wraps any [`TicketTool`] and implements the trait itself, so the scenarios of
-//! [`suite`](crate::suite) run through it unchanged. Every create becomes four moments: the caller
+//! [`suite`] run through it unchanged. Every create becomes four moments: the caller
 //! sends, the service works with the database, the reply travels (or is lost), and the caller draws
 //! its conclusion. What the service wrote is never guessed: it is the difference between
 //! [`TicketTool::ticket_ids`] before and after the inner call, checked against the outcome.
