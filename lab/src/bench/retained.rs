@@ -92,10 +92,10 @@ pub fn measure(sizes: &[u64], calls: u32, repeats: usize) -> Result<Vec<Retained
             }
             filled.create.push(per_call(start.elapsed(), calls));
             // Keep each store at its size: the next round measures the same number of records.
-            // Both deletes walk only the new rows (the kept tickets are numbered 1 to `records`), so
-            // they leave the page cache as the measurement found it. The records go first, and
-            // the foreign-key check is off for this connection meanwhile: with it, deleting each
-            // ticket would scan every record for one that still names it.
+            // Both deletes walk only the new rows (the kept tickets are numbered 1 to `records`).
+            // The records go first, and the foreign-key check is off for this connection
+            // meanwhile: with it, deleting each ticket would scan every record for one that still
+            // names it.
             let db = filled.store.connection();
             db.pragma_update(None, "foreign_keys", "OFF")?;
             db.execute_batch("BEGIN IMMEDIATE")?;
