@@ -3,7 +3,6 @@
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
 use crate::error::{Error, Result};
-use crate::key::{OperationKey, Scope};
 use crate::sim::subject::{Progress, StoreView, Subject, read_lab_schema};
 use crate::tool::{CreateRequest, Outcome, Step, TicketId, TicketTool};
 
@@ -131,17 +130,7 @@ impl TicketTool for CheckThenWrite {
         }
     }
 
-    fn ticket_ids(&self) -> Result<Vec<TicketId>> {
-        self.db.ticket_ids()
-    }
-
-    fn count_records(&self) -> Result<u64> {
-        self.db.count_records()
-    }
-
-    fn forget_record(&self, scope: &Scope, key: &OperationKey) -> Result<bool> {
-        self.db.forget_record(scope, key)
-    }
+    forward_inspection!(db);
 
     fn connect(&self) -> Result<Self> {
         Ok(CheckThenWrite {

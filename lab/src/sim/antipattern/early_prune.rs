@@ -3,10 +3,9 @@
 use std::convert::Infallible;
 
 use crate::error::Result;
-use crate::key::{OperationKey, Scope};
 use crate::sim::subject::{Progress, StoreView, Subject};
 use crate::sqlite::SqliteStore;
-use crate::tool::{CreateRequest, Outcome, TicketId, TicketTool};
+use crate::tool::{CreateRequest, Outcome, TicketTool};
 
 /// The fraction of the promised retention this store really keeps records for.
 pub const KEPT_FRACTION: u64 = 8;
@@ -48,17 +47,7 @@ impl TicketTool for EarlyPrune {
         self.store.create(request)
     }
 
-    fn ticket_ids(&self) -> Result<Vec<TicketId>> {
-        self.store.ticket_ids()
-    }
-
-    fn count_records(&self) -> Result<u64> {
-        self.store.count_records()
-    }
-
-    fn forget_record(&self, scope: &Scope, key: &OperationKey) -> Result<bool> {
-        self.store.forget_record(scope, key)
-    }
+    forward_inspection!(store);
 
     fn connect(&self) -> Result<Self> {
         Ok(EarlyPrune {

@@ -5,10 +5,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::Result;
-use crate::key::{OperationKey, Scope};
 use crate::sim::subject::{Progress, StoreView, Subject};
 use crate::sqlite::SqliteStore;
-use crate::tool::{CreateRequest, Outcome, TicketId, TicketTool};
+use crate::tool::{CreateRequest, Outcome, TicketTool};
 
 // ANCHOR: fresh_key
 /// A client library that "helpfully" makes a fresh key for every attempt, in front of the correct
@@ -33,17 +32,7 @@ impl TicketTool for FreshKeyPerAttempt {
     }
     // ANCHOR_END: fresh_key
 
-    fn ticket_ids(&self) -> Result<Vec<TicketId>> {
-        self.store.ticket_ids()
-    }
-
-    fn count_records(&self) -> Result<u64> {
-        self.store.count_records()
-    }
-
-    fn forget_record(&self, scope: &Scope, key: &OperationKey) -> Result<bool> {
-        self.store.forget_record(scope, key)
-    }
+    forward_inspection!(store);
 
     fn connect(&self) -> Result<Self> {
         Ok(FreshKeyPerAttempt {

@@ -5,7 +5,6 @@ use std::convert::Infallible;
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
 use crate::error::{Error, Result};
-use crate::key::{OperationKey, Scope};
 use crate::sim::subject::{Progress, StoreView, Subject, read_lab_schema};
 use crate::sqlite::SCHEMA;
 use crate::tool::{CreateRequest, Outcome, Step, TicketId, TicketTool};
@@ -75,17 +74,7 @@ impl TicketTool for RawPayloadText {
         request.reply(Outcome::Created(ticket_id))
     }
 
-    fn ticket_ids(&self) -> Result<Vec<TicketId>> {
-        self.db.ticket_ids()
-    }
-
-    fn count_records(&self) -> Result<u64> {
-        self.db.count_records()
-    }
-
-    fn forget_record(&self, scope: &Scope, key: &OperationKey) -> Result<bool> {
-        self.db.forget_record(scope, key)
-    }
+    forward_inspection!(db);
 
     fn connect(&self) -> Result<Self> {
         Ok(RawPayloadText {
