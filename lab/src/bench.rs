@@ -20,7 +20,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::tool::Outcome;
 
 /// What to measure.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -114,7 +115,7 @@ impl Machine {
 ///
 /// # Errors
 /// Any store error, or a burst or replay that broke the contract (as
-/// [`Error::ScenarioFailed`](crate::Error::ScenarioFailed)).
+/// [`Error::ScenarioFailed`]).
 pub fn run(plan: &BenchPlan) -> Result<BenchReport> {
     eprintln!("bench: sequential calls ({} each)...", plan.iterations);
     let sequential = sequential::measure(plan.iterations, plan.repeats)?;
@@ -159,6 +160,19 @@ impl Rate {
 }
 
 /// Nanoseconds per call.
+/// Checks that a measured replay was one: a create there would mean the record was not found,
+/// and the figure would measure something else.
+pub(crate) fn replayed(outcome: Outcome, measurement: &'static str) -> Result<()> {
+    match outcome {
+        Outcome::Replayed(_) => Ok(()),
+        other => Err(Error::ScenarioFailed {
+            scenario: measurement,
+            expected: "a replay".to_owned(),
+            observed: format!("{other:?}"),
+        }),
+    }
+}
+
 pub(crate) fn per_call(elapsed: Duration, calls: u32) -> f64 {
     elapsed.as_secs_f64() * 1e9 / f64::from(calls.max(1))
 }

@@ -5,11 +5,12 @@
 use rusqlite::params;
 use serde_json::json;
 
-use crate::error::{Error, Result};
+use super::replayed;
+use crate::error::Result;
 use crate::key::{OperationKey, Scope};
 use crate::payload::Payload;
 use crate::sqlite::{Coordination, SqliteStore, StoreOptions, Synchronous};
-use crate::tool::{CreateRequest, Outcome, TicketTool};
+use crate::tool::{CreateRequest, TicketTool};
 
 /// Records every probe store holds before its calls, whatever the operation.
 pub const PREFILLED: u32 = 2_000;
@@ -62,7 +63,7 @@ pub const MEASURED_FUNCTION: &str = "lab::bench::probe::repeat";
 /// Sets up a CPU-bound store with [`PREFILLED`] keyed tickets, then runs `operation` `calls` times.
 ///
 /// # Errors
-/// Any store error; [`Error::ScenarioFailed`] if a replay creates.
+/// Any store error; [`Error::ScenarioFailed`](crate::Error::ScenarioFailed) if a replay creates.
 pub fn run(operation: Operation, calls: u32) -> Result<()> {
     let coordination = match operation {
         Operation::KeyedCreateBusyHandler => Coordination::BusyHandler,
@@ -124,15 +125,10 @@ fn repeat(
                     )?;
             }
             Operation::Replay => {
-                if let created @ Outcome::Created(_) =
-                    store.create(CreateRequest::keyed(scope, old, payload))?
-                {
-                    return Err(Error::ScenarioFailed {
-                        scenario: "probe replay",
-                        expected: "a replay".to_owned(),
-                        observed: format!("{created:?}"),
-                    });
-                }
+                replayed(
+                    store.create(CreateRequest::keyed(scope, old, payload))?,
+                    "probe replay",
+                )?;
             }
         }
     }

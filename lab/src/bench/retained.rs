@@ -7,12 +7,12 @@ use rusqlite::params;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::per_call;
-use crate::error::{Error, Result};
+use super::{per_call, replayed};
+use crate::error::Result;
 use crate::key::{OperationKey, Scope};
 use crate::payload::Payload;
 use crate::sqlite::{SqliteStore, StoreOptions, Synchronous};
-use crate::tool::{CreateRequest, Outcome, TicketTool};
+use crate::tool::{CreateRequest, TicketTool};
 
 /// Costs with a given number of records already kept.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -45,7 +45,7 @@ struct FilledStore {
 /// falls on all of them alike; each figure is the median of its repetitions.
 ///
 /// # Errors
-/// Any store error; [`Error::ScenarioFailed`] if a replay creates.
+/// Any store error; [`Error::ScenarioFailed`](crate::Error::ScenarioFailed) if a replay creates.
 pub fn measure(sizes: &[u64], calls: u32, repeats: usize) -> Result<Vec<Retained>> {
     let scope = Scope::new("bench", "create_ticket")?;
     let payload = Payload::new(json!({"title": "Retained ticket", "priority": "normal"}))?;
@@ -139,15 +139,10 @@ fn replay_all(
 ) -> Result<f64> {
     let start = Instant::now();
     for key in keys {
-        if let outcome @ Outcome::Created(_) =
-            store.create(CreateRequest::keyed(scope, key, payload))?
-        {
-            return Err(Error::ScenarioFailed {
-                scenario: "bench retained replay",
-                expected: "a replay".to_owned(),
-                observed: format!("{outcome:?}"),
-            });
-        }
+        replayed(
+            store.create(CreateRequest::keyed(scope, key, payload))?,
+            "bench retained replay",
+        )?;
     }
     Ok(per_call(
         start.elapsed(),

@@ -8,12 +8,12 @@ use rusqlite::params;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::per_call;
-use crate::error::{Error, Result};
+use super::{per_call, replayed};
+use crate::error::Result;
 use crate::key::{OperationKey, Scope};
 use crate::payload::Payload;
 use crate::sqlite::{Coordination, SqliteStore, StoreOptions, Synchronous};
-use crate::tool::{CreateRequest, Outcome, TicketTool};
+use crate::tool::{CreateRequest, TicketTool};
 
 /// Costs with each durability setting.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -43,7 +43,7 @@ pub struct Costs {
 /// turns, and keeps the median of each kind.
 ///
 /// # Errors
-/// Any store error; [`Error::ScenarioFailed`] if a replay creates.
+/// Any store error; [`Error::ScenarioFailed`](crate::Error::ScenarioFailed) if a replay creates.
 pub fn measure(calls: u32, repeats: usize) -> Result<Sequential> {
     Ok(Sequential {
         durable: costs(Synchronous::Full, calls, repeats)?,
@@ -116,14 +116,10 @@ fn round(synchronous: Synchronous, calls: u32) -> Result<Costs> {
     })?;
 
     let replay_ns = timed(calls, |i| {
-        match group.create(CreateRequest::keyed(&scope, &keys[i], &payload))? {
-            Outcome::Replayed(_) => Ok(()),
-            created => Err(Error::ScenarioFailed {
-                scenario: "bench replay",
-                expected: "a replay".to_owned(),
-                observed: format!("{created:?}"),
-            }),
-        }
+        replayed(
+            group.create(CreateRequest::keyed(&scope, &keys[i], &payload))?,
+            "bench replay",
+        )
     })?;
 
     Ok(Costs {
