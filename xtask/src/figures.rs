@@ -154,13 +154,60 @@ impl Results {
     }
 }
 
-/// The value at a dot-separated path (array indices are numbers: `runs.0.callers`).
+/// The value at a dot-separated path. Array elements are picked by index (`runs.0.callers`) or by
+/// their fields (`runs[callers=64,one_key=true].elapsed_ms`, `read_floor_ms[0=64].1`), so that a
+/// sentence names the measurement it quotes rather than its place in the file.
 fn lookup<'v>(value: &'v Value, path: &str) -> Result<&'v Value> {
-    let pointer = format!("/{}", path.replace('.', "/"));
-    match value.pointer(&pointer) {
-        Some(Value::Object(_)) => bail!("`{path}` in bench.json is an object, not a value"),
-        Some(found) => Ok(found),
-        None => bail!("bench.json has no value at `{path}`"),
+    let missing = || anyhow::anyhow!("bench.json has no value at `{path}`");
+    let mut here = value;
+    for segment in path.split('.') {
+        let (name, filter) = match segment.split_once('[') {
+            Some((name, rest)) => (
+                name,
+                Some(
+                    rest.strip_suffix(']')
+                        .with_context(|| format!("`{segment}` in `{path}` lacks its `]`"))?,
+                ),
+            ),
+            None => (segment, None),
+        };
+        here = child(here, name).ok_or_else(missing)?;
+        if let Some(filter) = filter {
+            let conditions = filter
+                .split(',')
+                .map(|condition| {
+                    let (field, wanted) = condition
+                        .split_once('=')
+                        .with_context(|| format!("`{condition}` in `{path}` is not FIELD=VALUE"))?;
+                    let wanted = serde_json::from_str(wanted)
+                        .unwrap_or_else(|_| Value::String(wanted.to_owned()));
+                    Ok((field, wanted))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            here = here
+                .as_array()
+                .and_then(|items| {
+                    items.iter().find(|item| {
+                        conditions
+                            .iter()
+                            .all(|(field, wanted)| child(item, field) == Some(wanted))
+                    })
+                })
+                .ok_or_else(missing)?;
+        }
+    }
+    if here.is_object() {
+        bail!("`{path}` in bench.json is an object, not a value");
+    }
+    Ok(here)
+}
+
+/// A field of an object, or an element of an array by its index.
+fn child<'v>(value: &'v Value, name: &str) -> Option<&'v Value> {
+    match value {
+        Value::Object(fields) => fields.get(name),
+        Value::Array(items) => name.parse::<usize>().ok().and_then(|i| items.get(i)),
+        _ => None,
     }
 }
 
@@ -262,6 +309,36 @@ mod tests {
         .unwrap();
         assert!(expanded.starts_with("99 "));
         assert!(expanded.contains(r#"naive_retry: {"attempts": 2, "tickets": 99}"#));
+    }
+
+    #[test]
+    fn bench_paths_pick_array_elements_by_index_or_by_their_fields() {
+        let bench = serde_json::json!({"bursts": {
+            "read_floor_ms": [[8, 0.5], [64, 2.5]],
+            "runs": [
+                {"callers": 64, "one_key": true, "coordination": "busy_handler", "elapsed_ms": 80.0},
+                {"callers": 64, "one_key": true, "coordination": "group_commit", "elapsed_ms": 4.0},
+                {"callers": 64, "one_key": false, "coordination": "group_commit", "elapsed_ms": 6.0}
+            ]
+        }});
+        let at = |path: &str| lookup(&bench, path).map(|v| v.as_f64().unwrap());
+        assert_eq!(at("bursts.runs.1.elapsed_ms").unwrap(), 4.0);
+        assert_eq!(
+            at("bursts.runs[callers=64,one_key=true,coordination=group_commit].elapsed_ms")
+                .unwrap(),
+            4.0
+        );
+        assert_eq!(at("bursts.runs[one_key=false].elapsed_ms").unwrap(), 6.0);
+        assert_eq!(at("bursts.read_floor_ms[0=64].1").unwrap(), 2.5);
+        for wrong in [
+            "bursts.runs[callers=65].elapsed_ms",
+            "bursts.runs[callers].elapsed_ms",
+            "bursts.runs[callers=64.elapsed_ms",
+            "bursts.runs.9.elapsed_ms",
+            "bursts",
+        ] {
+            assert!(at(wrong).is_err(), "{wrong}");
+        }
     }
 
     #[test]
