@@ -18,9 +18,11 @@ pub mod sequential;
 use std::fmt;
 use std::time::Duration;
 
+use rusqlite::{Connection, params};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::key::{OperationKey, Scope};
 use crate::tool::Outcome;
 
 /// What to measure.
@@ -159,7 +161,6 @@ impl Rate {
     }
 }
 
-/// Nanoseconds per call.
 /// Checks that a measured replay was one: a create there would mean the record was not found,
 /// and the figure would measure something else.
 pub(crate) fn replayed(outcome: Outcome, measurement: &'static str) -> Result<()> {
@@ -173,6 +174,22 @@ pub(crate) fn replayed(outcome: Outcome, measurement: &'static str) -> Result<()
     }
 }
 
+/// The bare read at the heart of a replay: one operation record's ticket by primary key, in
+/// autocommit, with none of the store's code around it. The baseline that replays are compared
+/// with.
+pub(crate) fn plain_select(db: &Connection, scope: &Scope, key: &OperationKey) -> Result<i64> {
+    Ok(db
+        .prepare_cached(
+            "SELECT ticket_id FROM operation_records
+             WHERE key = ?1 AND caller = ?2 AND operation = ?3",
+        )?
+        .query_row(
+            params![key.as_str(), scope.caller(), scope.operation()],
+            |row| row.get(0),
+        )?)
+}
+
+/// Nanoseconds per call.
 pub(crate) fn per_call(elapsed: Duration, calls: u32) -> f64 {
     elapsed.as_secs_f64() * 1e9 / f64::from(calls.max(1))
 }

@@ -183,7 +183,8 @@ enum Command {
     /// measure from outside; used by `cargo xtask bench`
     #[command(hide = true)]
     BenchProbe {
-        /// plain-insert, naive-create, keyed-create, keyed-create-busy-handler, plain-select or replay
+        /// plain-insert, naive-create, keyed-create, keyed-create-busy-handler, ticket-and-record,
+        /// plain-select or replay
         operation: String,
         /// How many calls
         calls: u32,
@@ -291,7 +292,7 @@ fn main() -> ExitCode {
         }
         Some(Command::BenchProbe { operation, calls }) => {
             match bench::probe::Operation::named(&operation) {
-                Some(operation) => bench::probe::run(operation, calls),
+                Some(operation) => bench::probe::run(operation, calls).map(drop),
                 None => Err(bad_arguments(&format!(
                     "unknown probe operation {operation:?}"
                 ))),

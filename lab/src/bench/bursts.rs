@@ -9,11 +9,12 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::plain_select;
 use crate::error::{Error, Result};
 use crate::key::{OperationKey, Scope};
 use crate::payload::Payload;
 use crate::sqlite::{Coordination, SqliteStore, StoreOptions};
-use crate::tool::{CreateRequest, Outcome, TicketTool};
+use crate::tool::{CreateRequest, TicketTool};
 
 /// The median burst of each kind in one run, and the disk's rate measured beside them.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -21,8 +22,13 @@ pub struct Bursts {
     /// 4 KiB write plus `fdatasync` on one file in the same folder, per second.
     pub fdatasync_per_second: f64,
     /// The floor under every burst of a size: threads released together that do nothing, by
-    /// number of threads (median milliseconds until all have finished).
+    /// number of threads (median milliseconds until the last one was running).
     pub idle_floor_ms: Vec<(usize, f64)>,
+    /// The floor under a burst on one key with group commit, where every caller reads its
+    /// record at least once: threads released together, each running the replay's bare `SELECT`
+    /// once on its own connection, prepared and cached by one earlier read, by number of threads
+    /// (median milliseconds until the last one had its row).
+    pub read_floor_ms: Vec<(usize, f64)>,
     /// One entry per size, key shape and coordination.
     pub runs: Vec<Burst>,
 }
@@ -36,7 +42,7 @@ pub struct Burst {
     pub one_key: bool,
     /// `group_commit` or `busy_handler`.
     pub coordination: String,
-    /// From the release until the last caller had its answer.
+    /// From the release until the last caller had its answer (milliseconds).
     pub elapsed_ms: f64,
     /// Tickets afterwards: 1 for one key, `callers` for distinct keys.
     pub tickets: u64,
@@ -55,17 +61,23 @@ pub fn measure(sizes: &[usize], repeats: usize) -> Result<Bursts> {
     let fdatasync_per_second = fdatasync_rate(200)?;
     let mut runs = Vec::new();
     let mut idle_floor_ms = Vec::new();
+    let mut read_floor_ms = Vec::new();
     for &callers in sizes {
-        let mut idle: Vec<f64> = (0..repeats.max(1)).map(|_| idle_burst(callers)).collect();
-        idle.sort_by(f64::total_cmp);
-        idle_floor_ms.push((callers, idle[idle.len() / 2]));
-        for one_key in [true, false] {
-            let mut group = Vec::new();
-            let mut busy = Vec::new();
-            for _ in 0..repeats.max(1) {
+        // Every kind takes its turn in each repetition, so a change in the shared machine's speed
+        // falls on all of them alike.
+        let (mut idle, mut reads) = (Vec::new(), Vec::new());
+        let mut bursts: [(Vec<Burst>, Vec<Burst>); 2] = Default::default();
+        for _ in 0..repeats.max(1) {
+            idle.push(idle_burst(callers));
+            reads.push(read_burst(callers)?);
+            for (one_key, (group, busy)) in [true, false].into_iter().zip(&mut bursts) {
                 group.push(burst(callers, one_key, Coordination::GroupCommit)?);
                 busy.push(burst(callers, one_key, Coordination::BusyHandler)?);
             }
+        }
+        idle_floor_ms.push((callers, median_ms(idle)));
+        read_floor_ms.push((callers, median_ms(reads)));
+        for (group, busy) in bursts {
             runs.push(median(group));
             runs.push(median(busy));
         }
@@ -73,30 +85,91 @@ pub fn measure(sizes: &[usize], repeats: usize) -> Result<Bursts> {
     Ok(Bursts {
         fdatasync_per_second,
         idle_floor_ms,
+        read_floor_ms,
         runs,
     })
 }
 
-/// Milliseconds for `threads` threads, released together, to do nothing and be joined.
-fn idle_burst(threads: usize) -> f64 {
-    let barrier = Barrier::new(threads + 1);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads)
-            .map(|_| {
-                let barrier = &barrier;
-                scope.spawn(move || {
+fn median_ms(mut samples: Vec<f64>) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    samples[samples.len() / 2]
+}
+
+/// Runs `work` on one thread per item, all released together from a barrier, and returns the
+/// milliseconds from the release until the last one returned, with every result.
+///
+/// The clock runs on the working threads' own readings: from the first moment any of them ran past
+/// the barrier until the last had its answer. The thread that waits for them may be woken late,
+/// after some have finished, and ending a thread is not part of its work.
+fn released_together<I, T, F>(items: Vec<I>, work: F) -> (f64, Vec<T>)
+where
+    I: Send,
+    T: Send,
+    F: Fn(I) -> T + Sync,
+{
+    let barrier = Barrier::new(items.len() + 1);
+    std::thread::scope(|threads| {
+        let handles: Vec<_> = items
+            .into_iter()
+            .map(|item| {
+                let (barrier, work) = (&barrier, &work);
+                threads.spawn(move || {
                     barrier.wait();
+                    let released = Instant::now();
+                    let answer = work(item);
+                    (released, Instant::now(), answer)
                 })
             })
             .collect();
         barrier.wait();
-        let start = Instant::now();
-        for handle in handles {
-            // A thread that only waits at a barrier cannot panic.
-            let _ = handle.join();
-        }
-        start.elapsed().as_secs_f64() * 1000.0
+        let mut first: Option<Instant> = None;
+        let mut last: Option<Instant> = None;
+        let answers = handles
+            .into_iter()
+            .map(|handle| {
+                let (released, done, answer) = handle.join().expect("a burst thread panicked");
+                first = Some(first.map_or(released, |t| t.min(released)));
+                last = Some(last.map_or(done, |t| t.max(done)));
+                answer
+            })
+            .collect();
+        let elapsed = match (first, last) {
+            (Some(first), Some(last)) => last.duration_since(first).as_secs_f64() * 1000.0,
+            _ => 0.0,
+        };
+        (elapsed, answers)
     })
+}
+
+/// Milliseconds for `threads` threads, released together, to do nothing.
+fn idle_burst(threads: usize) -> f64 {
+    released_together(vec![(); threads], |()| ()).0
+}
+
+/// Milliseconds for `threads` threads, released together, to read one existing record each with
+/// the replay's bare `SELECT`, each on its own connection. Every connection has run that read
+/// once before the release, so the statement is prepared and the pages are cached: no caller
+/// that reads its record at least once can finish sooner.
+fn read_burst(threads: usize) -> Result<f64> {
+    let store = SqliteStore::temporary()?;
+    let scope = Scope::new("burst", "create_ticket")?;
+    let key = OperationKey::try_from("one-key")?;
+    let payload = Payload::new(json!({"title": "Burst ticket"}))?;
+    store.create(CreateRequest::keyed(&scope, &key, &payload))?;
+    let connections = (0..threads)
+        .map(|_| {
+            let connection = store.connect()?;
+            plain_select(connection.connection(), &scope, &key)?;
+            Ok(connection)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let (elapsed, ids) = released_together(connections, |connection| {
+        plain_select(connection.connection(), &scope, &key)
+    });
+    for id in ids {
+        id?;
+    }
+    Ok(elapsed)
 }
 
 /// The run with the median elapsed time.
@@ -150,26 +223,9 @@ fn burst(callers: usize, one_key: bool, coordination: Coordination) -> Result<Bu
     let connections = (0..callers)
         .map(|_| store.connect())
         .collect::<Result<Vec<_>>>()?;
-    let barrier = Barrier::new(callers + 1);
-    let (elapsed, outcomes) = std::thread::scope(|threads| {
-        let handles: Vec<_> = connections
-            .into_iter()
-            .zip(&keys)
-            .map(|(connection, key)| {
-                let (barrier, scope, payload) = (&barrier, &scope, &payload);
-                threads.spawn(move || {
-                    barrier.wait();
-                    connection.create(CreateRequest::keyed(scope, key, payload))
-                })
-            })
-            .collect();
-        barrier.wait();
-        let start = Instant::now();
-        let outcomes: Vec<Result<Outcome>> = handles
-            .into_iter()
-            .map(|handle| handle.join().expect("a burst thread panicked"))
-            .collect();
-        (start.elapsed(), outcomes)
+    let requests: Vec<_> = connections.into_iter().zip(&keys).collect();
+    let (elapsed_ms, outcomes) = released_together(requests, |(connection, key)| {
+        connection.create(CreateRequest::keyed(&scope, key, &payload))
     });
     let outcomes = outcomes.into_iter().collect::<Result<Vec<_>>>()?;
     let tickets = store.count_tickets()?;
@@ -191,9 +247,9 @@ fn burst(callers: usize, one_key: bool, coordination: Coordination) -> Result<Bu
             Coordination::BusyHandler => "busy_handler".to_owned(),
             _ => "group_commit".to_owned(),
         },
-        elapsed_ms: elapsed.as_secs_f64() * 1000.0,
+        elapsed_ms,
         tickets,
-        creates_per_second: callers as f64 / elapsed.as_secs_f64(),
+        creates_per_second: callers as f64 * 1000.0 / elapsed_ms.max(f64::MIN_POSITIVE),
         transactions: store.group_commits().map(|c| c.transactions),
     })
 }
@@ -212,15 +268,17 @@ impl fmt::Display for Bursts {
         writeln!(
             f,
             "bursts: callers released together (durable; medians); raw fdatasync rate {:.0}/s;\n\
-             floor: the same number of threads released together doing nothing",
+             floors: the same number of threads released together doing nothing (idle), or\n\
+             reading one record each on their own connection (reads)",
             self.fdatasync_per_second
         )?;
         writeln!(
             f,
-            "{:>7} {:<9} {:>9} {:>16} {:>10} {:>9} {:>10} {:>8} {:>8}",
+            "{:>7} {:<9} {:>8} {:>9} {:>16} {:>10} {:>9} {:>10} {:>8} {:>8}",
             "callers",
             "keys",
-            "floor ms",
+            "idle ms",
+            "reads ms",
             "busy handler ms",
             "group ms",
             "speed-up",
@@ -238,17 +296,19 @@ impl fmt::Display for Bursts {
                 ) else {
                     continue;
                 };
-                let floor = self
-                    .idle_floor_ms
-                    .iter()
-                    .find(|(n, _)| *n == callers)
-                    .map_or(f64::NAN, |(_, ms)| *ms);
+                let floor = |floors: &[(usize, f64)]| {
+                    floors
+                        .iter()
+                        .find(|(n, _)| *n == callers)
+                        .map_or(f64::NAN, |(_, ms)| *ms)
+                };
                 writeln!(
                     f,
-                    "{:>7} {:<9} {:>9.1} {:>16.1} {:>10.1} {:>9.1} {:>10.0} {:>8.2} {:>8}",
+                    "{:>7} {:<9} {:>8.2} {:>9.2} {:>16.1} {:>10.2} {:>9.1} {:>10.0} {:>8.2} {:>8}",
                     callers,
                     if one_key { "one" } else { "distinct" },
-                    floor,
+                    floor(&self.idle_floor_ms),
+                    floor(&self.read_floor_ms),
                     busy.elapsed_ms,
                     group.elapsed_ms,
                     busy.elapsed_ms / group.elapsed_ms,

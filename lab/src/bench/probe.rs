@@ -5,11 +5,11 @@
 use rusqlite::params;
 use serde_json::json;
 
-use super::replayed;
+use super::{plain_select, replayed};
 use crate::error::Result;
 use crate::key::{OperationKey, Scope};
 use crate::payload::Payload;
-use crate::sqlite::{Coordination, SqliteStore, StoreOptions, Synchronous};
+use crate::sqlite::{Coordination, SqliteStore, StoreOptions, Synchronous, response_text};
 use crate::tool::{CreateRequest, TicketTool};
 
 /// Records every probe store holds before its calls, whatever the operation.
@@ -26,6 +26,10 @@ pub enum Operation {
     KeyedCreate,
     /// A keyed create with a new key, on the caller's own connection.
     KeyedCreateBusyHandler,
+    /// The two writes of a first create alone: `BEGIN`, the ticket's and the record's `INSERT`,
+    /// `COMMIT`, as bare SQL with no lookup. No create that keeps its record in a table of its
+    /// own can cost less.
+    TicketAndRecord,
     /// `SELECT` of an operation record by primary key.
     PlainSelect,
     /// A keyed create whose record exists.
@@ -34,7 +38,7 @@ pub enum Operation {
 
 impl Operation {
     /// Every operation, with the name the command line uses.
-    pub const ALL: [(&'static str, Operation); 6] = [
+    pub const ALL: [(&'static str, Operation); 7] = [
         ("plain-insert", Operation::PlainInsert),
         ("naive-create", Operation::NaiveCreate),
         ("keyed-create", Operation::KeyedCreate),
@@ -42,6 +46,7 @@ impl Operation {
             "keyed-create-busy-handler",
             Operation::KeyedCreateBusyHandler,
         ),
+        ("ticket-and-record", Operation::TicketAndRecord),
         ("plain-select", Operation::PlainSelect),
         ("replay", Operation::Replay),
     ];
@@ -60,11 +65,20 @@ impl Operation {
 /// the program all happen outside it, so they add nothing to any call's count.
 pub const MEASURED_FUNCTION: &str = "lab::bench::probe::repeat";
 
+/// What a probe left behind: the store's rows after its calls, [`PREFILLED`] of each included.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rows {
+    /// Tickets in the store.
+    pub tickets: u64,
+    /// Operation records in the store.
+    pub records: u64,
+}
+
 /// Sets up a CPU-bound store with [`PREFILLED`] keyed tickets, then runs `operation` `calls` times.
 ///
 /// # Errors
 /// Any store error; [`Error::ScenarioFailed`](crate::Error::ScenarioFailed) if a replay creates.
-pub fn run(operation: Operation, calls: u32) -> Result<()> {
+pub fn run(operation: Operation, calls: u32) -> Result<Rows> {
     let coordination = match operation {
         Operation::KeyedCreateBusyHandler => Coordination::BusyHandler,
         _ => Coordination::GroupCommit,
@@ -85,7 +99,11 @@ pub fn run(operation: Operation, calls: u32) -> Result<()> {
     let fresh = (0..calls)
         .map(|i| OperationKey::try_from(format!("new-{i:08}")))
         .collect::<Result<Vec<_>>>()?;
-    repeat(operation, &store, &scope, &payload, &kept, &fresh)
+    repeat(operation, &store, &scope, &payload, &kept, &fresh)?;
+    Ok(Rows {
+        tickets: store.count_tickets()?,
+        records: store.count_records()?,
+    })
 }
 
 /// The calls themselves: one per key in `fresh`. Kept out of line so that a counter can be told
@@ -113,16 +131,28 @@ fn repeat(
             Operation::KeyedCreate | Operation::KeyedCreateBusyHandler => {
                 store.create(CreateRequest::keyed(scope, new, payload))?;
             }
+            Operation::TicketAndRecord => {
+                db.prepare_cached("BEGIN")?.execute([])?;
+                db.prepare_cached("INSERT INTO tickets (caller, payload) VALUES (?1, ?2)")?
+                    .execute(params![scope.caller(), payload.canonical()])?;
+                let ticket_id = db.last_insert_rowid();
+                db.prepare_cached(
+                    "INSERT INTO operation_records
+                     (caller, operation, key, payload, ticket_id, response)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                )?
+                .execute(params![
+                    scope.caller(),
+                    scope.operation(),
+                    new.as_str(),
+                    payload.canonical(),
+                    ticket_id,
+                    response_text(ticket_id),
+                ])?;
+                db.prepare_cached("COMMIT")?.execute([])?;
+            }
             Operation::PlainSelect => {
-                let _: i64 = db
-                    .prepare_cached(
-                        "SELECT ticket_id FROM operation_records
-                         WHERE key = ?1 AND caller = ?2 AND operation = ?3",
-                    )?
-                    .query_row(
-                        params![old.as_str(), scope.caller(), scope.operation()],
-                        |row| row.get(0),
-                    )?;
+                plain_select(db, scope, old)?;
             }
             Operation::Replay => {
                 replayed(

@@ -3,11 +3,11 @@
 use std::fmt;
 use std::time::Instant;
 
-use rusqlite::params;
+use rusqlite::{Connection, params};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::{per_call, replayed};
+use super::{per_call, plain_select, replayed};
 use crate::error::Result;
 use crate::key::{OperationKey, Scope};
 use crate::payload::Payload;
@@ -26,6 +26,10 @@ pub struct Retained {
     pub replay_ns: f64,
     /// The same replays on the first pass, when each may have to bring its page in from the file.
     pub replay_cold_ns: f64,
+    /// Nanoseconds per bare `SELECT` of the same keys' records (the read at the heart of a
+    /// replay, with no transaction and none of the store's code; median), measured in the same
+    /// rounds: how much of the replay's change with size belongs to SQLite's B-tree alone.
+    pub select_ns: f64,
 }
 
 /// One store of the comparison, filled and ready.
@@ -36,6 +40,7 @@ struct FilledStore {
     old_keys: Vec<OperationKey>,
     create: Vec<f64>,
     replay: Vec<f64>,
+    select: Vec<f64>,
     replay_cold_ns: f64,
 }
 
@@ -69,6 +74,7 @@ pub fn measure(sizes: &[u64], calls: u32, repeats: usize) -> Result<Vec<Retained
             old_keys,
             create: Vec::new(),
             replay: Vec::new(),
+            select: Vec::new(),
             replay_cold_ns,
         });
     }
@@ -112,6 +118,12 @@ pub fn measure(sizes: &[u64], calls: u32, repeats: usize) -> Result<Vec<Retained
             replay_all(&filled.store, &scope, &payload, &filled.old_keys)?;
             let replay_ns = replay_all(&filled.store, &scope, &payload, &filled.old_keys)?;
             filled.replay.push(replay_ns);
+            // The store's own connection did not run the replays (the shared write connection
+            // did), so it too gets one unmeasured pass first.
+            select_all(db, &scope, &filled.old_keys)?;
+            filled
+                .select
+                .push(select_all(db, &scope, &filled.old_keys)?);
         }
     }
     Ok(stores
@@ -121,6 +133,7 @@ pub fn measure(sizes: &[u64], calls: u32, repeats: usize) -> Result<Vec<Retained
             create_ns: median(filled.create),
             replay_ns: median(filled.replay),
             replay_cold_ns: filled.replay_cold_ns,
+            select_ns: median(filled.select),
         })
         .collect())
 }
@@ -143,6 +156,18 @@ fn replay_all(
             store.create(CreateRequest::keyed(scope, key, payload))?,
             "bench retained replay",
         )?;
+    }
+    Ok(per_call(
+        start.elapsed(),
+        u32::try_from(keys.len()).unwrap_or(u32::MAX),
+    ))
+}
+
+/// Nanoseconds per bare `SELECT` of each key's record on `db`.
+fn select_all(db: &Connection, scope: &Scope, keys: &[OperationKey]) -> Result<f64> {
+    let start = Instant::now();
+    for key in keys {
+        plain_select(db, scope, key)?;
     }
     Ok(per_call(
         start.elapsed(),
@@ -190,8 +215,15 @@ pub(super) fn write_table(f: &mut fmt::Formatter<'_>, rows: &[Retained]) -> fmt:
     )?;
     writeln!(
         f,
-        "{:>10} {:>12} {:>8} {:>12} {:>8}",
-        "records", "create us", "speed", "replay us", "speed"
+        "{:>10} {:>12} {:>8} {:>12} {:>8} {:>16} {:>12} {:>8}",
+        "records",
+        "create us",
+        "speed",
+        "replay us",
+        "speed",
+        "first pass us",
+        "select us",
+        "speed"
     )?;
     let Some(base) = rows.first() else {
         return Ok(());
@@ -199,13 +231,15 @@ pub(super) fn write_table(f: &mut fmt::Formatter<'_>, rows: &[Retained]) -> fmt:
     for row in rows {
         writeln!(
             f,
-            "{:>10} {:>12.2} {:>8.2} {:>12.2} {:>8.2} {:>16.2}",
+            "{:>10} {:>12.2} {:>8.2} {:>12.2} {:>8.2} {:>16.2} {:>12.2} {:>8.2}",
             row.records,
             row.create_ns / 1000.0,
             base.create_ns / row.create_ns,
             row.replay_ns / 1000.0,
             base.replay_ns / row.replay_ns,
             row.replay_cold_ns / 1000.0,
+            row.select_ns / 1000.0,
+            base.select_ns / row.select_ns,
         )?;
     }
     Ok(())

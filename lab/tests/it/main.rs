@@ -2,6 +2,7 @@
 
 mod backend;
 mod bad_input;
+mod bench;
 mod book;
 mod cli;
 mod crash;
