@@ -18,11 +18,12 @@ use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
 /// Operations measured with callgrind, and the probe calls of the two runs.
-const PROBES: [&str; 6] = [
+const PROBES: [&str; 7] = [
     "plain-insert",
     "naive-create",
     "keyed-create",
     "keyed-create-busy-handler",
+    "ticket-and-record",
     "plain-select",
     "replay",
 ];
@@ -207,6 +208,14 @@ fn print_targets(report: &Value) {
             ratio(&busy["elapsed_ms"], &group["elapsed_ms"]),
             group["tickets"]
         );
+        if let Some(reads) = floor(lab, "read_floor_ms", 64) {
+            println!(
+                "    the burst took {:.2}x the time of 64 callers doing one bare read each ({reads:.2} ms): \
+                 the busy handler took {:.1}x that floor",
+                group["elapsed_ms"].as_f64().unwrap_or(f64::NAN) / reads,
+                busy["elapsed_ms"].as_f64().unwrap_or(f64::NAN) / reads,
+            );
+        }
     }
     if let Some(group) = burst(lab, 64, false, "group_commit") {
         println!(
@@ -225,6 +234,10 @@ fn print_targets(report: &Value) {
             ratio(&per_call["keyed-create"], &per_call["naive-create"]),
             ratio(&per_call["replay"], &per_call["plain-select"])
         );
+        println!(
+            "    the ticket's and the record's inserts alone, in one transaction: {:.2}x a plain insert",
+            ratio(&per_call["ticket-and-record"], &per_call["plain-insert"]),
+        );
     }
     if let Some(rows) = lab["retained"].as_array()
         && let (Some(first), Some(last)) = (rows.first(), rows.last())
@@ -236,6 +249,10 @@ fn print_targets(report: &Value) {
             ratio(&first["create_ns"], &last["create_ns"]),
             ratio(&first["replay_ns"], &last["replay_ns"])
         );
+        println!(
+            "    a bare select of the same records: {:.2}x the speed",
+            ratio(&first["select_ns"], &last["select_ns"])
+        );
     }
     let python = &report["python"];
     if python["measured"] == true {
@@ -244,6 +261,15 @@ fn print_targets(report: &Value) {
             ratio(&python["lab_median_s"], &python["python_median_s"])
         );
     }
+}
+
+/// One of the bursts' floors (`idle_floor_ms`, `read_floor_ms`) for a number of threads.
+fn floor(lab: &Value, name: &str, threads: u64) -> Option<f64> {
+    lab["bursts"][name]
+        .as_array()?
+        .iter()
+        .find(|pair| pair[0] == threads)?[1]
+        .as_f64()
 }
 
 fn burst<'v>(lab: &'v Value, callers: u64, one_key: bool, coordination: &str) -> Option<&'v Value> {

@@ -24,6 +24,7 @@ struct Group {
 const BUSY: &str = "#d0603a";
 const GROUP: &str = "#2f7fc1";
 const FLOOR: &str = "#8a8a8a";
+const READS: &str = "#7a6fb0";
 const CREATE: &str = "#2f7fc1";
 const REPLAY: &str = "#3a9a5b";
 
@@ -46,19 +47,23 @@ fn bursts(bench: &Value) -> Result<String> {
     let runs = bench["lab"]["bursts"]["runs"]
         .as_array()
         .context("bench.json has no lab.bursts.runs")?;
-    let floors = bench["lab"]["bursts"]["idle_floor_ms"]
-        .as_array()
-        .context("bench.json has no lab.bursts.idle_floor_ms")?;
-    let mut groups = Vec::new();
-    let mut sizes: Vec<u64> = runs.iter().filter_map(|r| r["callers"].as_u64()).collect();
-    sizes.dedup();
-    for callers in sizes {
-        let floor = floors
+    let floor_at = |name: &str, callers: u64| -> Result<f64> {
+        let floors = bench["lab"]["bursts"][name]
+            .as_array()
+            .with_context(|| format!("bench.json has no lab.bursts.{name}"))?;
+        Ok(floors
             .iter()
             .find(|f| f[0].as_u64() == Some(callers))
             .map(|f| number(&f[1], "a floor"))
             .transpose()?
-            .unwrap_or(f64::NAN);
+            .unwrap_or(f64::NAN))
+    };
+    let mut groups = Vec::new();
+    let mut sizes: Vec<u64> = runs.iter().filter_map(|r| r["callers"].as_u64()).collect();
+    sizes.dedup();
+    for callers in sizes {
+        let idle = floor_at("idle_floor_ms", callers)?;
+        let reads = floor_at("read_floor_ms", callers)?;
         for one_key in [true, false] {
             let find = |coordination: &str| {
                 runs.iter().find(|r| {
@@ -87,8 +92,13 @@ fn bursts(bench: &Value) -> Result<String> {
                         colour: GROUP,
                     },
                     Bar {
+                        label: "one read each",
+                        value: reads,
+                        colour: READS,
+                    },
+                    Bar {
                         label: "idle threads",
-                        value: floor,
+                        value: idle,
                         colour: FLOOR,
                     },
                 ],
@@ -97,7 +107,7 @@ fn bursts(bench: &Value) -> Result<String> {
     }
     Ok(chart(
         "Time until every caller of a burst has its answer (milliseconds, log scale)",
-        "Bursts of callers released together: for each size and key shape, the median time with SQLite's busy handler alone, with group commit, and for the same number of idle threads",
+        "Bursts of callers released together: for each size and key shape, the median time with SQLite's busy handler alone, with group commit, for the same number of threads reading one record each, and for as many idle threads",
         &groups,
         true,
         "ms",
@@ -284,6 +294,11 @@ pub fn table(name: &str, bench: &Value) -> Result<String> {
                     "keyed-create-busy-handler",
                     "plain-insert",
                 ),
+                (
+                    "ticket and record inserts alone, one transaction",
+                    "ticket-and-record",
+                    "plain-insert",
+                ),
                 ("plain select by key", "plain-select", "plain-select"),
                 ("replay", "replay", "plain-select"),
             ];
@@ -302,6 +317,9 @@ pub fn table(name: &str, bench: &Value) -> Result<String> {
                 .as_array()
                 .context("bench.json has no bursts")?;
             let fsync = number(&lab["bursts"]["fdatasync_per_second"], "the fdatasync rate")?;
+            let floors = lab["bursts"]["read_floor_ms"]
+                .as_array()
+                .context("bench.json has no lab.bursts.read_floor_ms")?;
             let mut sizes: Vec<u64> = runs.iter().filter_map(|r| r["callers"].as_u64()).collect();
             sizes.dedup();
             for callers in sizes {
@@ -321,6 +339,10 @@ pub fn table(name: &str, bench: &Value) -> Result<String> {
                         number(&busy["elapsed_ms"], "a burst")?,
                         number(&group["elapsed_ms"], "a burst")?,
                     );
+                    let reads_ms = floors
+                        .iter()
+                        .find(|pair| pair[0].as_u64() == Some(callers))
+                        .map_or(Ok(f64::NAN), |pair| number(&pair[1], "a read floor"))?;
                     rows.push(vec![
                         callers.to_string(),
                         if one_key {
@@ -328,6 +350,7 @@ pub fn table(name: &str, bench: &Value) -> Result<String> {
                         } else {
                             "distinct".to_owned()
                         },
+                        format_value(reads_ms),
                         format_value(busy_ms),
                         format_value(group_ms),
                         format!("{:.1}", busy_ms / group_ms),
@@ -343,6 +366,7 @@ pub fn table(name: &str, bench: &Value) -> Result<String> {
             vec![
                 "callers",
                 "keys",
+                "one read each ms",
                 "busy handler ms",
                 "group commit ms",
                 "speed-up",
@@ -372,6 +396,12 @@ pub fn table(name: &str, bench: &Value) -> Result<String> {
                             / number(&row["replay_ns"], "replay")?
                     ),
                     format_value(number(&row["replay_cold_ns"], "a first-pass replay")? / 1000.0),
+                    format_value(number(&row["select_ns"], "a plain select")? / 1000.0),
+                    format!(
+                        "{:.2}",
+                        number(&first["select_ns"], "a plain select")?
+                            / number(&row["select_ns"], "a plain select")?
+                    ),
                 ]);
             }
             vec![
@@ -381,6 +411,8 @@ pub fn table(name: &str, bench: &Value) -> Result<String> {
                 "replay µs",
                 "speed",
                 "first pass µs",
+                "plain select µs",
+                "speed",
             ]
         }
         other => {
@@ -427,6 +459,7 @@ mod tests {
             "bursts": {
                 "fdatasync_per_second": 1000.0,
                 "idle_floor_ms": [[64, 1.5]],
+                "read_floor_ms": [[64, 2.75]],
                 "runs": [
                     {"callers": 64, "one_key": true, "coordination": "group_commit", "elapsed_ms": 3.25},
                     {"callers": 64, "one_key": true, "coordination": "busy_handler", "elapsed_ms": 81.0},
@@ -435,8 +468,8 @@ mod tests {
                 ]
             },
             "retained": [
-                {"records": 1000, "create_ns": 26000.0, "replay_ns": 3500.0, "replay_cold_ns": 5000.0},
-                {"records": 1000000, "create_ns": 28000.0, "replay_ns": 4700.0, "replay_cold_ns": 9000.0}
+                {"records": 1000, "create_ns": 26000.0, "replay_ns": 3500.0, "replay_cold_ns": 5000.0, "select_ns": 1200.0},
+                {"records": 1000000, "create_ns": 28000.0, "replay_ns": 4700.0, "replay_cold_ns": 9000.0, "select_ns": 2000.0}
             ]
         }})
     }
@@ -444,11 +477,12 @@ mod tests {
     #[test]
     fn the_burst_chart_shows_every_measured_value_with_a_text_alternative() {
         let svg = draw("bursts", &bench()).unwrap();
-        for value in ["3.25", "81.0", "6.50", "4100", "1.50"] {
+        for value in ["3.25", "81.0", "6.50", "4100", "1.50", "2.75"] {
             assert!(svg.contains(&format!(">{value}<")), "{value} missing");
         }
         assert!(svg.contains("role=\"img\"") && svg.contains("<title>"));
         assert!(svg.contains("64, one key") && svg.contains("64, distinct keys"));
+        assert!(svg.contains("one read each") && svg.contains("idle threads"));
     }
 
     #[test]
@@ -473,11 +507,11 @@ mod tests {
         let table = table("bursts", &report).unwrap();
         // 81.0 / 3.25 = 24.9 for one key; 4100 / 6.5 = 630.8 for distinct keys.
         assert!(
-            table.contains("| 64 | one | 81.0 | 3.25 | 24.9 |"),
+            table.contains("| 64 | one | 2.75 | 81.0 | 3.25 | 24.9 |"),
             "{table}"
         );
         assert!(
-            table.contains("| 64 | distinct | 4100 | 6.50 | 630.8 |"),
+            table.contains("| 64 | distinct | 2.75 | 4100 | 6.50 | 630.8 |"),
             "{table}"
         );
         assert!(table.starts_with("| callers | keys |"));
@@ -487,7 +521,7 @@ mod tests {
     fn the_retained_table_compares_each_size_with_the_smallest() {
         let table = table("retained", &bench()).unwrap();
         assert!(
-            table.contains("| 1000000 | 28.0 | 0.93 | 4.70 | 0.74 |"),
+            table.contains("| 1000000 | 28.0 | 0.93 | 4.70 | 0.74 | 9.00 | 2.00 | 0.60 |"),
             "{table}"
         );
     }
