@@ -27,8 +27,8 @@ pub enum Operation {
     /// A keyed create with a new key, on the caller's own connection.
     KeyedCreateBusyHandler,
     /// The two writes of a first create alone: `BEGIN`, the ticket's and the record's `INSERT`,
-    /// `COMMIT`, as bare SQL with no lookup. No create that keeps its record in a table of its
-    /// own can cost less.
+    /// `COMMIT`, as bare SQL with no lookup. A create that writes these two rows cannot cost
+    /// less.
     TicketAndRecord,
     /// `SELECT` of an operation record by primary key.
     PlainSelect,
