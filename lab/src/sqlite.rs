@@ -347,21 +347,24 @@ fn create_in_transaction(db: &Connection, call: &Call<'_>) -> Result<Outcome> {
     insert_new(db, call)
 }
 
+/// The ticket's insert; `?1` is the caller, `?2` the payload.
+pub(crate) const INSERT_TICKET: &str = "INSERT INTO tickets (caller, payload) VALUES (?1, ?2)";
+
+/// The record's insert: caller, operation type, key, payload, ticket and saved response.
+pub(crate) const INSERT_RECORD: &str = "INSERT INTO operation_records
+     (caller, operation, key, payload, ticket_id, response)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+
 /// The ticket, then the record that points to it: the two writes of a first create.
 fn insert_new(db: &Connection, call: &Call<'_>) -> Result<Outcome> {
     call.fault.inject(Step::InsertTicket)?;
-    db.prepare_cached("INSERT INTO tickets (caller, payload) VALUES (?1, ?2)")?
+    db.prepare_cached(INSERT_TICKET)?
         .execute(params![call.caller, call.payload])?;
     let ticket_id = db.last_insert_rowid();
     // An injected failure here stops between the two inserts; the rollback removes the ticket.
     call.fault.inject(Step::InsertRecord)?;
     if let Some(key) = call.key {
-        db.prepare_cached(
-            "INSERT INTO operation_records
-             (caller, operation, key, payload, ticket_id, response)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        )?
-        .execute(params![
+        db.prepare_cached(INSERT_RECORD)?.execute(params![
             call.caller,
             call.operation,
             key,

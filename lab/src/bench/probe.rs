@@ -9,7 +9,10 @@ use super::{plain_select, replayed};
 use crate::error::Result;
 use crate::key::{OperationKey, Scope};
 use crate::payload::Payload;
-use crate::sqlite::{Coordination, SqliteStore, StoreOptions, Synchronous, response_text};
+use crate::sqlite::{
+    Coordination, INSERT_RECORD, INSERT_TICKET, SqliteStore, StoreOptions, Synchronous,
+    response_text,
+};
 use crate::tool::{CreateRequest, TicketTool};
 
 /// Records every probe store holds before its calls, whatever the operation.
@@ -122,7 +125,7 @@ fn repeat(
         let old = &kept[i % kept.len()];
         match operation {
             Operation::PlainInsert => {
-                db.prepare_cached("INSERT INTO tickets (caller, payload) VALUES (?1, ?2)")?
+                db.prepare_cached(INSERT_TICKET)?
                     .execute(params![scope.caller(), payload.canonical()])?;
             }
             Operation::NaiveCreate => {
@@ -133,15 +136,10 @@ fn repeat(
             }
             Operation::TicketAndRecord => {
                 db.prepare_cached("BEGIN")?.execute([])?;
-                db.prepare_cached("INSERT INTO tickets (caller, payload) VALUES (?1, ?2)")?
+                db.prepare_cached(INSERT_TICKET)?
                     .execute(params![scope.caller(), payload.canonical()])?;
                 let ticket_id = db.last_insert_rowid();
-                db.prepare_cached(
-                    "INSERT INTO operation_records
-                     (caller, operation, key, payload, ticket_id, response)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                )?
-                .execute(params![
+                db.prepare_cached(INSERT_RECORD)?.execute(params![
                     scope.caller(),
                     scope.operation(),
                     new.as_str(),

@@ -12,7 +12,7 @@ use super::{per_call, replayed};
 use crate::error::Result;
 use crate::key::{OperationKey, Scope};
 use crate::payload::Payload;
-use crate::sqlite::{Coordination, SqliteStore, StoreOptions, Synchronous};
+use crate::sqlite::{Coordination, INSERT_TICKET, SqliteStore, StoreOptions, Synchronous};
 use crate::tool::{CreateRequest, TicketTool};
 
 /// Costs with each durability setting.
@@ -82,7 +82,7 @@ fn round(synchronous: Synchronous, calls: u32) -> Result<Costs> {
     let plain_insert_ns = timed(calls, |_| {
         store
             .connection()
-            .prepare_cached("INSERT INTO tickets (caller, payload) VALUES (?1, ?2)")?
+            .prepare_cached(INSERT_TICKET)?
             .execute(params![scope.caller(), payload.canonical()])?;
         Ok(())
     })?;

@@ -7,6 +7,7 @@ use rusqlite::{Connection, params};
 
 use crate::error::{Error, Result};
 use crate::key::{OperationKey, Scope};
+use crate::sqlite::{INSERT_RECORD, INSERT_TICKET};
 use crate::tool::{CreateRequest, Step, TicketId};
 
 /// A connection to a database file in a temporary folder, removed when the last connection to it
@@ -111,16 +112,14 @@ pub(super) fn insert_ticket_and_record(
 ) -> Result<TicketId> {
     request.fault.inject(Step::InsertTicket)?;
     db.execute(
-        "INSERT INTO tickets (caller, payload) VALUES (?1, ?2)",
+        INSERT_TICKET,
         params![request.scope.caller(), ticket_payload],
     )?;
     let ticket_id = db.last_insert_rowid();
     request.fault.inject(Step::InsertRecord)?;
     if let Some(key) = request.key {
         db.execute(
-            "INSERT INTO operation_records
-             (caller, operation, key, payload, ticket_id, response)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            INSERT_RECORD,
             params![
                 request.scope.caller(),
                 request.scope.operation(),
