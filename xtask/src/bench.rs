@@ -208,7 +208,10 @@ fn print_targets(report: &Value) {
             ratio(&busy["elapsed_ms"], &group["elapsed_ms"]),
             group["tickets"]
         );
-        if let Some(reads) = floor(lab, "read_floor_ms", 64) {
+        if let Some(reads) = crate::plots::burst_floor(lab, "read_floor_ms", 64)
+            .ok()
+            .filter(|ms| ms.is_finite())
+        {
             println!(
                 "    the burst took {:.2}x the time of 64 callers doing one bare read each ({reads:.2} ms): \
                  the busy handler took {:.1}x that floor",
@@ -261,15 +264,6 @@ fn print_targets(report: &Value) {
             ratio(&python["lab_median_s"], &python["python_median_s"])
         );
     }
-}
-
-/// One of the bursts' floors (`idle_floor_ms`, `read_floor_ms`) for a number of threads.
-fn floor(lab: &Value, name: &str, threads: u64) -> Option<f64> {
-    lab["bursts"][name]
-        .as_array()?
-        .iter()
-        .find(|pair| pair[0] == threads)?[1]
-        .as_f64()
 }
 
 fn burst<'v>(lab: &'v Value, callers: u64, one_key: bool, coordination: &str) -> Option<&'v Value> {

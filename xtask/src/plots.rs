@@ -43,27 +43,28 @@ fn number(value: &Value, what: &str) -> Result<f64> {
         .with_context(|| format!("bench.json has no number for {what}"))
 }
 
+/// One of the bursts' floors (`idle_floor_ms` or `read_floor_ms` of the `lab` report) for a number
+/// of threads; NaN if that size was not measured.
+pub fn burst_floor(lab: &Value, name: &str, threads: u64) -> Result<f64> {
+    let floors = lab["bursts"][name]
+        .as_array()
+        .with_context(|| format!("bench.json has no lab.bursts.{name}"))?;
+    floors
+        .iter()
+        .find(|pair| pair[0].as_u64() == Some(threads))
+        .map_or(Ok(f64::NAN), |pair| number(&pair[1], "a floor"))
+}
+
 fn bursts(bench: &Value) -> Result<String> {
     let runs = bench["lab"]["bursts"]["runs"]
         .as_array()
         .context("bench.json has no lab.bursts.runs")?;
-    let floor_at = |name: &str, callers: u64| -> Result<f64> {
-        let floors = bench["lab"]["bursts"][name]
-            .as_array()
-            .with_context(|| format!("bench.json has no lab.bursts.{name}"))?;
-        Ok(floors
-            .iter()
-            .find(|f| f[0].as_u64() == Some(callers))
-            .map(|f| number(&f[1], "a floor"))
-            .transpose()?
-            .unwrap_or(f64::NAN))
-    };
     let mut groups = Vec::new();
     let mut sizes: Vec<u64> = runs.iter().filter_map(|r| r["callers"].as_u64()).collect();
     sizes.dedup();
     for callers in sizes {
-        let idle = floor_at("idle_floor_ms", callers)?;
-        let reads = floor_at("read_floor_ms", callers)?;
+        let idle = burst_floor(&bench["lab"], "idle_floor_ms", callers)?;
+        let reads = burst_floor(&bench["lab"], "read_floor_ms", callers)?;
         for one_key in [true, false] {
             let find = |coordination: &str| {
                 runs.iter().find(|r| {
@@ -317,9 +318,6 @@ pub fn table(name: &str, bench: &Value) -> Result<String> {
                 .as_array()
                 .context("bench.json has no bursts")?;
             let fsync = number(&lab["bursts"]["fdatasync_per_second"], "the fdatasync rate")?;
-            let floors = lab["bursts"]["read_floor_ms"]
-                .as_array()
-                .context("bench.json has no lab.bursts.read_floor_ms")?;
             let mut sizes: Vec<u64> = runs.iter().filter_map(|r| r["callers"].as_u64()).collect();
             sizes.dedup();
             for callers in sizes {
@@ -339,10 +337,7 @@ pub fn table(name: &str, bench: &Value) -> Result<String> {
                         number(&busy["elapsed_ms"], "a burst")?,
                         number(&group["elapsed_ms"], "a burst")?,
                     );
-                    let reads_ms = floors
-                        .iter()
-                        .find(|pair| pair[0].as_u64() == Some(callers))
-                        .map_or(Ok(f64::NAN), |pair| number(&pair[1], "a read floor"))?;
+                    let reads_ms = burst_floor(lab, "read_floor_ms", callers)?;
                     rows.push(vec![
                         callers.to_string(),
                         if one_key {
