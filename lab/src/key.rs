@@ -58,6 +58,12 @@ fn shorten(value: &str) -> String {
 
 /// A key that names one intended operation.
 ///
+/// A key is printable ASCII (space to `~`), with no space at either end, so that it travels
+/// unchanged in an HTTP header as an RFC 8941 string, in a JSON field and in a command-line
+/// argument. A value outside that rule is refused where it enters, never trimmed or re-encoded:
+/// ` deploy-7` and `deploy-7` are different intentions, and a rule that stripped the space would
+/// merge them.
+///
 /// Create it once, when the operation is accepted, persist it with the arguments, and reuse it for
 /// every retry of that operation. A genuinely new operation gets a new key, even when its payload is
 /// identical.
@@ -69,6 +75,8 @@ fn shorten(value: &str) -> String {
 /// assert_eq!(key.as_str(), "approved-ticket-001");
 /// assert!(OperationKey::try_from("").is_err());
 /// assert!(OperationKey::try_from("tab\there").is_err());
+/// assert!(OperationKey::try_from(" padded").is_err());
+/// assert!(OperationKey::try_from("approuvé").is_err());
 /// # Ok::<(), lab::Error>(())
 /// ```
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
@@ -101,6 +109,20 @@ impl TryFrom<String> for OperationKey {
 
     fn try_from(value: String) -> Result<Self> {
         validate("operation key", &value)?;
+        let reason = if !value.bytes().all(|b| (0x20..=0x7e).contains(&b)) {
+            Some("must be printable ASCII (space to '~'), so a header carries it unchanged")
+        } else if value.starts_with(' ') || value.ends_with(' ') {
+            Some("must not start or end with a space, which a header would not carry")
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            return Err(Error::InvalidIdentifier {
+                field: "operation key",
+                value: shorten(&value),
+                reason,
+            });
+        }
         Ok(OperationKey(value))
     }
 }
@@ -218,14 +240,21 @@ mod tests {
     }
 
     #[test]
-    fn unicode_keys_are_accepted() {
-        let key = OperationKey::try_from("billet-approuvé-№1-🎫").unwrap();
-        assert_eq!(key.as_str(), "billet-approuvé-№1-🎫");
+    fn keys_a_header_cannot_carry_unchanged_are_refused_not_altered() {
+        for bad in ["billet-approuvé", "deploy-7 ", " deploy-7", " ", "del\u{7f}"] {
+            let err = OperationKey::try_from(bad).unwrap_err();
+            assert!(
+                err.to_string().starts_with("invalid operation key"),
+                "{bad:?}: {err}"
+            );
+        }
+        let inner = OperationKey::try_from("deploy 7 \"quoted\" \\ ~").unwrap();
+        assert_eq!(inner.as_str(), "deploy 7 \"quoted\" \\ ~");
     }
 
     #[test]
     fn a_suffixed_key_differs_and_stays_within_the_bound() {
-        let long = OperationKey::try_from("é".repeat(127)).unwrap(); // 254 bytes
+        let long = OperationKey::try_from("e".repeat(254)).unwrap();
         let other = long.with_suffix("-new-intent").unwrap();
         assert_ne!(other, long);
         assert!(other.as_str().len() <= MAX_IDENTIFIER_BYTES);

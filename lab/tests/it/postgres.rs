@@ -98,7 +98,7 @@ fn response(id: TicketId) -> String {
 fn unusual_operation() -> Operation {
     Operation {
         scope: Scope::new("ticket-robot/éü \"quoted\"", "file_incident").unwrap(),
-        operation_key: OperationKey::try_from("клю́ч-🎫-007'; DROP TABLE tickets; --").unwrap(),
+        operation_key: OperationKey::try_from("key \"007\"'; DROP TABLE tickets; --").unwrap(),
         payload: Payload::new(json!({
             "zeta": {"nested": [1, 2.5, null, {"b": true, "a": "ü"}]},
             "alpha": "第一",

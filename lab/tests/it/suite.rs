@@ -10,7 +10,7 @@ use lab::{
 fn unusual_operation() -> Operation {
     Operation {
         scope: Scope::new("ticket-robot/éü", "file_incident").unwrap(),
-        operation_key: OperationKey::try_from("клю́ч-🎫-007").unwrap(),
+        operation_key: OperationKey::try_from("kl\\u-key \"007\" ~").unwrap(),
         payload: Payload::new(json!({
             "zeta": {"nested": {"deeper": [1, 2.5, null, {"b": true, "a": "ü"}]}},
             "alpha": "第一",
