@@ -269,6 +269,7 @@ fn main() -> ExitCode {
                 tombstones: Duration::from_secs(tombstone_seconds),
             }),
             clock: None,
+            limits: None,
         }),
         Some(Command::Bench {
             iterations,
@@ -427,8 +428,7 @@ fn serve(options: ServeOptions) -> lab::Result<()> {
     // The first line is the URL, so a script (or a test) can read where to connect.
     println!("listening on {}", server.url());
     flush_stdout()?;
-    server.wait();
-    Ok(())
+    server.wait()
 }
 
 fn bad_arguments(problem: &str) -> Error {

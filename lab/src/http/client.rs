@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::contract::{self, code};
+use super::contract::{self, problem};
+use super::sf;
 use crate::error::{Error, Result};
 use crate::key::{OperationKey, Scope};
 use crate::tool::{CreateRequest, Fault, Outcome, TicketId, TicketTool};
@@ -105,7 +106,7 @@ impl HttpTool {
             .set("Authorization", &format!("Bearer {}", self.target.token))
             .set("Content-Type", "application/json");
         if let Some(key) = request.key {
-            call = call.set(contract::IDEMPOTENCY_KEY, key.as_str());
+            call = call.set(contract::IDEMPOTENCY_KEY, &sf::serialize_key(key));
         }
         if let Some(fault) = contract::fault_header_value(request.fault) {
             call = call.set(contract::FAULT_HEADER, &fault);
@@ -131,21 +132,22 @@ impl HttpTool {
         let replayed = response.header(contract::IDEMPOTENT_REPLAYED) == Some("true");
         let body = response.into_string().unwrap_or_default();
         let parsed: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-        let error_code = parsed["error"].as_str().unwrap_or("");
-        Sent::Answer(match (status, error_code) {
-            (409, code::IN_FLIGHT) => return Sent::InFlight,
+        // Errors are matched on their problem type, never on their text.
+        let kind = parsed["type"].as_str().and_then(problem::from_uri);
+        Sent::Answer(match (status, kind) {
+            (409, Some(problem::IN_FLIGHT)) => return Sent::InFlight,
             (201, _) => match parsed["ticket_id"].as_i64() {
-                Some(id) if replayed => Ok(Outcome::Replayed(id)),
-                Some(id) => Ok(Outcome::Created(id)),
+                Some(id) if replayed => Ok(Outcome::Replayed(id.into())),
+                Some(id) => Ok(Outcome::Created(id.into())),
                 None => Err(self.unexpected("POST", path, status, &body)),
             },
-            (422, code::KEY_REUSED) => Err(Error::PayloadConflict {
+            (422, Some(problem::PAYLOAD_CONFLICT)) => Err(Error::PayloadConflict {
                 key: key.unwrap_or_default(),
             }),
-            (410, code::KEY_EXPIRED) => Err(Error::KeyExpired {
+            (410, Some(problem::KEY_EXPIRED)) => Err(Error::KeyExpired {
                 key: key.unwrap_or_default(),
             }),
-            (500, code::INJECTED_FAILURE) => Err(Error::InjectedFailure),
+            (500, Some(problem::INJECTED_FAILURE)) => Err(Error::InjectedFailure),
             _ => Err(self.unexpected("POST", path, status, &body)),
         })
     }
@@ -173,7 +175,7 @@ impl HttpTool {
             .set(contract::ADMIN_TOKEN, admin_token)
             .set("Authorization", &format!("Bearer {}", self.target.token));
         let call = match key {
-            Some(key) => call.set(contract::IDEMPOTENCY_KEY, key.as_str()),
+            Some(key) => call.set(contract::IDEMPOTENCY_KEY, &sf::serialize_key(key)),
             None => call,
         };
         let response = match call.call() {

@@ -4,11 +4,13 @@
 
 pub mod client;
 pub mod contract;
+pub mod problem;
 pub mod proxy;
 pub mod retention;
 pub mod server;
+pub mod sf;
 
 pub use client::{HttpTarget, HttpTool};
 pub use proxy::DroppingProxy;
 pub use retention::{Clock, ManualClock, Retention, SystemClock};
-pub use server::{CallerToken, ServeOptions, TicketServer};
+pub use server::{CallerToken, Limits, ServeOptions, TicketServer};

@@ -1,30 +1,36 @@
-//! `lab serve`: the ticket store behind a small synchronous HTTP service on loopback.
+//! `lab serve`: the ticket store behind HTTP on loopback, on axum and hyper.
 //!
-//! A fixed pool of worker threads takes requests from one `tiny_http` listener; each worker owns
-//! one connection to the SQLite store. The contract is in [`super::contract`] and, for machines,
-//! in the OpenAPI description served at `GET /openapi.json`.
+//! A tokio runtime with two threads runs the connections; the synchronous store runs on its own
+//! threads, each owning one connection ([`store_threads`]). The limits that hold for every
+//! request, authenticated or not, are hyper settings and tower layers around the router, set in
+//! one place ([`Limits`]); the handlers only speak the contract ([`super::contract`]), which is
+//! also served, for machines, as OpenAPI at `GET /openapi.json`.
 
-use std::collections::{HashMap, HashSet};
-use std::io::Read;
+mod listener;
+mod routes;
+mod service;
+mod store_threads;
+
 use std::path::PathBuf;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use serde_json::json;
-use tiny_http::{Header, Method, Request, Response};
+use tokio::sync::watch;
 
-use super::contract::{self, code};
-use super::retention::{self, Clock, Pruned, Retention, SystemClock};
+use super::contract;
+use super::retention::{self, Clock, Pruned, Retention};
 use crate::error::{Error, Result};
-use crate::key::{OperationKey, Scope};
-use crate::payload::Payload;
-use crate::sqlite::{SqliteStore, response_text};
-use crate::tool::{CreateRequest, Fault, Outcome, TicketId, TicketTool};
+use crate::key::Scope;
+use crate::sqlite::SqliteStore;
+use crate::tool::TicketTool;
 
-/// The machine-readable contract, served at `GET /openapi.json`.
+pub use service::MAX_TOKEN_BYTES;
+
+/// The machine-readable contract as written, with the test-only parts; the server publishes it
+/// at `GET /openapi.json` without them unless started with `--faults`.
 pub const OPENAPI: &str = include_str!("openapi.json");
 
 /// One caller the server accepts: its name (the scope of its keys) and its bearer token.
@@ -50,13 +56,48 @@ impl FromStr for CallerToken {
             .ok_or_else(|| invalid("expected NAME=TOKEN"))?;
         // Validate the name by the same rules as every scope's caller.
         Scope::new(caller, contract::CREATE_TICKET)?;
-        if token.is_empty() || token.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(invalid("the token must be non-empty, without spaces"));
-        }
+        service::check_token("--caller", token).map_err(|err| match err {
+            Error::InputInvalid { problem, .. } => invalid(&problem),
+            other => other,
+        })?;
         Ok(CallerToken {
             caller: caller.to_owned(),
             token: token.to_owned(),
         })
+    }
+}
+
+/// The limits that hold for every connection and request, with or without a token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Connections served at once; one more is answered 503 and closed.
+    pub connections: usize,
+    /// How long a connection may take to send a request's headers (also the idle time allowed
+    /// between requests on a kept-alive connection); then it is closed.
+    pub header_read: Duration,
+    /// How long a body may pause between two pieces; then the request gets 408.
+    pub body_idle: Duration,
+    /// How long one request may take from its headers to its answer; then it gets 408.
+    pub request: Duration,
+    /// The most header lines a request may carry; more get 431.
+    pub headers: usize,
+    /// The most bytes the request line and headers may take; more get 431.
+    pub header_bytes: usize,
+    /// How long a stopping server waits for the requests in progress.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            connections: 256,
+            header_read: Duration::from_secs(10),
+            body_idle: Duration::from_secs(5),
+            request: Duration::from_secs(30),
+            headers: 64,
+            header_bytes: 16 * 1024,
+            shutdown_grace: Duration::from_secs(10),
+        }
     }
 }
 
@@ -74,44 +115,39 @@ pub struct ServeOptions {
     pub admin_token: Option<String>,
     /// Honour the test-only `Lab-Fault` header and serve `POST /unkeyed-tickets`.
     pub faults: bool,
-    /// Worker threads, each with its own store connection (at least 1).
+    /// Store threads, each with its own store connection (at least 1).
     pub workers: usize,
     /// Prune replay records after this window, leaving tombstones; `None` keeps them forever.
     pub retention: Option<Retention>,
     /// Where retention reads the time; `None` is the system clock.
     pub clock: Option<Arc<dyn Clock>>,
+    /// Connection and request limits; `None` is [`Limits::default`].
+    pub limits: Option<Limits>,
 }
 
-/// A running `lab serve`.
+/// A running `lab serve`. Dropping it stops the server after the requests in progress.
 pub struct TicketServer {
-    http: Arc<tiny_http::Server>,
-    stopping: Arc<AtomicBool>,
-    workers: Vec<JoinHandle<()>>,
+    runtime: Option<tokio::runtime::Runtime>,
+    stop: watch::Sender<bool>,
+    accepting: Option<tokio::task::JoinHandle<()>>,
+    stores: Arc<store_threads::StoreThreads>,
+    pruner: Option<JoinHandle<()>>,
+    pruner_stopping: Arc<AtomicBool>,
     port: u16,
-    service: Arc<Service>,
-}
-
-struct Service {
-    callers: HashMap<String, Scope>,
-    admin_token: Option<String>,
-    faults: bool,
-    /// (caller, key) of the keyed creates being processed now.
-    in_flight: Mutex<HashSet<(String, String)>>,
-    retention: Option<Retention>,
-    clock: Arc<dyn Clock>,
-    /// The connection pruning passes write on.
-    pruner: Mutex<Option<SqliteStore>>,
+    service: Arc<service::Service>,
 }
 
 impl TicketServer {
-    /// Opens the store, binds 127.0.0.1 and starts the workers.
+    /// Checks the options, opens the store, binds 127.0.0.1 and starts serving.
     ///
     /// # Errors
-    /// [`Error::InputInvalid`] without callers or with a token given twice; [`Error::Store`] or
+    /// [`Error::InputInvalid`] without callers, with a token given twice, or with an empty,
+    /// blank or malformed caller or admin token (naming the option); [`Error::Store`] or
     /// [`Error::TemporaryFolder`] if the store cannot be opened; [`Error::Listen`] if the port
-    /// cannot be bound; [`Error::Io`] if a worker thread cannot start.
+    /// cannot be bound; [`Error::Io`] if a thread or the runtime cannot start.
     pub fn start(options: ServeOptions) -> Result<TicketServer> {
-        let service = Service::new(&options)?;
+        let service = Arc::new(service::Service::new(&options)?);
+        let limits = options.limits.unwrap_or_default();
         let store = match &options.database {
             Some(path) => SqliteStore::open(path)?,
             None => SqliteStore::temporary()?,
@@ -119,45 +155,72 @@ impl TicketServer {
         store
             .connection()
             .execute_batch(retention::RETENTION_SCHEMA)?;
-        *service.pruner_store() = Some(store.connect()?);
-        let service = Arc::new(service);
-        let address = format!("127.0.0.1:{}", options.port);
-        let http = Arc::new(
-            tiny_http::Server::http(&address)
-                .map_err(|source| Error::Listen { address, source })?,
-        );
-        let port = http.server_addr().to_ip().map_or(0, |addr| addr.port());
-        let stopping = Arc::new(AtomicBool::new(false));
-        let mut workers = Vec::new();
-        for number in 0..options.workers.max(1) {
-            let connection = store.connect()?;
-            let (http, service, stopping) = (http.clone(), service.clone(), stopping.clone());
-            let worker = std::thread::Builder::new()
-                .name(format!("lab-serve-{number}"))
-                .spawn(move || serve(&http, &service, &connection, &stopping))
-                .map_err(|source| Error::Io {
-                    action: format!("starting server worker {number}"),
-                    source,
-                })?;
-            workers.push(worker);
-        }
-        if let Some(retention) = options.retention {
-            let (service, stopping) = (service.clone(), stopping.clone());
-            let pruner = std::thread::Builder::new()
-                .name("lab-serve-pruner".to_owned())
-                .spawn(move || prune_periodically(&service, retention, &stopping))
-                .map_err(|source| Error::Io {
-                    action: "starting the pruning thread".to_owned(),
-                    source,
-                })?;
-            workers.push(pruner);
-        }
-        // The workers hold their own connections, and through them the temporary folder.
+        service.set_pruner(store.connect()?);
+        let connections = (0..options.workers.max(1))
+            .map(|_| store.connect())
+            .collect::<Result<Vec<_>>>()?;
+        // The store threads hold their own connections, and through them the temporary folder.
         drop(store);
+        let stores = Arc::new(store_threads::StoreThreads::start(connections)?);
+
+        let address = format!("127.0.0.1:{}", options.port);
+        let listener = std::net::TcpListener::bind(&address)
+            .and_then(|listener| listener.set_nonblocking(true).map(|()| listener))
+            .map_err(|source| Error::Listen {
+                address: address.clone(),
+                source: Box::new(source),
+            })?;
+        let port = listener.local_addr().map_or(0, |addr| addr.port());
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("lab-serve")
+            .enable_all()
+            .build()
+            .map_err(|source| Error::Io {
+                action: "starting the server's runtime".to_owned(),
+                source,
+            })?;
+        let listener = {
+            let _entered = runtime.enter();
+            tokio::net::TcpListener::from_std(listener).map_err(|source| Error::Listen {
+                address,
+                source: Box::new(source),
+            })?
+        };
+        let app = routes::App {
+            service: service.clone(),
+            stores: stores.clone(),
+            openapi: published_openapi(options.faults).into(),
+        };
+        let router = routes::router(app, &limits);
+        let (stop, stopped) = watch::channel(false);
+        let accepting = runtime.spawn(listener::accept_until_stopped(
+            listener, router, limits, stopped,
+        ));
+
+        let pruner_stopping = Arc::new(AtomicBool::new(false));
+        let pruner = match options.retention {
+            Some(retention) => {
+                let (service, stopping) = (service.clone(), pruner_stopping.clone());
+                Some(
+                    std::thread::Builder::new()
+                        .name("lab-serve-pruner".to_owned())
+                        .spawn(move || prune_periodically(&service, retention, &stopping))
+                        .map_err(|source| Error::Io {
+                            action: "starting the pruning thread".to_owned(),
+                            source,
+                        })?,
+                )
+            }
+            None => None,
+        };
         Ok(TicketServer {
-            http,
-            stopping,
-            workers,
+            runtime: Some(runtime),
+            stop,
+            accepting: Some(accepting),
+            stores,
+            pruner,
+            pruner_stopping,
             port,
             service,
         })
@@ -182,36 +245,97 @@ impl TicketServer {
         format!("http://127.0.0.1:{}", self.port)
     }
 
-    /// Serves until the process is stopped.
-    pub fn wait(mut self) {
-        for worker in self.workers.drain(..) {
-            // A worker ends only when the server stops; a panic in one is already printed.
-            let _ = worker.join();
+    /// Serves until SIGTERM or SIGINT (Ctrl-C), then stops: no new connections, the requests in
+    /// progress are answered, the store's connections close.
+    ///
+    /// # Errors
+    /// [`Error::Io`] if the signal handlers cannot be installed.
+    pub fn wait(mut self) -> Result<()> {
+        if let Some(runtime) = &self.runtime {
+            runtime.block_on(stop_signal())?;
+        }
+        self.shut_down();
+        Ok(())
+    }
+
+    fn shut_down(&mut self) {
+        let _ = self.stop.send(true);
+        if let (Some(runtime), Some(accepting)) = (&self.runtime, self.accepting.take()) {
+            // The accept loop ends after the requests in progress, bounded by the grace period.
+            let _ = runtime.block_on(accepting);
+        }
+        // Queued store work finishes before the threads end and close their connections.
+        self.stores.stop();
+        self.pruner_stopping.store(true, Ordering::SeqCst);
+        if let Some(pruner) = self.pruner.take() {
+            let _ = pruner.join();
+        }
+        self.service.close_pruner();
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_timeout(Duration::from_secs(1));
         }
     }
 }
 
 impl Drop for TicketServer {
-    /// Stops the workers after the requests they are serving.
+    /// Stops the server after the requests in progress.
     fn drop(&mut self) {
-        self.stopping.store(true, Ordering::SeqCst);
-        // One unblock per thread: the pruner does not need one, and a spare does no harm.
-        for _ in &self.workers {
-            self.http.unblock();
-        }
-        for worker in self.workers.drain(..) {
-            let _ = worker.join();
-        }
+        self.shut_down();
     }
 }
 
+/// Waits for SIGTERM or SIGINT.
+async fn stop_signal() -> Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let io = |source| Error::Io {
+        action: "installing the SIGTERM and SIGINT handlers".to_owned(),
+        source,
+    };
+    let mut terminate = signal(SignalKind::terminate()).map_err(io)?;
+    let mut interrupt = signal(SignalKind::interrupt()).map_err(io)?;
+    tokio::select! {
+        _ = terminate.recv() => {}
+        _ = interrupt.recv() => {}
+    }
+    Ok(())
+}
+
+/// The OpenAPI description as published: without `--faults`, the test-only header and endpoint
+/// are taken out, so a reader of the public contract never sees them.
+fn published_openapi(faults: bool) -> String {
+    if faults {
+        return OPENAPI.to_owned();
+    }
+    let Ok(mut spec) = serde_json::from_str::<serde_json::Value>(OPENAPI) else {
+        // The file is part of this crate and a test parses it; serve it as written if not.
+        return OPENAPI.to_owned();
+    };
+    if let Some(paths) = spec["paths"].as_object_mut() {
+        paths.remove("/unkeyed-tickets");
+        for operation in paths.values_mut().filter_map(|path| path.as_object_mut()) {
+            for details in operation.values_mut() {
+                if let Some(parameters) = details["parameters"].as_array_mut() {
+                    parameters.retain(|parameter| {
+                        parameter["name"] != contract::FAULT_HEADER
+                            && parameter["$ref"] != "#/components/parameters/LabFault"
+                    });
+                }
+            }
+        }
+    }
+    if let Some(parameters) = spec["components"]["parameters"].as_object_mut() {
+        parameters.remove("LabFault");
+    }
+    spec.to_string()
+}
+
 /// Prunes every half window (at most every minute), checking for the stop once a second.
-fn prune_periodically(service: &Service, retention: Retention, stopping: &AtomicBool) {
+fn prune_periodically(service: &service::Service, retention: Retention, stopping: &AtomicBool) {
     let every = (retention.records / 2).clamp(Duration::from_secs(1), Duration::from_secs(60));
     let mut waited = Duration::ZERO;
     while !stopping.load(Ordering::SeqCst) {
-        std::thread::sleep(Duration::from_secs(1));
-        waited += Duration::from_secs(1);
+        std::thread::sleep(Duration::from_millis(200));
+        waited += Duration::from_millis(200);
         if waited >= every {
             waited = Duration::ZERO;
             if let Err(err) = service.prune() {
@@ -219,430 +343,4 @@ fn prune_periodically(service: &Service, retention: Retention, stopping: &Atomic
             }
         }
     }
-}
-
-fn serve(http: &tiny_http::Server, service: &Service, store: &SqliteStore, stopping: &AtomicBool) {
-    while !stopping.load(Ordering::SeqCst) {
-        // An error is an unblock (we are stopping) or a failed accept (try the next one).
-        if let Ok(request) = http.recv() {
-            service.handle(store, request);
-        }
-    }
-}
-
-/// What a request's claim on its key found.
-enum Claim<'s> {
-    Claimed(InFlight<'s>),
-    InFlight,
-    Expired,
-}
-
-/// What the server does with a request.
-enum Answer {
-    Respond(Response<std::io::Cursor<Vec<u8>>>),
-    /// Close the connection without a byte of response: the test-only lost reply.
-    DropConnection,
-}
-
-fn json_response(status: u16, body: String) -> Response<std::io::Cursor<Vec<u8>>> {
-    Response::from_string(body)
-        .with_status_code(status)
-        .with_header(header("Content-Type", "application/json"))
-}
-
-fn error(status: u16, code: &str, message: impl std::fmt::Display) -> Answer {
-    let body = json!({"error": code, "message": message.to_string()});
-    let response = json_response(status, body.to_string());
-    if status == 401 {
-        // RFC 9110 asks every 401 to name the authentication scheme it wants.
-        return Answer::Respond(response.with_header(header("WWW-Authenticate", "Bearer")));
-    }
-    Answer::Respond(response)
-}
-
-fn header(name: &str, value: &str) -> Header {
-    // Both are ASCII literals or decimal numbers built here: valid header text.
-    Header::from_bytes(name.as_bytes(), value.as_bytes()).expect("an ASCII header")
-}
-
-fn header_value<'r>(request: &'r Request, name: &'static str) -> Option<&'r str> {
-    request
-        .headers()
-        .iter()
-        .find(|h| h.field.equiv(name))
-        .map(|h| h.value.as_str())
-}
-
-/// Removes its (caller, key) from the in-flight set when the create is done, however it ends.
-struct InFlight<'s> {
-    service: &'s Service,
-    entry: (String, String),
-}
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        self.service.in_flight().remove(&self.entry);
-    }
-}
-
-impl Service {
-    fn new(options: &ServeOptions) -> Result<Service> {
-        let invalid = |problem: String| Error::InputInvalid {
-            path: PathBuf::from("--caller"),
-            problem,
-        };
-        if options.callers.is_empty() {
-            return Err(invalid(
-                "at least one caller is needed, e.g. --caller support-agent=secret-token".into(),
-            ));
-        }
-        let mut callers = HashMap::new();
-        for CallerToken { caller, token } in &options.callers {
-            let scope = Scope::new(caller.as_str(), contract::CREATE_TICKET)?;
-            if callers.insert(token.clone(), scope).is_some() {
-                return Err(invalid(format!("the token of {caller:?} is given twice")));
-            }
-        }
-        Ok(Service {
-            callers,
-            admin_token: options.admin_token.clone(),
-            faults: options.faults,
-            in_flight: Mutex::new(HashSet::new()),
-            retention: options.retention,
-            clock: options
-                .clock
-                .clone()
-                .unwrap_or_else(|| Arc::new(SystemClock)),
-            pruner: Mutex::new(None),
-        })
-    }
-
-    fn in_flight(&self) -> std::sync::MutexGuard<'_, HashSet<(String, String)>> {
-        // The set holds plain strings, consistent after any panic.
-        self.in_flight
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn handle(&self, store: &SqliteStore, mut request: Request) {
-        match self.route(store, &mut request) {
-            Answer::Respond(response) => {
-                // A caller that went away cannot be told anything.
-                let _ = request.respond(response);
-            }
-            Answer::DropConnection => drop(request.into_writer()),
-        }
-    }
-
-    fn route(&self, store: &SqliteStore, request: &mut Request) -> Answer {
-        let path = request.url().split('?').next().unwrap_or("").to_owned();
-        let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
-        let method = request.method().clone();
-        match (&method, segments.as_slice()) {
-            (Method::Get, ["openapi.json"]) => {
-                Answer::Respond(json_response(200, OPENAPI.to_owned()))
-            }
-            (_, ["admin", rest @ ..]) => self.admin(store, request, &method, rest),
-            (Method::Post, ["tickets"]) => self.with_caller(request, |scope, request| {
-                self.create(store, request, scope, true)
-            }),
-            (Method::Post, ["unkeyed-tickets"]) if self.faults => self
-                .with_caller(request, |scope, request| {
-                    self.create(store, request, scope, false)
-                }),
-            (Method::Get, ["tickets"]) => {
-                self.with_caller(request, |scope, _| match store.tickets_of(scope.caller()) {
-                    Ok(tickets) => {
-                        let list: Vec<_> = tickets.into_iter().map(ticket_json).collect();
-                        let body = json!({ "tickets": list });
-                        Answer::Respond(json_response(200, body.to_string()))
-                    }
-                    Err(err) => error(500, code::STORE_FAILURE, err),
-                })
-            }
-            (Method::Get, ["tickets", id]) => self.with_caller(request, |scope, _| {
-                let Ok(id) = id.parse::<TicketId>() else {
-                    return error(404, code::NOT_FOUND, format!("no ticket {id:?}"));
-                };
-                match store.ticket_of(scope.caller(), id) {
-                    Ok(Some(ticket)) => {
-                        Answer::Respond(json_response(200, ticket_json(ticket).to_string()))
-                    }
-                    Ok(None) => error(404, code::NOT_FOUND, format!("no ticket {id} of yours")),
-                    Err(err) => error(500, code::STORE_FAILURE, err),
-                }
-            }),
-            _ => error(404, code::NOT_FOUND, format!("no endpoint {method} {path}")),
-        }
-    }
-
-    /// Runs `then` for the caller the bearer token names, or answers 401.
-    fn with_caller(
-        &self,
-        request: &mut Request,
-        then: impl FnOnce(&Scope, &mut Request) -> Answer,
-    ) -> Answer {
-        let token = header_value(request, "Authorization")
-            .and_then(|value| value.strip_prefix("Bearer "))
-            .map(str::trim);
-        match token.and_then(|token| self.callers.get(token)) {
-            Some(scope) => then(&scope.clone(), request),
-            None => error(
-                401,
-                code::UNAUTHORIZED,
-                "send Authorization: Bearer TOKEN with a token this server knows",
-            ),
-        }
-    }
-
-    // ANCHOR: http_create
-    fn create(
-        &self,
-        store: &SqliteStore,
-        request: &mut Request,
-        scope: &Scope,
-        keyed: bool,
-    ) -> Answer {
-        let key = match (keyed, header_value(request, contract::IDEMPOTENCY_KEY)) {
-            (false, _) => None,
-            (true, None) => {
-                let message = format!("send an {} header", contract::IDEMPOTENCY_KEY);
-                return error(400, code::MISSING_KEY, message);
-            }
-            (true, Some(text)) => match OperationKey::try_from(text) {
-                Ok(key) => Some(key),
-                Err(err) => return error(400, code::INVALID_REQUEST, err),
-            },
-        };
-        let fault = match self.fault(request) {
-            Ok(fault) => fault,
-            Err(answer) => return answer,
-        };
-        if fault == Fault::LoseReply && !closes_connection(request) {
-            // tiny_http keeps a connection open for the next request; only a caller that asked
-            // for the connection to be closed sees it close instead of a response.
-            let message = "lose-reply needs the request header Connection: close";
-            return error(400, code::INVALID_REQUEST, message);
-        }
-        let payload = match read_payload(request) {
-            Ok(payload) => payload,
-            Err(answer) => return answer,
-        };
-        // A second request for a key being processed is told to come back, not queued; a key
-        // whose record was pruned is told it expired.
-        let _in_flight = match &key {
-            Some(key) => match self.claim(store, scope, key) {
-                Ok(Claim::Claimed(claim)) => Some(claim),
-                Ok(Claim::InFlight) => return in_flight(key),
-                Ok(Claim::Expired) => return expired(key),
-                Err(err) => return error(500, code::STORE_FAILURE, err),
-            },
-            None => None,
-        };
-        let create = CreateRequest {
-            scope,
-            key: key.as_ref(),
-            payload: &payload,
-            fault,
-        };
-        match store.create(create) {
-            Ok(Outcome::Created(id)) => {
-                if let (Some(key), Some(_)) = (&key, self.retention) {
-                    let noted =
-                        retention::note_record(store.connection(), scope, key, self.clock.now());
-                    if let Err(err) = noted {
-                        // The record stands without a time; the next pass dates it (kept longer).
-                        eprintln!("lab serve: cannot note when {key} was created: {err}");
-                    }
-                }
-                Answer::Respond(json_response(201, response_text(id)))
-            }
-            Ok(Outcome::Replayed(id)) => {
-                // The record was read a moment ago and records never change: the saved text is
-                // there. Fall back to the same text built from the id all the same.
-                let saved = key
-                    .as_ref()
-                    .and_then(|key| store.saved_response(scope, key).ok().flatten())
-                    .unwrap_or_else(|| response_text(id));
-                Answer::Respond(
-                    json_response(201, saved)
-                        .with_header(header(contract::IDEMPOTENT_REPLAYED, "true")),
-                )
-            }
-            Err(Error::OutcomeUnknown { .. }) if fault == Fault::LoseReply => {
-                Answer::DropConnection
-            }
-            Err(err @ Error::PayloadConflict { .. }) => error(422, code::KEY_REUSED, err),
-            Err(err @ Error::InjectedFailure) => error(500, code::INJECTED_FAILURE, err),
-            Err(err) => error(500, code::STORE_FAILURE, err),
-        }
-    }
-    // ANCHOR_END: http_create
-
-    /// The fault the test-only header asks for; 400 when faults are off or the value is unknown.
-    fn fault(&self, request: &Request) -> Result<Fault, Answer> {
-        let Some(value) = header_value(request, contract::FAULT_HEADER) else {
-            return Ok(Fault::None);
-        };
-        if !self.faults {
-            let message = format!(
-                "{} is honoured only by a server started with --faults",
-                contract::FAULT_HEADER
-            );
-            return Err(error(400, code::INVALID_REQUEST, message));
-        }
-        contract::parse_fault_header(value).ok_or_else(|| {
-            let message = format!("unknown {} value {value:?}", contract::FAULT_HEADER);
-            error(400, code::INVALID_REQUEST, message)
-        })
-    }
-
-    /// Claims the key for this request. The tombstone is read under the in-flight lock, which a
-    /// pruning pass also holds, so a key cannot expire between the check and the create.
-    fn claim(&self, store: &SqliteStore, scope: &Scope, key: &OperationKey) -> Result<Claim<'_>> {
-        let entry = (scope.caller().to_owned(), key.as_str().to_owned());
-        let mut in_flight = self.in_flight();
-        if in_flight.contains(&entry) {
-            return Ok(Claim::InFlight);
-        }
-        if self.retention.is_some() && retention::is_expired(store.connection(), scope, key)? {
-            return Ok(Claim::Expired);
-        }
-        in_flight.insert(entry.clone());
-        Ok(Claim::Claimed(InFlight {
-            service: self,
-            entry,
-        }))
-    }
-
-    fn pruner_store(&self) -> std::sync::MutexGuard<'_, Option<SqliteStore>> {
-        // The guarded value is a connection; a panic elsewhere leaves it usable.
-        self.pruner.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn prune(&self) -> Result<Pruned> {
-        let Some(retention) = self.retention else {
-            return Err(Error::InputInvalid {
-                path: PathBuf::from("--retention-seconds"),
-                problem: "the server was started without retention".to_owned(),
-            });
-        };
-        // In-flight lock first, then the connection: the same order as a request's claim.
-        let in_flight = self.in_flight();
-        let pruner = self.pruner_store();
-        let Some(store) = pruner.as_ref() else {
-            return Ok(Pruned::default());
-        };
-        retention::prune(store.connection(), self.clock.now(), retention, &in_flight)
-    }
-
-    fn admin(
-        &self,
-        store: &SqliteStore,
-        request: &mut Request,
-        method: &Method,
-        rest: &[&str],
-    ) -> Answer {
-        let Some(admin_token) = &self.admin_token else {
-            return error(404, code::NOT_FOUND, "the admin endpoints are off");
-        };
-        if header_value(request, contract::ADMIN_TOKEN) != Some(admin_token.as_str()) {
-            let message = format!("send {} with the admin token", contract::ADMIN_TOKEN);
-            return error(401, code::UNAUTHORIZED, message);
-        }
-        let answer = |result: Result<serde_json::Value>| match result {
-            Ok(body) => Answer::Respond(json_response(200, body.to_string())),
-            Err(err) => error(500, code::STORE_FAILURE, err),
-        };
-        match (method, rest) {
-            (Method::Get, ["tickets"]) => {
-                answer(store.ticket_ids().map(|ids| json!({"ticket_ids": ids})))
-            }
-            (Method::Get, ["records"]) => {
-                answer(store.count_records().map(|n| json!({"records": n})))
-            }
-            (Method::Post, ["reset"]) => answer(store.clear().map(|()| json!({"cleared": true}))),
-            (Method::Post, ["prune"]) => {
-                answer(self.prune().map(
-                    |pruned| json!({"records": pruned.records, "tombstones": pruned.tombstones}),
-                ))
-            }
-            (Method::Delete, ["records"]) => self.with_caller(request, |scope, request| {
-                let key = header_value(request, contract::IDEMPOTENCY_KEY).unwrap_or("");
-                match OperationKey::try_from(key) {
-                    Ok(key) => answer(
-                        store
-                            .forget_record(scope, &key)
-                            .map(|forgotten| json!({"forgotten": forgotten})),
-                    ),
-                    Err(err) => error(400, code::INVALID_REQUEST, err),
-                }
-            }),
-            _ => error(404, code::NOT_FOUND, "no such admin endpoint"),
-        }
-    }
-}
-
-fn in_flight(key: &OperationKey) -> Answer {
-    let message = format!(
-        "a request with key {:?} is being processed; retry after {} s with the same key",
-        key.as_str(),
-        contract::RETRY_AFTER_SECONDS
-    );
-    match error(409, code::IN_FLIGHT, message) {
-        Answer::Respond(response) => Answer::Respond(response.with_header(header(
-            "Retry-After",
-            &contract::RETRY_AFTER_SECONDS.to_string(),
-        ))),
-        other => other,
-    }
-}
-
-fn closes_connection(request: &Request) -> bool {
-    header_value(request, "Connection").is_some_and(|value| value.eq_ignore_ascii_case("close"))
-}
-
-fn expired(key: &OperationKey) -> Answer {
-    let message = format!(
-        "the record of key {:?} was pruned after the retention window; this service cannot say \
-         whether it took effect and will not create again under it: review before any new key",
-        key.as_str()
-    );
-    error(410, code::KEY_EXPIRED, message)
-}
-
-fn read_payload(request: &mut Request) -> Result<Payload, Answer> {
-    let too_large = || {
-        let message = format!("the body is over {} bytes", contract::MAX_BODY_BYTES);
-        error(413, code::TOO_LARGE, message)
-    };
-    if request
-        .body_length()
-        .is_some_and(|length| length as u64 > contract::MAX_BODY_BYTES)
-    {
-        return Err(too_large());
-    }
-    let mut text = String::new();
-    request
-        .as_reader()
-        .take(contract::MAX_BODY_BYTES + 1)
-        .read_to_string(&mut text)
-        .map_err(|err| {
-            error(
-                400,
-                code::INVALID_REQUEST,
-                format!("unreadable body: {err}"),
-            )
-        })?;
-    if text.len() as u64 > contract::MAX_BODY_BYTES {
-        return Err(too_large());
-    }
-    Payload::from_json_text(&text).map_err(|err| error(400, code::INVALID_REQUEST, err))
-}
-
-fn ticket_json(ticket: crate::sqlite::StoredTicket) -> serde_json::Value {
-    // The payload was stored as canonical JSON by this crate, so it parses; show it as text if not.
-    let payload =
-        serde_json::from_str(&ticket.payload).unwrap_or(serde_json::Value::String(ticket.payload));
-    json!({"id": ticket.id, "payload": payload})
 }

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
+use lab::http::contract::problem;
 use lab::serde_json::{self, Value};
 
 /// A `lab serve` child process, killed when dropped.
@@ -172,7 +173,7 @@ fn curl_sees_the_contract_replay_conflict_missing_key_and_unknown_token() {
     let changed = r#"{"title": "Disk full", "priority": "urgent"}"#;
     let conflict = call("POST", &tickets, &[ALICE, key], Some(changed));
     assert_eq!(conflict.status, 422);
-    assert_eq!(conflict.body["error"], "idempotency_key_reused");
+    assert_eq!(conflict.body["type"], problem::PAYLOAD_CONFLICT.uri());
     let stored = call("GET", &format!("{tickets}/{id}"), &[ALICE], None);
     assert_eq!(stored.status, 200);
     assert_eq!(stored.body["payload"]["priority"], "normal");
@@ -180,7 +181,7 @@ fn curl_sees_the_contract_replay_conflict_missing_key_and_unknown_token() {
     // No key: 400. Unknown or missing token: 401. None of them writes.
     let missing = call("POST", &tickets, &[ALICE], Some(TICKET));
     assert_eq!(missing.status, 400);
-    assert_eq!(missing.body["error"], "missing_idempotency_key");
+    assert_eq!(missing.body["type"], problem::MISSING_KEY.uri());
     let stranger = ("Authorization", "Bearer not-a-token");
     assert_eq!(
         call("POST", &tickets, &[stranger, key], Some(TICKET)).status,
@@ -229,7 +230,7 @@ fn thirty_two_concurrent_curls_with_one_key_make_one_ticket() {
         match reply.status {
             201 => ids.push(reply.body["ticket_id"].as_i64().unwrap()),
             409 => {
-                assert_eq!(reply.body["error"], "request_in_flight", "{reply:?}");
+                assert_eq!(reply.body["type"], problem::IN_FLIGHT.uri(), "{reply:?}");
                 assert_eq!(reply.headers["retry-after"], "1", "{reply:?}");
                 in_flight += 1;
             }
