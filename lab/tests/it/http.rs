@@ -2,8 +2,10 @@
 //! `lab --backend http` suite run.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
 
 use lab::http::contract::problem;
 use lab::serde_json::{self, Value};
@@ -13,6 +15,8 @@ pub struct LabServer {
     child: Child,
     /// Holds the server's database; removed after the child is killed.
     _folder: Option<tempfile::TempDir>,
+    /// The server's SQLite file, when the test chose it.
+    pub database: Option<PathBuf>,
     /// The base URL it printed, `http://127.0.0.1:PORT`.
     pub url: String,
 }
@@ -21,25 +25,39 @@ impl LabServer {
     /// Starts `lab serve` with two callers (`alice` = `token-a`, `bob` = `token-b`), the admin
     /// token `admin-token` and `extra` arguments, and reads the URL it prints.
     pub fn start(extra: &[&str]) -> LabServer {
+        LabServer::start_with(extra, Stdio::inherit())
+    }
+
+    /// [`LabServer::start`] with its stderr kept for [`LabServer::stop_and_read_log`].
+    pub fn start_logging(extra: &[&str]) -> LabServer {
+        LabServer::start_with(extra, Stdio::piped())
+    }
+
+    fn start_with(extra: &[&str], stderr: Stdio) -> LabServer {
         // The database lives in a folder the test owns: a killed server removes nothing itself.
         let folder = tempfile::tempdir().unwrap();
         let database = folder.path().join("tickets.sqlite");
-        let database = database.to_str().unwrap();
-        let mut args = vec!["serve", "--port", "0", "--database", database];
+        let database_text = database.to_str().unwrap();
+        let mut args = vec!["serve", "--port", "0", "--database", database_text];
         args.extend(["--caller", "alice=token-a", "--caller", "bob=token-b"]);
         args.extend(["--admin-token", "admin-token"]);
         args.extend(extra);
-        let mut server = LabServer::spawn(&args);
+        let mut server = LabServer::spawn_with(&args, stderr);
         server._folder = Some(folder);
+        server.database = Some(database);
         server
     }
 
     /// Starts `lab ARGS` and reads the `listening on URL` line it prints first.
     pub fn spawn(args: &[&str]) -> LabServer {
+        LabServer::spawn_with(args, Stdio::inherit())
+    }
+
+    fn spawn_with(args: &[&str], stderr: Stdio) -> LabServer {
         let mut child = Command::new(env!("CARGO_BIN_EXE_lab"))
             .args(args)
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("lab serve starts");
         let mut line = String::new();
@@ -54,8 +72,41 @@ impl LabServer {
         LabServer {
             child,
             _folder: None,
+            database: None,
             url,
         }
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits for the server to exit by itself, at most `timeout` (then kills it and panics).
+    pub fn wait_for_exit(&mut self, timeout: Duration) -> ExitStatus {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("the server did not exit within {timeout:?}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Kills the server started by [`LabServer::start_logging`] and returns what it wrote to
+    /// stderr.
+    pub fn stop_and_read_log(&mut self) -> String {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let mut log = String::new();
+        if let Some(mut stderr) = self.child.stderr.take() {
+            stderr.read_to_string(&mut log).unwrap();
+        }
+        log
     }
 }
 

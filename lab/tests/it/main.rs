@@ -9,6 +9,7 @@ mod crash;
 mod evidence;
 mod group_commit;
 mod http;
+mod http_hostile;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod retention;

@@ -1,0 +1,606 @@
+//! `lab serve` against hostile and careless clients, byte by byte over raw `TcpStream`s: every
+//! read has a timeout, so a hang is a failure and never a hung test.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lab::http::contract::{self, problem};
+use lab::http::{CallerToken, Limits, ServeOptions, TicketServer};
+use lab::serde_json::{self, Value};
+
+use crate::http::LabServer;
+
+const TICKET: &str = r#"{"title": "Disk full", "priority": "normal"}"#;
+
+/// One HTTP response read off a raw connection.
+#[derive(Debug)]
+pub struct RawReply {
+    pub status: u16,
+    /// Header names in lower case, in the order received.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl RawReply {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+}
+
+/// A raw connection to the server, with a read timeout.
+pub struct Raw {
+    reader: BufReader<TcpStream>,
+}
+
+impl Raw {
+    pub fn connect(url: &str) -> Raw {
+        let address = url.strip_prefix("http://").unwrap();
+        let stream = TcpStream::connect(address).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        stream
+            .set_write_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        Raw {
+            reader: BufReader::new(stream),
+        }
+    }
+
+    pub fn send(&mut self, bytes: &[u8]) -> &mut Raw {
+        self.reader.get_mut().write_all(bytes).unwrap();
+        self
+    }
+
+    /// The next response, or `None` if the server closed the connection before a byte of one.
+    /// Panics on a read timeout: the server hung.
+    pub fn reply(&mut self, head_only: bool) -> Option<RawReply> {
+        let mut status_line = String::new();
+        match self.reader.read_line(&mut status_line) {
+            Ok(0) => return None,
+            Ok(_) => {}
+            Err(err) if err.kind() == std::io::ErrorKind::ConnectionReset => return None,
+            Err(err) => panic!("no response within the timeout: {err}"),
+        }
+        let status = status_line.split(' ').nth(1).unwrap().parse().unwrap();
+        let mut headers = Vec::new();
+        loop {
+            let mut line = String::new();
+            self.reader.read_line(&mut line).unwrap();
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            let (name, value) = line.split_once(':').unwrap();
+            headers.push((name.to_ascii_lowercase(), value.trim().to_owned()));
+        }
+        let mut reply = RawReply {
+            status,
+            headers,
+            body: Vec::new(),
+        };
+        let length: usize = reply
+            .header("content-length")
+            .map_or(0, |length| length.parse().unwrap());
+        if !head_only {
+            reply.body = vec![0; length];
+            self.reader.read_exact(&mut reply.body).unwrap();
+        }
+        Some(reply)
+    }
+
+    /// Whether the server closed the connection (EOF) without sending anything more.
+    pub fn is_closed(&mut self) -> bool {
+        let mut byte = [0];
+        match self.reader.read(&mut byte) {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(err) if err.kind() == std::io::ErrorKind::ConnectionReset => true,
+            Err(err) => panic!("neither closed nor answered within the timeout: {err}"),
+        }
+    }
+}
+
+/// One request on a fresh connection and its reply.
+pub fn exchange(url: &str, request: &str) -> RawReply {
+    Raw::connect(url)
+        .send(request.as_bytes())
+        .reply(false)
+        .expect("a response")
+}
+
+fn post_ticket(key_line: &str, body: &str) -> String {
+    format!(
+        "POST /tickets HTTP/1.1\r\nHost: lab\r\nAuthorization: Bearer token-a\r\n{key_line}\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+fn get(path: &str) -> String {
+    format!(
+        "GET {path} HTTP/1.1\r\nHost: lab\r\nAuthorization: Bearer token-a\r\nConnection: close\r\n\r\n"
+    )
+}
+
+fn assert_alive(url: &str) {
+    let reply = exchange(url, &get("/tickets"));
+    assert_eq!(reply.status, 200, "{reply:?}");
+}
+
+fn records(url: &str) -> Value {
+    let request = "GET /admin/records HTTP/1.1\r\nHost: lab\r\nLab-Admin-Token: admin-token\r\n\
+                   Connection: close\r\n\r\n";
+    exchange(url, request).json()["records"].clone()
+}
+
+fn stored_keys(server: &LabServer) -> Vec<String> {
+    let db = rusqlite::Connection::open(server.database.as_ref().unwrap()).unwrap();
+    let mut statement = db
+        .prepare("SELECT key FROM operation_records ORDER BY key")
+        .unwrap();
+    statement
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+fn in_process(limits: Limits) -> TicketServer {
+    TicketServer::start(ServeOptions {
+        callers: vec!["alice=token-a".parse::<CallerToken>().unwrap()],
+        workers: 2,
+        limits: Some(limits),
+        ..ServeOptions::default()
+    })
+    .unwrap()
+}
+
+#[test]
+fn a_content_length_of_a_petabyte_is_answered_413_without_reading_and_the_server_lives() {
+    let server = LabServer::start(&[]);
+    let request = "POST /tickets HTTP/1.1\r\nHost: lab\r\nAuthorization: Bearer token-a\r\n\
+                   Idempotency-Key: \"huge\"\r\nContent-Length: 1099511627776000\r\n\r\n";
+    let reply = exchange(&server.url, request);
+    assert_eq!(reply.status, 413, "{reply:?}");
+    assert_eq!(reply.header("content-type"), Some(contract::PROBLEM_JSON));
+    assert_eq!(reply.json()["type"], problem::TOO_LARGE.uri());
+    assert_alive(&server.url);
+    assert_eq!(records(&server.url), 0);
+}
+
+#[test]
+fn eight_requests_with_the_largest_content_length_are_refused_and_the_server_lives() {
+    let server = LabServer::start(&[]);
+    for _ in 0..8 {
+        let request = "POST /tickets HTTP/1.1\r\nHost: lab\r\nAuthorization: Bearer token-a\r\n\
+                       Idempotency-Key: \"max\"\r\nContent-Length: 18446744073709551615\r\n\r\n";
+        let reply = exchange(&server.url, request);
+        // hyper refuses a length above u64::MAX - 2 while parsing the head, before the service
+        // sees the request, and answers 431 itself; anything under it reaches the 413 layer.
+        assert_eq!(reply.status, 431, "{reply:?}");
+    }
+    assert_alive(&server.url);
+    assert_eq!(records(&server.url), 0);
+}
+
+#[test]
+fn sixteen_connections_that_never_send_their_body_do_not_keep_a_get_from_its_answer() {
+    let server = LabServer::start(&[]);
+    let stalled: Vec<Raw> = (0..16)
+        .map(|n| {
+            let head = format!(
+                "POST /tickets HTTP/1.1\r\nHost: lab\r\nAuthorization: Bearer token-a\r\n\
+                 Idempotency-Key: \"stalled-{n}\"\r\nContent-Length: 100\r\n\r\n"
+            );
+            let mut raw = Raw::connect(&server.url);
+            raw.send(head.as_bytes());
+            raw
+        })
+        .collect();
+    let started = Instant::now();
+    assert_alive(&server.url);
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    drop(stalled);
+    assert_eq!(records(&server.url), 0);
+}
+
+#[test]
+fn a_body_that_stops_arriving_gets_408_and_writes_nothing() {
+    let server = in_process(Limits {
+        body_idle: Duration::from_millis(300),
+        ..Limits::default()
+    });
+    let mut raw = Raw::connect(&server.url());
+    raw.send(
+        b"POST /tickets HTTP/1.1\r\nHost: lab\r\nAuthorization: Bearer token-a\r\n\
+          Idempotency-Key: \"slow\"\r\nContent-Length: 100\r\n\r\n{\"title\":",
+    );
+    let reply = raw.reply(false).expect("a 408, not a closed connection");
+    assert_eq!(reply.status, 408, "{reply:?}");
+    assert_eq!(reply.json()["type"], problem::REQUEST_TIMEOUT.uri());
+    let listed = exchange(&server.url(), &get("/tickets"));
+    assert_eq!(listed.json()["tickets"], serde_json::json!([]));
+}
+
+#[test]
+fn connections_over_the_limit_are_answered_503_and_the_rest_are_served() {
+    let server = in_process(Limits {
+        connections: 4,
+        ..Limits::default()
+    });
+    // Four idle connections hold every slot (until the header timeout, 10 s by default).
+    let held: Vec<Raw> = (0..4).map(|_| Raw::connect(&server.url())).collect();
+    std::thread::sleep(Duration::from_millis(100));
+    let shed = exchange(&server.url(), &get("/tickets"));
+    assert_eq!(shed.status, 503, "{shed:?}");
+    assert_eq!(shed.json()["type"], problem::OVERLOADED.uri());
+    assert_eq!(shed.header("retry-after"), Some("1"));
+    drop(held);
+    std::thread::sleep(Duration::from_millis(100));
+    assert_alive(&server.url());
+}
+
+#[test]
+fn after_running_out_of_file_descriptors_the_server_accepts_again() {
+    // A server limited to 64 open files, and 120 connections held open against it.
+    let folder = tempfile::tempdir().unwrap();
+    let database = folder.path().join("tickets.sqlite");
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -n 64 && exec \"$0\" \"$@\"")
+        .arg(env!("CARGO_BIN_EXE_lab"))
+        .args(["serve", "--port", "0", "--workers", "2", "--database"])
+        .arg(&database)
+        .args(["--caller", "alice=token-a"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .to_owned();
+    let address = url.strip_prefix("http://").unwrap().to_owned();
+    let held: Vec<TcpStream> = (0..120)
+        .filter_map(|_| TcpStream::connect(&address).ok())
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    drop(held);
+    // Once the descriptors are free again, a normal request is answered.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let answered = loop {
+        let mut raw = Raw::connect(&url);
+        raw.send(get("/tickets").as_bytes());
+        match raw.reply(false) {
+            Some(reply) if reply.status == 200 => break true,
+            _ if Instant::now() > deadline => break false,
+            _ => std::thread::sleep(Duration::from_millis(200)),
+        }
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(answered, "the accept loop did not recover");
+}
+
+#[test]
+fn gets_on_a_kept_alive_connection_are_answered_without_waiting_for_nagle() {
+    let server = LabServer::start(&[]);
+    let mut raw = Raw::connect(&server.url);
+    let request = "GET /tickets HTTP/1.1\r\nHost: lab\r\nAuthorization: Bearer token-a\r\n\r\n";
+    let mut times = Vec::new();
+    for _ in 0..20 {
+        let started = Instant::now();
+        raw.send(request.as_bytes());
+        let reply = raw.reply(false).expect("the connection is kept");
+        assert_eq!(reply.status, 200);
+        times.push(started.elapsed());
+    }
+    times.sort();
+    // Delayed ACK against Nagle costs about 40 ms a reply; the median must be well under that.
+    assert!(times[10] < Duration::from_millis(20), "{times:?}");
+}
+
+#[test]
+fn an_http_1_0_client_that_asks_for_keep_alive_gets_two_answers_on_one_connection() {
+    let server = LabServer::start(&[]);
+    let mut raw = Raw::connect(&server.url);
+    let request = "GET /tickets HTTP/1.0\r\nAuthorization: Bearer token-a\r\n\
+                   Connection: keep-alive\r\n\r\n";
+    for _ in 0..2 {
+        raw.send(request.as_bytes());
+        let reply = raw.reply(false).expect("kept alive");
+        assert_eq!(reply.status, 200, "{reply:?}");
+        assert_eq!(reply.header("connection"), Some("keep-alive"), "{reply:?}");
+    }
+}
+
+#[test]
+fn head_on_a_get_resource_is_answered_and_other_methods_get_405_with_allow() {
+    let server = LabServer::start(&[]);
+    let mut raw = Raw::connect(&server.url);
+    raw.send(b"HEAD /openapi.json HTTP/1.1\r\nHost: lab\r\n\r\n");
+    let head = raw.reply(true).unwrap();
+    assert_eq!(head.status, 200, "{head:?}");
+    // Nothing follows the head: the next reply on the connection is the next request's.
+    raw.send(b"GET /openapi.json HTTP/1.1\r\nHost: lab\r\nConnection: close\r\n\r\n");
+    assert_eq!(raw.reply(false).unwrap().status, 200);
+
+    let put = exchange(
+        &server.url,
+        "PUT /tickets HTTP/1.1\r\nHost: lab\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(put.status, 405, "{put:?}");
+    let allow = put.header("allow").unwrap();
+    assert!(allow.contains("GET") && allow.contains("POST"), "{allow}");
+    assert_eq!(put.json()["type"], problem::METHOD_NOT_ALLOWED.uri());
+}
+
+#[test]
+fn a_non_ascii_header_byte_is_answered_400_not_a_closed_connection() {
+    let server = LabServer::start(&[]);
+    let mut raw = Raw::connect(&server.url);
+    raw.send(b"GET /tickets HTTP/1.1\r\nHost: lab\r\nAuthorization: Bearer token-a\r\n");
+    raw.send(b"X-Note: caf\xc3\xa9\r\nConnection: close\r\n\r\n");
+    let reply = raw.reply(false).expect("an answer");
+    assert_eq!(reply.status, 400, "{reply:?}");
+    assert_eq!(reply.json()["type"], problem::INVALID_REQUEST.uri());
+    assert!(reply.json()["detail"].as_str().unwrap().contains("x-note"));
+}
+
+#[test]
+fn an_endless_header_line_and_too_many_header_lines_are_answered_431() {
+    let server = LabServer::start(&[]);
+    let long = format!(
+        "GET /tickets HTTP/1.1\r\nHost: lab\r\nX-Long: {}\r\n\r\n",
+        "a".repeat(100_000)
+    );
+    let mut raw = Raw::connect(&server.url);
+    // The server may answer before reading it all; a reset from the unread rest is fine.
+    let _ = raw.reader.get_mut().write_all(long.as_bytes());
+    assert_eq!(raw.reply(false).expect("an answer").status, 431);
+    let many: String = (0..200).map(|n| format!("X-Line-{n}: {n}\r\n")).collect();
+    let request = format!("GET /tickets HTTP/1.1\r\nHost: lab\r\n{many}\r\n");
+    assert_eq!(exchange(&server.url, &request).status, 431);
+    assert_alive(&server.url);
+}
+
+#[test]
+fn a_quoted_key_is_the_key_without_its_quotes_and_a_bare_token_is_the_same_key() {
+    let server = LabServer::start(&[]);
+    let quoted = exchange(
+        &server.url,
+        &post_ticket("Idempotency-Key: \"8e03978e-40d5-43e8\"\r\n", TICKET),
+    );
+    assert_eq!(quoted.status, 201, "{quoted:?}");
+    assert_eq!(quoted.header("idempotent-replayed"), None);
+    let escaped = exchange(
+        &server.url,
+        &post_ticket("Idempotency-Key: \"say \\\"hi\\\"\"\r\n", TICKET),
+    );
+    assert_eq!(escaped.status, 201, "{escaped:?}");
+    let bare = exchange(
+        &server.url,
+        &post_ticket("Idempotency-Key: curl-key-1\r\n", TICKET),
+    );
+    assert_eq!(bare.status, 201);
+    let requoted = exchange(
+        &server.url,
+        &post_ticket("Idempotency-Key: \"curl-key-1\"\r\n", TICKET),
+    );
+    assert_eq!(requoted.status, 201);
+    assert_eq!(requoted.header("idempotent-replayed"), Some("true"));
+    assert_eq!(requoted.json(), bare.json());
+    assert_eq!(
+        stored_keys(&server),
+        ["8e03978e-40d5-43e8", "curl-key-1", "say \"hi\""]
+    );
+}
+
+#[test]
+fn malformed_repeated_or_listed_keys_get_400_naming_the_fault_and_write_nothing() {
+    let server = LabServer::start(&[]);
+    let cases = [
+        ("Idempotency-Key: \"abc\r\n", "closing"),
+        ("Idempotency-Key: \"a\\b\"\r\n", "escapes"),
+        ("Idempotency-Key: \"k\";a=1\r\n", "parameters"),
+        ("Idempotency-Key: \"a\", \"b\"\r\n", "list"),
+        (
+            "Idempotency-Key: \"a\"\r\nIdempotency-Key: \"b\"\r\n",
+            "more than once",
+        ),
+        ("Idempotency-Key: \" padded\"\r\n", "space"),
+        ("Idempotency-Key: \"padded \"\r\n", "space"),
+        ("Idempotency-Key: 8e03978e-40d5\r\n", "quoted"),
+    ];
+    for (line, named) in cases {
+        let reply = exchange(&server.url, &post_ticket(line, TICKET));
+        assert_eq!(reply.status, 400, "{line:?}: {reply:?}");
+        let body = reply.json();
+        assert_eq!(body["type"], problem::INVALID_KEY.uri(), "{line:?}");
+        let detail = body["detail"].as_str().unwrap();
+        assert!(detail.contains(named), "{line:?}: {detail}");
+        let link = reply.header("link").unwrap();
+        assert_eq!(
+            link,
+            format!("<{}>; rel=\"describedby\"", problem::INVALID_KEY.uri())
+        );
+    }
+    assert_eq!(records(&server.url), 0);
+    let listed = exchange(&server.url, &get("/tickets"));
+    assert_eq!(listed.json()["tickets"], serde_json::json!([]));
+}
+
+#[test]
+fn thirty_two_concurrent_retries_of_a_completed_create_all_replay_it() {
+    let server = LabServer::start(&[]);
+    let first = exchange(
+        &server.url,
+        &post_ticket("Idempotency-Key: \"done-1\"\r\n", TICKET),
+    );
+    assert_eq!(first.status, 201);
+    let url = Arc::new(server.url.clone());
+    for round in 0..5 {
+        let retries: Vec<_> = (0..32)
+            .map(|_| {
+                let url = url.clone();
+                std::thread::spawn(move || {
+                    exchange(
+                        &url,
+                        &post_ticket("Idempotency-Key: \"done-1\"\r\n", TICKET),
+                    )
+                })
+            })
+            .collect();
+        for retry in retries {
+            let reply = retry.join().unwrap();
+            assert_eq!(reply.status, 201, "round {round}: {reply:?}");
+            assert_eq!(reply.header("idempotent-replayed"), Some("true"));
+            assert_eq!(reply.json(), first.json());
+        }
+    }
+    assert_eq!(records(&server.url), 1);
+    let listed = exchange(&server.url, &get("/tickets"));
+    assert_eq!(listed.json()["tickets"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn empty_or_blank_tokens_are_refused_at_start_with_status_2_naming_the_option() {
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &["--caller", "alice=token-a", "--admin-token", ""],
+            "--admin-token",
+        ),
+        (
+            &["--caller", "alice=token-a", "--admin-token", "  "],
+            "--admin-token",
+        ),
+        (&["--caller", "alice="], "--caller"),
+    ];
+    for (args, option) in cases {
+        let output = Command::new(env!("CARGO_BIN_EXE_lab"))
+            .args(["serve", "--port", "0"])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {output:?}");
+        assert!(output.stdout.is_empty(), "{args:?}: it must not listen");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(option), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn sigterm_lets_the_request_in_progress_finish_and_exits_0() {
+    let mut server = LabServer::start(&[]);
+    let body = TICKET.as_bytes();
+    let mut raw = Raw::connect(&server.url);
+    let head = format!(
+        "POST /tickets HTTP/1.1\r\nHost: lab\r\nAuthorization: Bearer token-a\r\n\
+         Idempotency-Key: \"during-stop\"\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    raw.send(head.as_bytes()).send(&body[..5]);
+    std::thread::sleep(Duration::from_millis(200));
+    let pid = server.pid().to_string();
+    let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(killed.success());
+    std::thread::sleep(Duration::from_millis(200));
+    raw.send(&body[5..]);
+    let reply = raw
+        .reply(false)
+        .expect("the request in progress is answered");
+    assert_eq!(reply.status, 201, "{reply:?}");
+    let status = server.wait_for_exit(Duration::from_secs(10));
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    assert_eq!(stored_keys(&server), ["during-stop"]);
+}
+
+#[test]
+fn a_store_failure_is_a_500_with_an_opaque_id_that_the_log_also_records() {
+    let mut server = LabServer::start_logging(&[]);
+    // Take the store's table away under the server's feet.
+    let db = rusqlite::Connection::open(server.database.as_ref().unwrap()).unwrap();
+    db.execute_batch(
+        "PRAGMA foreign_keys = OFF; DROP TABLE operation_records; DROP TABLE tickets;",
+    )
+    .unwrap();
+    let reply = exchange(&server.url, &get("/tickets"));
+    assert_eq!(reply.status, 500, "{reply:?}");
+    let body = reply.json();
+    assert_eq!(body["type"], problem::INTERNAL.uri());
+    let id = body["error_id"].as_str().unwrap().to_owned();
+    let text = String::from_utf8_lossy(&reply.body).to_lowercase();
+    assert!(
+        !text.contains("sqlite") && !text.contains("table"),
+        "{text}"
+    );
+    let log = server.stop_and_read_log();
+    let logged = log.lines().find(|line| line.contains(&id)).unwrap_or("");
+    assert!(logged.contains("no such table"), "{log}");
+}
+
+#[test]
+fn the_published_openapi_names_the_fault_header_and_unkeyed_endpoint_only_under_faults() {
+    for (flags, shown) in [(&[][..], false), (&["--faults"][..], true)] {
+        let server = LabServer::start(flags);
+        let reply = exchange(&server.url, &get("/openapi.json"));
+        let text = String::from_utf8_lossy(&reply.body).to_string();
+        assert_eq!(text.contains(contract::FAULT_HEADER), shown, "{flags:?}");
+        assert_eq!(text.contains("/unkeyed-tickets"), shown, "{flags:?}");
+        assert!(text.contains("/tickets/{id}"));
+    }
+}
+
+#[test]
+fn a_lost_reply_closes_the_connection_without_a_byte_and_the_retry_replays() {
+    let server = LabServer::start(&["--faults"]);
+    let mut raw = Raw::connect(&server.url);
+    let request = post_ticket(
+        "Idempotency-Key: \"lost-1\"\r\nLab-Fault: lose-reply\r\n",
+        TICKET,
+    )
+    .replace("Connection: close\r\n", "");
+    raw.send(request.as_bytes());
+    assert!(raw.is_closed(), "not a byte of response");
+    let retry = exchange(
+        &server.url,
+        &post_ticket("Idempotency-Key: \"lost-1\"\r\n", TICKET),
+    );
+    assert_eq!(retry.status, 201);
+    assert_eq!(retry.header("idempotent-replayed"), Some("true"));
+    assert_eq!(stored_keys(&server), ["lost-1"]);
+}
+
+#[test]
+fn every_problem_type_has_its_anchor_in_the_contract_chapter() {
+    let chapter =
+        std::fs::read_to_string(crate::repository_root().join("src/http-boundary.md")).unwrap();
+    for kind in problem::ALL {
+        let anchor = format!("id=\"{}\"", kind.anchor);
+        assert!(
+            chapter.contains(&anchor),
+            "no {anchor} in src/http-boundary.md"
+        );
+    }
+}
