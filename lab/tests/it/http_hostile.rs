@@ -497,16 +497,69 @@ fn empty_or_blank_tokens_are_refused_at_start_with_status_2_naming_the_option() 
         (&["--caller", "alice="], "--caller"),
     ];
     for (args, option) in cases {
-        let output = Command::new(env!("CARGO_BIN_EXE_lab"))
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lab"))
             .args(["serve", "--port", "0"])
             .args(args)
             .stdin(Stdio::null())
-            .output()
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
             .unwrap();
+        // A server that accepted the token would listen forever: bounded, it is a failure.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if child.try_wait().unwrap().is_none() {
+            let _ = child.kill();
+        }
+        let output = child.wait_with_output().unwrap();
         assert_eq!(output.status.code(), Some(2), "{args:?}: {output:?}");
         assert!(output.stdout.is_empty(), "{args:?}: it must not listen");
         let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
         assert!(stderr.contains(option), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn a_fresh_connection_is_answered_while_eight_kept_alive_connections_keep_sending() {
+    let server = LabServer::start(&[]);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let busy: Vec<_> = (0..8)
+        .map(|_| {
+            let (url, stop) = (server.url.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut raw = Raw::connect(&url);
+                let request =
+                    "GET /tickets HTTP/1.1\r\nHost: lab\r\nAuthorization: Bearer token-a\r\n\r\n";
+                let started = Instant::now();
+                // Bounded in count and time.
+                for _ in 0..5_000 {
+                    if stop.load(std::sync::atomic::Ordering::SeqCst)
+                        || started.elapsed() > Duration::from_secs(10)
+                    {
+                        break;
+                    }
+                    raw.send(request.as_bytes());
+                    assert_eq!(raw.reply(false).unwrap().status, 200);
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    for _ in 0..5 {
+        let started = Instant::now();
+        assert_alive(&server.url);
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    for thread in busy {
+        thread.join().unwrap();
     }
 }
 
