@@ -134,6 +134,16 @@ enum Command {
         /// Keep a pruned key's tombstone (a late retry gets 410) this many seconds
         #[arg(long, value_name = "SECONDS", default_value_t = 30 * 24 * 3600)]
         tombstone_seconds: u64,
+        /// The store to serve: sqlite, or postgres (with --database-url; several servers may
+        /// share one schema)
+        #[arg(long, value_name = "NAME", default_value = "sqlite")]
+        backend: String,
+        /// The PostgreSQL connection URL for --backend postgres
+        #[arg(long, value_name = "URL")]
+        database_url: Option<String>,
+        /// The PostgreSQL schema for --backend postgres, created if missing
+        #[arg(long, value_name = "NAME", default_value = "lab_serve")]
+        schema: String,
     },
     /// Run seeded histories of callers, faults, crashes and pruning against a tool, and check the
     /// contract's invariants over each (see the book's "Simulated histories" chapter)
@@ -257,19 +267,26 @@ fn main() -> ExitCode {
             workers,
             retention_seconds,
             tombstone_seconds,
-        }) => serve(ServeOptions {
-            port,
-            database,
-            callers,
-            admin_token,
-            faults,
-            workers,
-            retention: retention_seconds.map(|seconds| Retention {
-                records: Duration::from_secs(seconds),
-                tombstones: Duration::from_secs(tombstone_seconds),
-            }),
-            clock: None,
-            limits: None,
+            backend,
+            database_url,
+            schema,
+        }) => serve_backend(&backend, database_url, schema).and_then(|_postgres| {
+            serve(ServeOptions {
+                port,
+                database,
+                callers,
+                admin_token,
+                faults,
+                workers,
+                retention: retention_seconds.map(|seconds| Retention {
+                    records: Duration::from_secs(seconds),
+                    tombstones: Duration::from_secs(tombstone_seconds),
+                }),
+                clock: None,
+                limits: None,
+                #[cfg(feature = "postgres")]
+                postgres: _postgres,
+            })
         }),
         Some(Command::Bench {
             iterations,
@@ -421,6 +438,35 @@ fn flush_stdout() -> lab::Result<()> {
         action: "writing the address to stdout".to_owned(),
         source,
     })
+}
+
+/// The PostgreSQL store `lab serve --backend` names, or `None` for SQLite.
+#[cfg(feature = "postgres")]
+fn serve_backend(
+    backend: &str,
+    url: Option<String>,
+    schema: String,
+) -> lab::Result<Option<lab::http::ServePostgres>> {
+    match (backend, url) {
+        ("sqlite", None) => Ok(None),
+        ("postgres", Some(url)) => Ok(Some(lab::http::ServePostgres { url, schema })),
+        ("postgres", None) => Err(bad_arguments("--backend postgres needs --database-url URL")),
+        ("sqlite", Some(_)) => Err(bad_arguments("--database-url is for --backend postgres")),
+        (other, _) => Err(bad_arguments(&format!(
+            "--backend {other:?}: sqlite or postgres"
+        ))),
+    }
+}
+
+/// Without the `postgres` feature, only SQLite can be served.
+#[cfg(not(feature = "postgres"))]
+fn serve_backend(backend: &str, url: Option<String>, _schema: String) -> lab::Result<()> {
+    match (backend, url) {
+        ("sqlite", None) => Ok(()),
+        _ => Err(bad_arguments(
+            "lab serve --backend postgres needs the lab built with --features postgres",
+        )),
+    }
 }
 
 fn serve(options: ServeOptions) -> lab::Result<()> {

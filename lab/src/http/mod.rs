@@ -13,4 +13,6 @@ pub mod sf;
 pub use client::{HttpTarget, HttpTool};
 pub use proxy::DroppingProxy;
 pub use retention::{Clock, ManualClock, Retention, SystemClock};
+#[cfg(feature = "postgres")]
+pub use server::ServePostgres;
 pub use server::{CallerToken, Limits, ServeOptions, TicketServer};

@@ -8,6 +8,7 @@
 
 mod listener;
 mod routes;
+mod served;
 mod service;
 mod store_threads;
 
@@ -123,6 +124,20 @@ pub struct ServeOptions {
     pub clock: Option<Arc<dyn Clock>>,
     /// Connection and request limits; `None` is [`Limits::default`].
     pub limits: Option<Limits>,
+    /// Serve a PostgreSQL store instead of SQLite (`database` is then unused). Several servers
+    /// may serve one schema; a key's claim is then the database's unique index.
+    #[cfg(feature = "postgres")]
+    pub postgres: Option<ServePostgres>,
+}
+
+/// Where a server finds its PostgreSQL store.
+#[cfg(feature = "postgres")]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServePostgres {
+    /// The connection URL, such as `postgresql://lab@127.0.0.1:5432/tickets`.
+    pub url: String,
+    /// The schema that holds the tables, created if missing.
+    pub schema: String,
 }
 
 /// A running `lab serve`. Dropping it stops the server after the requests in progress.
@@ -148,20 +163,9 @@ impl TicketServer {
     pub fn start(options: ServeOptions) -> Result<TicketServer> {
         let service = Arc::new(service::Service::new(&options)?);
         let limits = options.limits.unwrap_or_default();
-        let store = match &options.database {
-            Some(path) => SqliteStore::open(path)?,
-            None => SqliteStore::temporary()?,
-        };
-        store
-            .connection()
-            .execute_batch(retention::RETENTION_SCHEMA)?;
-        service.set_pruner(store.connect()?);
-        let connections = (0..options.workers.max(1))
-            .map(|_| store.connect())
-            .collect::<Result<Vec<_>>>()?;
-        // The store threads hold their own connections, and through them the temporary folder.
-        drop(store);
-        let stores = Arc::new(store_threads::StoreThreads::start(connections)?);
+        let stores = Arc::new(store_threads::StoreThreads::start(open_connections(
+            &options, &service,
+        )?)?);
 
         let address = format!("127.0.0.1:{}", options.port);
         let listener = std::net::TcpListener::bind(&address)
@@ -282,6 +286,46 @@ impl Drop for TicketServer {
     fn drop(&mut self) {
         self.shut_down();
     }
+}
+
+/// One store connection per store thread.
+fn open_connections(
+    options: &ServeOptions,
+    service: &service::Service,
+) -> Result<Vec<Box<dyn served::ServedStore>>> {
+    let threads = options.workers.max(1);
+    #[cfg(feature = "postgres")]
+    if let Some(postgres) = &options.postgres {
+        if options.retention.is_some() {
+            return Err(Error::InputInvalid {
+                path: PathBuf::from("--retention-seconds"),
+                problem: "retention is kept in the SQLite file; not with --backend postgres"
+                    .to_owned(),
+            });
+        }
+        return (0..threads)
+            .map(|_| {
+                served::PostgresServed::open(&postgres.url, &postgres.schema)
+                    .map(|store| Box::new(store) as Box<dyn served::ServedStore>)
+            })
+            .collect();
+    }
+    let store = match &options.database {
+        Some(path) => SqliteStore::open(path)?,
+        None => SqliteStore::temporary()?,
+    };
+    store
+        .connection()
+        .execute_batch(retention::RETENTION_SCHEMA)?;
+    service.set_pruner(store.connect()?);
+    // The store threads hold their own connections, and through them the temporary folder.
+    (0..threads)
+        .map(|_| {
+            store
+                .connect()
+                .map(|store| Box::new(store) as Box<dyn served::ServedStore>)
+        })
+        .collect()
 }
 
 /// Waits for SIGTERM or SIGINT.

@@ -11,6 +11,8 @@ mod group_commit;
 mod http;
 mod http_hostile;
 #[cfg(feature = "postgres")]
+mod http_postgres;
+#[cfg(feature = "postgres")]
 mod postgres;
 mod retention;
 mod runner;

@@ -5,7 +5,7 @@
 //! Every test gets a fresh schema on the server that `server::server` finds or starts, and checks
 //! both the rows left in it and what callers were told.
 
-mod server;
+pub(crate) mod server;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};

@@ -18,6 +18,7 @@ use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::{RequestBodyTimeoutLayer, TimeoutLayer};
 
 use super::Limits;
+use super::served::ServedStore;
 use super::service::{Created, Service};
 use super::store_threads::StoreThreads;
 use crate::error::Result;
@@ -27,7 +28,7 @@ use crate::http::sf;
 use crate::key::{OperationKey, Scope};
 use crate::payload::Payload;
 use crate::sqlite::StoredTicket;
-use crate::tool::{Fault, TicketId, TicketTool};
+use crate::tool::{Fault, TicketId};
 
 /// What every handler shares.
 #[derive(Clone)]
@@ -366,7 +367,7 @@ fn json_response(body: &serde_json::Value) -> Response {
 /// Runs a read or an admin action on a store thread and answers its JSON, or a 500.
 async fn on_store(
     app: &App,
-    job: impl FnOnce(&crate::sqlite::SqliteStore) -> Result<serde_json::Value, Problem> + Send + 'static,
+    job: impl FnOnce(&dyn ServedStore) -> Result<serde_json::Value, Problem> + Send + 'static,
 ) -> Response {
     match app.stores.run(job).await {
         Some(Ok(body)) => json_response(&body),

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use subtle::ConstantTimeEq;
 
 use super::ServeOptions;
+use super::served::ServedStore;
 use crate::error::{Error, Result};
 use crate::http::contract::{self, problem};
 use crate::http::problem::Problem;
@@ -15,7 +16,7 @@ use crate::http::retention::{self, Clock, Pruned, Retention, SystemClock};
 use crate::key::{OperationKey, Scope};
 use crate::payload::Payload;
 use crate::sqlite::{SqliteStore, response_text};
-use crate::tool::{CreateRequest, Fault, Outcome, TicketTool};
+use crate::tool::{CreateRequest, Fault, Outcome};
 
 /// The longest token the server accepts, in bytes. Tokens are compared padded to this length, so
 /// the comparison takes the same time whatever the presented token's length.
@@ -230,7 +231,7 @@ impl Service {
     /// One create, on a store thread's connection.
     pub(super) fn create(
         &self,
-        store: &SqliteStore,
+        store: &dyn ServedStore,
         scope: &Scope,
         key: Option<&OperationKey>,
         payload: &Payload,
@@ -238,14 +239,15 @@ impl Service {
     ) -> Result<Created, Problem> {
         // A request for a key whose first request is still in progress is told to come back,
         // not queued; a key whose record was pruned is told it expired.
-        let _holding = match key {
-            Some(key) => match self.claim(store, scope, key) {
+        let _holding = match (key, store.sqlite()) {
+            // On a store that other servers share, the database's unique index is the claim.
+            (Some(_), None) | (None, _) => None,
+            (Some(key), Some(sqlite)) => match self.claim(sqlite, scope, key) {
                 Ok(Claim::Held(holding)) => Some(holding),
                 Ok(Claim::InProgress) => return Err(in_progress(key)),
                 Ok(Claim::Expired) => return Err(expired(key)),
                 Err(err) => return Err(Problem::internal(err)),
             },
-            None => None,
         };
         let request = CreateRequest {
             scope,
@@ -255,9 +257,9 @@ impl Service {
         };
         match store.create(request) {
             Ok(Outcome::Created(id)) => {
-                if let (Some(key), Some(_)) = (key, self.retention) {
+                if let (Some(key), Some(_), Some(sqlite)) = (key, self.retention, store.sqlite()) {
                     let noted =
-                        retention::note_record(store.connection(), scope, key, self.clock.now());
+                        retention::note_record(sqlite.connection(), scope, key, self.clock.now());
                     if let Err(err) = noted {
                         // The record stands without a time; the next pass dates it (kept longer).
                         eprintln!("lab serve: cannot note when {key} was created: {err}");
@@ -275,6 +277,12 @@ impl Service {
             }
             Err(Error::OutcomeUnknown { .. }) if fault == Fault::LoseReply => {
                 Ok(Created::LostReply)
+            }
+            // PostgreSQL gave up waiting for another server's uncommitted claim on this key (or
+            // lost its connection mid-statement): nothing was written here, and a retry with the
+            // same key learns the outcome.
+            Err(Error::OutcomeUnknown { .. }) if store.sqlite().is_none() => {
+                Err(key.map_or_else(|| Problem::internal("outcome unknown"), in_progress))
             }
             Err(err @ Error::PayloadConflict { .. }) => {
                 Err(Problem::new(problem::PAYLOAD_CONFLICT, err))

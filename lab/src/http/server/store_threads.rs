@@ -10,10 +10,10 @@ use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
+use super::served::ServedStore;
 use crate::error::{Error, Result};
-use crate::sqlite::SqliteStore;
 
-type Job = Box<dyn FnOnce(&SqliteStore) + Send>;
+type Job = Box<dyn FnOnce(&dyn ServedStore) + Send>;
 
 /// The store's threads and the queue that feeds them.
 pub(super) struct StoreThreads {
@@ -23,7 +23,7 @@ pub(super) struct StoreThreads {
 
 impl StoreThreads {
     /// Starts one thread per connection in `connections`.
-    pub(super) fn start(connections: Vec<SqliteStore>) -> Result<StoreThreads> {
+    pub(super) fn start(connections: Vec<Box<dyn ServedStore>>) -> Result<StoreThreads> {
         let (sender, receiver) = std::sync::mpsc::channel::<Job>();
         let receiver = Arc::new(Mutex::new(receiver));
         let mut threads = Vec::new();
@@ -31,7 +31,7 @@ impl StoreThreads {
             let receiver = receiver.clone();
             let thread = std::thread::Builder::new()
                 .name(format!("lab-store-{number}"))
-                .spawn(move || run_jobs(&store, &receiver))
+                .spawn(move || run_jobs(store.as_ref(), &receiver))
                 .map_err(|source| Error::Io {
                     action: format!("starting store thread {number}"),
                     source,
@@ -49,7 +49,7 @@ impl StoreThreads {
     /// job panicked.
     pub(super) async fn run<T: Send + 'static>(
         &self,
-        job: impl FnOnce(&SqliteStore) -> T + Send + 'static,
+        job: impl FnOnce(&dyn ServedStore) -> T + Send + 'static,
     ) -> Option<T> {
         let (reply, answer) = tokio::sync::oneshot::channel();
         let job: Job = Box::new(move |store| {
@@ -81,7 +81,7 @@ impl StoreThreads {
     }
 }
 
-fn run_jobs(store: &SqliteStore, receiver: &Mutex<Receiver<Job>>) {
+fn run_jobs(store: &dyn ServedStore, receiver: &Mutex<Receiver<Job>>) {
     loop {
         // The lock is held only while waiting for the next job, so the threads take turns at
         // the queue and run their jobs side by side.
