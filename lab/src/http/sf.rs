@@ -215,6 +215,21 @@ mod tests {
         assert!(matches!(parse_key("\"\""), Err(KeyFieldError::Key { .. })));
     }
 
+    proptest::proptest! {
+        #[test]
+        fn any_key_round_trips_and_any_accepted_field_is_a_key(text in "[ -~]{0,40}") {
+            if let Ok(key) = OperationKey::try_from(text.as_str()) {
+                proptest::prop_assert_eq!(parse_key(&serialize_key(&key)), Ok(key));
+            }
+            // Whatever the parser accepts is a key by OperationKey's own rule, and its wire form
+            // reads back as the same key.
+            if let Ok(key) = parse_key(&text) {
+                proptest::prop_assert!(OperationKey::try_from(key.as_str()).is_ok());
+                proptest::prop_assert_eq!(parse_key(&serialize_key(&key)), Ok(key));
+            }
+        }
+    }
+
     #[test]
     fn a_bare_token_is_the_same_key_as_its_quoted_form() {
         assert_eq!(parse_key("curl-key-1"), parse_key("\"curl-key-1\""));
