@@ -586,6 +586,10 @@ fn sigterm_lets_the_request_in_progress_finish_and_exits_0() {
     assert_eq!(reply.status, 201, "{reply:?}");
     let status = server.wait_for_exit(Duration::from_secs(10));
     assert_eq!(status.code(), Some(0), "{status:?}");
+    // SQLite removes the write-ahead log when the last connection closes cleanly.
+    let database = server.database.clone().unwrap();
+    let wal = database.with_file_name("tickets.sqlite-wal");
+    assert!(!wal.exists(), "the store was not closed: {wal:?} is left");
     assert_eq!(stored_keys(&server), ["during-stop"]);
 }
 
