@@ -519,7 +519,10 @@ fn empty_or_blank_tokens_are_refused_at_start_with_status_2_naming_the_option() 
         let stderr = String::from_utf8_lossy(&output.stderr);
         // One line says what is wrong and names the option (clap adds a hint after its own).
         let first = stderr.lines().next().unwrap_or("");
-        assert!(first.starts_with("error: ") && first.contains(option), "{args:?}: {stderr}");
+        assert!(
+            first.starts_with("error: ") && first.contains(option),
+            "{args:?}: {stderr}"
+        );
         assert!(first.contains("empty or blank"), "{args:?}: {stderr}");
     }
 }

@@ -102,3 +102,54 @@ fn two_servers_on_one_postgres_schema_released_together_on_one_key_leave_one_tic
         .unwrap();
     assert_eq!((tickets, records), (1, 1));
 }
+
+#[test]
+fn the_seven_scenarios_pass_against_lab_serve_on_postgres_with_the_reference_lines() {
+    let Some(pg) = pg_server::server(
+        "the_seven_scenarios_pass_against_lab_serve_on_postgres_with_the_reference_lines",
+    ) else {
+        return;
+    };
+    let schema = format!("lab_serve_suite_{}", std::process::id());
+    let server = LabServer::spawn(&[
+        "serve",
+        "--port",
+        "0",
+        "--backend",
+        "postgres",
+        "--database-url",
+        pg.url,
+        "--schema",
+        &schema,
+        "--caller",
+        "alice=token-a",
+        "--admin-token",
+        "admin-token",
+        "--faults",
+    ]);
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_lab"))
+        .args([
+            "--adapter",
+            "http",
+            "--url",
+            &server.url,
+            "--token",
+            "token-a",
+        ])
+        .args(["--admin-token", "admin-token"])
+        .output()
+        .unwrap();
+    drop(server);
+    let mut db = postgres::Client::connect(pg.url, postgres::NoTls).unwrap();
+    db.batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        String::from_utf8(output.stdout).unwrap(),
+        crate::cli::REFERENCE_LINES
+    );
+}
