@@ -137,8 +137,8 @@ impl HttpTool {
         Sent::Answer(match (status, kind) {
             (409, Some(problem::IN_FLIGHT)) => return Sent::InFlight,
             (201, _) => match parsed["ticket_id"].as_i64() {
-                Some(id) if replayed => Ok(Outcome::Replayed(id)),
-                Some(id) => Ok(Outcome::Created(id)),
+                Some(id) if replayed => Ok(Outcome::Replayed(id.into())),
+                Some(id) => Ok(Outcome::Created(id.into())),
                 None => Err(self.unexpected("POST", path, status, &body)),
             },
             (422, Some(problem::PAYLOAD_CONFLICT)) => Err(Error::PayloadConflict {

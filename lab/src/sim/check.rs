@@ -119,11 +119,12 @@ pub fn check(history: &History) -> Verdict {
                 key,
                 idle,
                 watermark,
-            } => keys
-                .entry((*caller, key))
-                .or_default()
-                .prunes
-                .push((at, *idle, *watermark)),
+            } => {
+                keys.entry((*caller, key))
+                    .or_default()
+                    .prunes
+                    .push((at, *idle, watermark.clone()))
+            }
             _ => {}
         }
     }
@@ -138,7 +139,7 @@ pub fn check(history: &History) -> Verdict {
             continue;
         };
         let info = &history.intents[intent];
-        owner.insert(ticket.id, intent);
+        owner.insert(ticket.id.clone(), intent);
         if info.end == IntentEnd::NeverSaved {
             verdict.violations.push(violation(
                 ViolationKind::UnexpectedTicket,
@@ -209,14 +210,14 @@ fn check_key(
         .filter(|(_, idle, _)| *idle >= retention)
         .collect();
     let epoch_of_ticket =
-        |id: TicketId| boundaries.iter().filter(|(_, _, mark)| id > *mark).count();
+        |id: &TicketId| boundaries.iter().filter(|(_, _, mark)| id > mark).count();
     let epoch_of_event = |at: usize| boundaries.iter().filter(|(e, _, _)| at > *e).count();
     for epoch in 0..=boundaries.len() {
         let tickets: Vec<&TicketRow> = log
             .tickets
             .iter()
             .copied()
-            .filter(|t| epoch_of_ticket(t.id) == epoch)
+            .filter(|t| epoch_of_ticket(&t.id) == epoch)
             .collect();
         if epoch > 0 && !tickets.is_empty() {
             verdict.allowed.retention_boundary += 1;
@@ -314,8 +315,12 @@ fn check_pairs(
     let Some(records) = &history.end.records else {
         return;
     };
-    let tickets: BTreeMap<TicketId, &TicketRow> =
-        history.end.tickets.iter().map(|t| (t.id, t)).collect();
+    let tickets: BTreeMap<TicketId, &TicketRow> = history
+        .end
+        .tickets
+        .iter()
+        .map(|t| (t.id.clone(), t))
+        .collect();
     for record in records {
         match tickets.get(&record.ticket_id) {
             None => verdict.violations.push(violation(

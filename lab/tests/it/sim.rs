@@ -7,7 +7,7 @@ use lab::sim::{
     self, CallResult, Plan, SweepPath, TicketRow, Variant, ViolationKind, What, check, explore,
     find_counterexample, sweep,
 };
-use lab::{Fault, Step};
+use lab::{Fault, Step, TicketId};
 
 use crate::repository_root;
 
@@ -109,16 +109,16 @@ fn the_fail_at_step_sweep_covers_every_step_with_no_violation() {
         let observed = match faulted {
             CallResult::Unknown => "unknown",
             CallResult::Failed(_) => "failed",
-            CallResult::Replayed(1) => "replayed",
+            CallResult::Replayed(id) if *id == 1 => "replayed",
             _ => "other",
         };
         assert_eq!(observed, expected_first, "{row}");
         let retry = row.results.last().unwrap();
         let expected_retry = match (row.path, row.fault) {
             (SweepPath::NewKey, Fault::LoseReply) | (SweepPath::Replay, _) => {
-                CallResult::Replayed(1)
+                CallResult::Replayed(1.into())
             }
-            (SweepPath::NewKey, _) => CallResult::Created(1),
+            (SweepPath::NewKey, _) => CallResult::Created(1.into()),
         };
         assert_eq!(retry, &expected_retry, "{row}");
     }
@@ -150,7 +150,7 @@ fn the_checker_reports_a_second_ticket_for_one_key() {
     let mut history = unpruned(5);
     assert!(check(&history).violations.is_empty());
     let copy = history.end.tickets[0].clone();
-    let id = history.end.tickets.last().unwrap().id + 1;
+    let id = TicketId::from(history.end.tickets.last().unwrap().id.as_i64().unwrap() + 1);
     history.end.tickets.push(TicketRow { id, ..copy });
     let verdict = check(&history);
     assert_eq!(
@@ -171,7 +171,7 @@ fn the_checker_reports_a_second_ticket_for_one_key() {
 fn the_checker_reports_a_record_without_its_ticket_and_a_ticket_of_another_scope() {
     let mut history = unpruned(5);
     let records = history.end.records.as_mut().unwrap();
-    records[0].ticket_id = 999;
+    records[0].ticket_id = 999.into();
     let verdict = check(&history);
     assert!(
         verdict

@@ -392,12 +392,13 @@ async fn one_ticket(
     Caller(scope): Caller,
     Path(id): Path<String>,
 ) -> Response {
-    let Ok(id) = id.parse::<TicketId>() else {
+    // The served stores' tickets are integers: anything else names no ticket.
+    let Ok(id) = id.parse::<i64>().map(TicketId::from) else {
         return Problem::new(problem::NOT_FOUND, format!("no ticket {id:?}")).into_response();
     };
     on_store(&app, move |store| {
         match store
-            .ticket_of(scope.caller(), id)
+            .ticket_of(scope.caller(), &id)
             .map_err(Problem::internal)?
         {
             Some(ticket) => Ok(ticket_json(ticket)),

@@ -11,7 +11,7 @@ pub(super) trait ServedStore: TicketTool + Send {
     /// The tickets `caller` created, by ascending id.
     fn tickets_of(&self, caller: &str) -> Result<Vec<StoredTicket>>;
     /// One of `caller`'s tickets.
-    fn ticket_of(&self, caller: &str, id: TicketId) -> Result<Option<StoredTicket>>;
+    fn ticket_of(&self, caller: &str, id: &TicketId) -> Result<Option<StoredTicket>>;
     /// The response text saved with the record of `key`, if the record exists.
     fn saved_response(&self, scope: &Scope, key: &OperationKey) -> Result<Option<String>>;
     /// Deletes every ticket and record, so numbering starts again at 1.
@@ -26,7 +26,7 @@ impl ServedStore for SqliteStore {
         SqliteStore::tickets_of(self, caller)
     }
 
-    fn ticket_of(&self, caller: &str, id: TicketId) -> Result<Option<StoredTicket>> {
+    fn ticket_of(&self, caller: &str, id: &TicketId) -> Result<Option<StoredTicket>> {
         SqliteStore::ticket_of(self, caller, id)
     }
 
@@ -123,21 +123,25 @@ mod postgres {
             rows.iter()
                 .map(|row| {
                     Ok(StoredTicket {
-                        id: row.try_get(0)?,
+                        id: TicketId::from(row.try_get::<_, i64>(0)?),
                         payload: row.try_get(1)?,
                     })
                 })
                 .collect()
         }
 
-        fn ticket_of(&self, caller: &str, id: TicketId) -> Result<Option<StoredTicket>> {
+        fn ticket_of(&self, caller: &str, id: &TicketId) -> Result<Option<StoredTicket>> {
+            // This store's ids are bigint: a textual id names no ticket.
+            let Some(number) = id.as_i64() else {
+                return Ok(None);
+            };
             let row = self.reads.borrow_mut().query_opt(
                 "SELECT id, payload FROM tickets WHERE caller = $1 AND id = $2",
-                &[&caller, &id],
+                &[&caller, &number],
             )?;
             row.map(|row| {
                 Ok(StoredTicket {
-                    id: row.try_get(0)?,
+                    id: TicketId::from(row.try_get::<_, i64>(0)?),
                     payload: row.try_get(1)?,
                 })
             })

@@ -16,7 +16,7 @@ use crate::http::retention::{self, Clock, Pruned, Retention, SystemClock};
 use crate::key::{OperationKey, Scope};
 use crate::payload::Payload;
 use crate::sqlite::{SqliteStore, response_text};
-use crate::tool::{CreateRequest, Fault, Outcome};
+use crate::tool::{CreateRequest, Fault, Outcome, TicketId};
 
 /// The longest token the server accepts, in bytes. Tokens are compared padded to this length, so
 /// the comparison takes the same time whatever the presented token's length.
@@ -265,14 +265,14 @@ impl Service {
                         eprintln!("lab serve: cannot note when {key} was created: {err}");
                     }
                 }
-                Ok(Created::New(response_text(id)))
+                Ok(Created::New(created_text(&id)))
             }
             Ok(Outcome::Replayed(id)) => {
                 // The record was read a moment ago and records never change: the saved text is
                 // there. Fall back to the same text built from the id all the same.
                 let saved = key
                     .and_then(|key| store.saved_response(scope, key).ok().flatten())
-                    .unwrap_or_else(|| response_text(id));
+                    .unwrap_or_else(|| created_text(&id));
                 Ok(Created::Replayed(saved))
             }
             Err(Error::OutcomeUnknown { .. }) if fault == Fault::LoseReply => {
@@ -339,6 +339,14 @@ impl Service {
         };
         let held: HashSet<Entry> = holders.keys().cloned().collect();
         retention::prune(store.connection(), self.clock.now(), retention, &held)
+    }
+}
+
+/// The body of a 201: the saved form for a numeric id, the same shape with a string otherwise.
+fn created_text(id: &TicketId) -> String {
+    match id.as_i64() {
+        Some(n) => response_text(n),
+        None => serde_json::json!({ "ticket_id": id }).to_string(),
     }
 }
 
