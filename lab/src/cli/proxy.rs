@@ -1,0 +1,34 @@
+//! `lab proxy`: forwards to a ticket service and loses the first N replies.
+
+use clap::Args;
+use lab::http::DroppingProxy;
+
+use super::flush_stdout;
+
+/// `lab proxy`'s arguments.
+#[derive(Args)]
+pub struct ProxyArgs {
+    /// The service's base URL, e.g. http://127.0.0.1:8080
+    #[arg(long, value_name = "URL")]
+    pub upstream: String,
+    /// The proxy's port; 0 picks a free one. The URL is printed on start.
+    #[arg(long, default_value_t = 0)]
+    pub port: u16,
+    /// How many replies to lose, counting from the first request
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub drop_first: u32,
+}
+
+/// Starts the proxy, prints its URL and serves until the process is stopped.
+///
+/// # Errors
+/// [`lab::Error::InputInvalid`] for an upstream that is not `http://` on loopback;
+/// [`lab::Error::Io`] when the port cannot be bound.
+pub fn exec(args: &ProxyArgs) -> lab::Result<()> {
+    let upstream = DroppingProxy::upstream_address(&args.upstream)?;
+    let proxy = DroppingProxy::start(upstream, args.port, args.drop_first)?;
+    println!("listening on {}", proxy.url());
+    flush_stdout()?;
+    proxy.wait();
+    Ok(())
+}
