@@ -52,7 +52,8 @@
 //!   loopback, and `HttpTool`, the client adapter that runs the suite against it.
 //! - [`runner`]: `lab runner`, a durable caller that saves each operation before sending it and
 //!   resumes what is unfinished.
-//! - [`backend`]: which store the `lab` command runs against.
+//! - [`backend`]: which store the `lab` command runs against; [`database_file`]: whether a path
+//!   can be the SQLite file a command opens.
 //! - [`Error`]: the one error type.
 //!
 //! ## Features
@@ -64,6 +65,7 @@
 
 pub mod backend;
 pub mod bench;
+pub mod database_file;
 pub mod error;
 pub mod evidence;
 pub mod fixture;
