@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 use lab::Error;
+use lab::runner::State;
 
 pub mod bench;
 pub mod bench_postgres;
@@ -18,10 +19,67 @@ pub mod run;
 pub mod runner;
 pub mod serve;
 pub mod simulate;
+pub mod value;
+
+/// The exit statuses, as `--help` lists them after the options.
+pub const EXIT_STATUSES: &str = "\
+Exit status:
+  0  every check passed; for `lab runner`, every operation it ran succeeded
+  1  a check failed, or the run broke (a store or the runner's file failed)
+  2  bad input: an argument, the fixture, --output or --database; nothing was created, changed
+     or sent
+  3  lab runner: an operation was rejected (its key was first used with another payload)
+  4  lab runner: an operation needs review (its outcome is unknown; look on the service)
+  5  lab runner: an operation was held by the runner's own configuration (the service refused
+     the connection or the token); nothing took effect, and the next run with the same
+     --database sends it with the same key
+When operations end differently, the status is the first of 4, 3, 5 that applies.";
+
+/// How a command that ran to its end finished. Each has its own exit status, listed in
+/// [`EXIT_STATUSES`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Finished {
+    /// Every check passed, every operation succeeded (or there was nothing to do).
+    Succeeded,
+    /// Held by the runner's configuration; resumed with the same key on the next run.
+    Held,
+    /// Rejected by the service: the key was first used with another payload.
+    Rejected,
+    /// The outcome is unknown; a person must look.
+    NeedsReview,
+}
+
+impl Finished {
+    /// How a run of several operations ended: the most urgent of their states, in the order
+    /// needs review, rejected, held. An operation left pending (a paused crash test) counts as
+    /// held.
+    pub fn of<'s>(states: impl IntoIterator<Item = &'s State>) -> Finished {
+        states
+            .into_iter()
+            .map(|state| match state {
+                State::Succeeded { .. } => Finished::Succeeded,
+                State::Pending | State::Held { .. } => Finished::Held,
+                State::Rejected { .. } => Finished::Rejected,
+                State::NeedsReview { .. } => Finished::NeedsReview,
+            })
+            .max()
+            .unwrap_or(Finished::Succeeded)
+    }
+
+    /// The exit status.
+    pub fn exit_status(self) -> u8 {
+        match self {
+            Finished::Succeeded => 0,
+            Finished::Rejected => 3,
+            Finished::NeedsReview => 4,
+            Finished::Held => 5,
+        }
+    }
+}
 
 /// Runs the seven retry scenarios against a store (SQLite by default) and prints what each observed.
 #[derive(Parser)]
-#[command(version, about)]
+#[command(version, about, after_help = EXIT_STATUSES)]
 pub struct Cli {
     /// The default command's arguments: the seven-scenario run.
     #[command(flatten)]

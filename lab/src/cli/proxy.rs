@@ -4,13 +4,14 @@ use clap::Args;
 use lab::http::DroppingProxy;
 
 use super::flush_stdout;
+use super::value::{self, LoopbackUrl};
 
 /// `lab proxy`'s arguments.
 #[derive(Args)]
 pub struct ProxyArgs {
     /// The service's base URL, e.g. http://127.0.0.1:8080
-    #[arg(long, value_name = "URL")]
-    pub upstream: String,
+    #[arg(long, value_name = "URL", value_parser = value::loopback_url)]
+    pub upstream: LoopbackUrl,
     /// The proxy's port; 0 picks a free one. The URL is printed on start.
     #[arg(long, default_value_t = 0)]
     pub port: u16,
@@ -25,7 +26,7 @@ pub struct ProxyArgs {
 /// [`lab::Error::InputInvalid`] for an upstream that is not `http://` on loopback;
 /// [`lab::Error::Io`] when the port cannot be bound.
 pub fn exec(args: &ProxyArgs) -> lab::Result<()> {
-    let upstream = DroppingProxy::upstream_address(&args.upstream)?;
+    let upstream = DroppingProxy::upstream_address(&args.upstream.text)?;
     let proxy = DroppingProxy::start(upstream, args.port, args.drop_first)?;
     println!("listening on {}", proxy.url());
     flush_stdout()?;

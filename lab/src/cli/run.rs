@@ -11,6 +11,7 @@ use lab::suite::SCENARIOS;
 use lab::{Evidence, fixture};
 
 use super::bad_arguments;
+use super::value::{self, LoopbackUrl};
 
 /// The scenario run's arguments, which are also the top level's.
 #[derive(Args)]
@@ -20,16 +21,16 @@ pub struct RunArgs {
     pub backend: BackendName,
 
     /// For --backend http: the service's base URL on loopback (e.g. http://127.0.0.1:8080)
-    #[arg(long, value_name = "URL")]
-    pub url: Option<String>,
+    #[arg(long, value_name = "URL", value_parser = value::loopback_url)]
+    pub url: Option<LoopbackUrl>,
 
     /// For --backend http: the caller's bearer token
-    #[arg(long, value_name = "TOKEN")]
+    #[arg(long, value_name = "TOKEN", value_parser = value::token)]
     pub token: Option<String>,
 
     /// For --backend http: the token of the service's admin endpoints, which the suite uses to
     /// count, forget and reset
-    #[arg(long, value_name = "TOKEN")]
+    #[arg(long, value_name = "TOKEN", value_parser = value::token)]
     pub admin_token: Option<String>,
 
     /// PostgreSQL connection URL, for --backend postgres
@@ -90,11 +91,28 @@ pub fn exec(args: &RunArgs) -> lab::Result<()> {
     Ok(())
 }
 
+impl RunArgs {
+    /// The first of the run's own options given to a subcommand, which would ignore it.
+    /// (`--lock-timeout-ms` is also `lab bench-postgres`'s; `--fixture` is checked apart.)
+    pub fn given_to_a_subcommand(&self) -> Option<&'static str> {
+        [
+            (self.backend != BackendName::Sqlite, "--backend"),
+            (self.url.is_some(), "--url"),
+            (self.token.is_some(), "--token"),
+            (self.admin_token.is_some(), "--admin-token"),
+            (self.database_url.is_some(), "--database-url"),
+            (self.output.is_some(), "--output"),
+        ]
+        .into_iter()
+        .find_map(|(given, name)| given.then_some(name))
+    }
+}
+
 fn backend(args: &RunArgs) -> lab::Result<Backend> {
     let http_flags = args.url.is_some() || args.token.is_some() || args.admin_token.is_some();
     match (args.backend, &args.url, &args.token) {
         (BackendName::Http, Some(url), Some(token)) => Ok(Backend::Http(HttpTarget::new(
-            url,
+            &url.text,
             token,
             args.admin_token.as_deref(),
         )?)),

@@ -7,6 +7,7 @@ use clap::Args;
 use lab::http::{CallerToken, Retention, ServeOptions, TicketServer};
 
 use super::flush_stdout;
+use super::value;
 
 /// `lab serve`'s arguments.
 #[derive(Args)]
@@ -22,13 +23,13 @@ pub struct ServeArgs {
     #[arg(long = "caller", value_name = "NAME=TOKEN", required = true)]
     pub callers: Vec<CallerToken>,
     /// The token of the /admin endpoints (counts, forget, reset); without it they are off
-    #[arg(long, value_name = "TOKEN")]
+    #[arg(long, value_name = "TOKEN", value_parser = value::token)]
     pub admin_token: Option<String>,
     /// Honour the test-only Lab-Fault header and serve POST /unkeyed-tickets
     #[arg(long)]
     pub faults: bool,
     /// Worker threads, each with its own store connection
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 8, value_parser = value::workers)]
     pub workers: usize,
     /// Prune replay records this many seconds after their first answer, leaving tombstones
     /// [default: keep them forever]
@@ -44,6 +45,15 @@ pub struct ServeArgs {
 /// # Errors
 /// Any error opening the store or binding the port.
 pub fn exec(args: ServeArgs) -> lab::Result<()> {
+    if let Some(path) = &args.database {
+        lab::database_file::check(path).map_err(|err| match err {
+            lab::Error::InputInvalid { path, problem } => lab::Error::InputInvalid {
+                path: "--database".into(),
+                problem: format!("{}: {problem}", path.display()),
+            },
+            other => other,
+        })?;
+    }
     let server = TicketServer::start(ServeOptions {
         port: args.port,
         database: args.database,

@@ -42,6 +42,15 @@ pub enum SimulatedBackend {
 /// Bad input; an invariant the correct store broke; an anti-pattern the checker missed.
 pub fn exec(args: SimulateCommand) -> lab::Result<()> {
     let SimulatedBackend::Sqlite = args.backend;
+    // The examples are written after minutes of search: refuse a missing folder first.
+    if let Some(folder) = &args.examples
+        && !folder.is_dir()
+    {
+        return Err(lab::Error::InputInvalid {
+            path: "--examples".into(),
+            problem: format!("{}: not a folder", folder.display()),
+        });
+    }
     let report = sim::run_command(&SimulateArgs {
         seed: args.seed,
         histories: args.histories,
