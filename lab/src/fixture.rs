@@ -32,22 +32,29 @@ pub const BUILT_IN_NAME: &str = "fixture.json (built in)";
 /// Reads and validates a fixture file, reading at most [`MAX_FIXTURE_BYTES`] and one byte more.
 ///
 /// # Errors
-/// [`Error::InputUnreadable`] if the file cannot be read; [`Error::InputInvalid`] naming the
-/// field at fault if its content is wrong, or when it is larger than [`MAX_FIXTURE_BYTES`] or
-/// not UTF-8.
+/// [`Error::InputUnreadable`] if the file cannot be read (a folder included);
+/// [`Error::InputInvalid`] naming the field at fault if its content is wrong, or when it is a
+/// pipe or a device, larger than [`MAX_FIXTURE_BYTES`] or not UTF-8.
 pub fn load(path: &Path) -> Result<Operation> {
     let unreadable = |source| Error::InputUnreadable {
         path: path.to_owned(),
         source,
     };
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|file| file.take(MAX_FIXTURE_BYTES + 1).read_to_end(&mut bytes))
-        .map_err(unreadable)?;
     let invalid = |problem: String| Error::InputInvalid {
         path: path.to_owned(),
         problem,
     };
+    // A pipe or a device could block the read forever or never end: only files are read.
+    let metadata = std::fs::metadata(path).map_err(unreadable)?;
+    if !metadata.is_file() && !metadata.is_dir() {
+        return Err(invalid(
+            "not a regular file (a pipe, a device or a socket); give a file".to_owned(),
+        ));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|file| file.take(MAX_FIXTURE_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(unreadable)?;
     if bytes.len() as u64 > MAX_FIXTURE_BYTES {
         return Err(invalid(format!(
             "larger than {MAX_FIXTURE_BYTES} bytes (1 MiB), the most a fixture may be; it holds one operation"

@@ -189,14 +189,25 @@ impl ServiceCheck for HttpServiceCheck {
 
     fn refused_configuration(&self, _answer: &Error) -> Option<String> {
         // Ask for ticket 0, which never exists: a known token gets 404, an unknown one 401.
-        let status = self.status_of(&format!("{}/tickets/0", self.url.path))?;
-        matches!(status, 401 | 403).then(|| {
-            format!(
+        let tickets = format!("{}/tickets/0", self.url.path);
+        let status = self.status_of(&tickets)?;
+        if matches!(status, 401 | 403) {
+            return Some(format!(
                 "the service at {} refuses the token given with --token (status {status}): fix \
                  --token",
                 self.url.text
-            )
-        })
+            ));
+        }
+        // A ticket service serves its contract; anything else at --url is the wrong address
+        // (such as a path before /tickets that the service does not have).
+        let contract = format!("{}/openapi.json", self.url.path);
+        match self.status_of(&contract)? {
+            200 => None,
+            status => Some(format!(
+                "no ticket service answers at {} (GET {contract} got status {status}): fix --url",
+                self.url.text
+            )),
+        }
     }
 }
 

@@ -418,6 +418,21 @@ fn a_fixture_that_is_not_text_or_not_a_file_is_refused() {
         &["--fixture", ".", "--output", "results.json"],
         "cannot read .",
     );
+    // A pipe with no writer would block the read forever.
+    let folder = tempfile::tempdir().unwrap();
+    assert!(
+        Command::new("mkfifo")
+            .arg(folder.path().join("fixture.json"))
+            .status()
+            .unwrap()
+            .success()
+    );
+    refuses_in(
+        folder.path(),
+        &["--fixture", "fixture.json"],
+        "fixture.json: not a regular file (a pipe, a device or a socket)",
+        None,
+    );
 }
 
 #[test]

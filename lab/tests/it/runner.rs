@@ -169,6 +169,35 @@ fn a_refused_token_holds_the_operation_and_the_fixed_token_resumes_it_with_the_s
 }
 
 #[test]
+fn a_url_whose_path_has_no_service_holds_the_operation_until_the_url_is_fixed() {
+    let server = LabServer::start(&[]);
+    let folder = tempfile::tempdir().unwrap();
+    let database = folder.path().join("runner.sqlite");
+    let wrong = format!("{}/api", server.url);
+    let new = ["--key", "wrong-path-1", "--payload", PAYLOAD];
+    let output = runner_with(&database, &wrong, "token-a", &new);
+    assert_eq!(output.status.code(), Some(5), "{output:?}");
+    assert!(
+        text(&output.stderr).contains("no ticket service answers at"),
+        "{output:?}"
+    );
+    assert!(text(&output.stderr).contains("fix --url"), "{output:?}");
+    assert_eq!(
+        runner_record(&database, "wrong-path-1"),
+        ("pending".to_owned(), None)
+    );
+    assert_eq!(service_tickets(&server), Vec::<i64>::new());
+
+    let fixed = runner_with(&database, &server.url, "token-a", &[]);
+    assert_eq!(fixed.status.code(), Some(0), "{fixed:?}");
+    assert_eq!(
+        text(&fixed.stdout),
+        "resumed wrong-path-1: succeeded, ticket 1, after 2 send(s)\n"
+    );
+    assert_eq!(service_tickets(&server), [1]);
+}
+
+#[test]
 fn an_unknown_outcome_needs_review_exits_4_and_says_what_to_look_for() {
     let server = LabServer::start(&[]);
     // Every reply is lost: the service commits, the runner never hears.
