@@ -278,6 +278,45 @@ impl<T: TicketTool> Runner<T> {
         }
     }
 
+    /// Puts operations in review back to pending, so this run (or the next) sends them again
+    /// with their saved keys: for a person who looked on the service and found no ticket, or who
+    /// fixed what made the runner give up. Every key is checked before any is changed; nothing is
+    /// sent here.
+    ///
+    /// # Errors
+    /// [`Error::InputInvalid`] when no operation is saved under a key, or it is not in review
+    /// (then none is changed); [`Error::Store`] if the runner's file fails.
+    pub fn reopen(&self, scope: &Scope, keys: &[OperationKey]) -> Result<Vec<SavedOperation>> {
+        let mut in_review = Vec::new();
+        for key in keys {
+            let refused = |problem: String| Error::InputInvalid {
+                path: PathBuf::from("--resend"),
+                problem: format!("{:?}: {problem}", key.as_str()),
+            };
+            match self.find(scope, key)? {
+                None => {
+                    return Err(refused(format!(
+                        "{} holds no operation of caller {} with this key",
+                        self.path.display(),
+                        scope.caller()
+                    )));
+                }
+                Some(saved) if matches!(saved.state, State::NeedsReview { .. }) => {
+                    in_review.push(saved);
+                }
+                Some(saved) => {
+                    return Err(refused(format!(
+                        "only an operation in review is sent again; this one is {saved}"
+                    )));
+                }
+            }
+        }
+        in_review
+            .into_iter()
+            .map(|saved| self.record(saved, State::Pending))
+            .collect()
+    }
+
     /// The operation saved under `scope` and `key`, if any; nothing is sent.
     ///
     /// # Errors

@@ -43,6 +43,10 @@ pub struct RunnerArgs {
     /// A new operation's payload, a JSON object
     #[arg(long, value_name = "JSON", requires = "key", value_parser = value::payload)]
     pub payload: Option<Payload>,
+    /// Send again, with its saved key, an operation in review (after a person looked on the
+    /// service and found no ticket); repeat for more
+    #[arg(long, value_name = "KEY", value_parser = value::operation_key)]
+    pub resend: Vec<OperationKey>,
     /// Sends per operation and run, the first included
     #[arg(
         long,
@@ -104,6 +108,10 @@ pub fn exec(args: RunnerArgs) -> lab::Result<Finished> {
             ),
         });
     }
+    if !args.resend.is_empty() {
+        let scope = Scope::new(args.caller.as_str(), contract::CREATE_TICKET)?;
+        runner.reopen(&scope, &args.resend)?;
+    }
     let mut ended = Vec::new();
     // Unfinished operations first, each with its saved key.
     for saved in runner.resume()? {
@@ -120,6 +128,18 @@ pub fn exec(args: RunnerArgs) -> lab::Result<Finished> {
             eprintln!("{line}");
         }
     }
+    // Earlier runs' operations in review still need a person, though this run did not touch them.
+    for saved in runner.operations()? {
+        let this_run = ended
+            .iter()
+            .any(|e| e.scope == saved.scope && e.key == saved.key);
+        if !this_run
+            && matches!(saved.state, State::NeedsReview { .. })
+            && let Some(line) = what_to_do(&saved, &args.database)
+        {
+            eprintln!("still {line}");
+        }
+    }
     Ok(Finished::of(ended.iter().map(|saved| &saved.state)))
 }
 
@@ -132,7 +152,7 @@ fn what_to_do(saved: &SavedOperation, database: &Path) -> Option<String> {
         State::NeedsReview { .. } => Some(format!(
             "needs review: {key}: the runner cannot tell whether the service created the ticket. \
              Look on the service for a ticket of caller {caller} with key {key}; the runner will \
-             not send it again."
+             not send it again unless told to with --resend {key}."
         )),
         State::Rejected { .. } => Some(format!(
             "rejected: {key}: the service holds this key with another payload and created \

@@ -342,6 +342,27 @@ fn a_saved_key_with_another_payload_is_refused_and_the_pending_operation_is_not_
     );
 }
 
+#[test]
+fn resending_a_key_that_is_not_in_review_is_refused_and_nothing_is_sent() {
+    let folder = tempfile::tempdir().unwrap();
+    runner_file_with_a_pending_operation(folder.path());
+    let listener = Listener::new();
+    for (key, expected) in [
+        (
+            "held-1",
+            "--resend: \"held-1\": only an operation in review is sent again",
+        ),
+        (
+            "never-seen",
+            "--resend: \"never-seen\": runner.sqlite holds no operation of caller alice",
+        ),
+        (" bad", "'--resend <KEY>'"),
+    ] {
+        let args = runner_args(&listener.url, &["--resend", key]);
+        refuses_in(folder.path(), &args, expected, Some(&listener));
+    }
+}
+
 // ---- the scenario run: the fixture and --output ----
 
 fn fixture_refused(text: &[u8], expected: &str) {

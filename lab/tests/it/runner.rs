@@ -213,7 +213,7 @@ fn an_unknown_outcome_needs_review_exits_4_and_says_what_to_look_for() {
     );
     let last = text(&output.stderr);
     assert!(
-        last.trim_end().ends_with("Look on the service for a ticket of caller alice with key lost-1; the runner will not send it again."),
+        last.trim_end().ends_with("Look on the service for a ticket of caller alice with key lost-1; the runner will not send it again unless told to with --resend lost-1."),
         "{last}"
     );
     assert_eq!(
@@ -221,6 +221,32 @@ fn an_unknown_outcome_needs_review_exits_4_and_says_what_to_look_for() {
         ("needs_review".to_owned(), None)
     );
     // The key kept it to one ticket, which a person now finds.
+    assert_eq!(service_tickets(&server), [1]);
+
+    // A run without --resend sends nothing, and says the operation still needs a person.
+    let again = runner_with(&database, &proxy.url, "token-a", &[]);
+    assert_eq!(again.status.code(), Some(0), "{again:?}");
+    assert!(
+        text(&again.stderr).starts_with("still needs review: lost-1:"),
+        "{again:?}"
+    );
+    assert_eq!(
+        runner_record(&database, "lost-1"),
+        ("needs_review".to_owned(), None)
+    );
+
+    // A person decides to send it again: the same key, so the service replays the one ticket.
+    let direct = LabServer::spawn(&["proxy", "--upstream", &server.url, "--drop-first", "0"]);
+    let resent = runner_with(&database, &direct.url, "token-a", &["--resend", "lost-1"]);
+    assert_eq!(resent.status.code(), Some(0), "{resent:?}");
+    assert_eq!(
+        text(&resent.stdout),
+        "resumed lost-1: succeeded, ticket 1, after 3 send(s)\n"
+    );
+    assert_eq!(
+        runner_record(&database, "lost-1"),
+        ("succeeded".to_owned(), Some(1))
+    );
     assert_eq!(service_tickets(&server), [1]);
 }
 
