@@ -85,6 +85,15 @@ pub fn exec(args: RunnerArgs) -> lab::Result<Finished> {
         }),
         None => None,
     };
+    if !args.resend.is_empty() && !args.database.exists() {
+        return Err(Error::InputInvalid {
+            path: PathBuf::from("--resend"),
+            problem: format!(
+                "{} does not exist, so it holds no operation to send again",
+                args.database.display()
+            ),
+        });
+    }
     let tool = HttpTool::new(HttpTarget::new(&args.url.text, &args.token, None)?);
     let check = HttpServiceCheck {
         url: args.url,

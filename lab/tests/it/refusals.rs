@@ -361,6 +361,15 @@ fn resending_a_key_that_is_not_in_review_is_refused_and_nothing_is_sent() {
         let args = runner_args(&listener.url, &["--resend", key]);
         refuses_in(folder.path(), &args, expected, Some(&listener));
     }
+    // Without a runner file there is nothing to resend, and none is created.
+    let empty = tempfile::tempdir().unwrap();
+    let args = runner_args(&listener.url, &["--resend", "held-1"]);
+    refuses_in(
+        empty.path(),
+        &args,
+        "--resend: runner.sqlite does not exist",
+        Some(&listener),
+    );
 }
 
 // ---- the scenario run: the fixture and --output ----
