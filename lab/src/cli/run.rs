@@ -40,7 +40,7 @@ pub struct RunArgs {
 
     /// PostgreSQL only: how long a create waits for another caller's uncommitted claim on the same
     /// key before it reports an unknown outcome (lock_timeout)
-    #[arg(long, value_name = "MS", default_value_t = 5000)]
+    #[arg(long, value_name = "MS", default_value_t = 5000, value_parser = value::lock_timeout_ms)]
     pub lock_timeout_ms: u64,
 
     /// The approved operation to replay [default: the repository's fixture.json, built in]

@@ -134,6 +134,20 @@ pub fn at_least_one(text: &str) -> Result<u32, String> {
     }
 }
 
+/// Parses `--lock-timeout-ms`: 1 to 2147483647, PostgreSQL's range for `lock_timeout`. Zero would
+/// not mean "at once" but "wait forever", so it is refused.
+///
+/// # Errors
+/// For a number outside that range.
+pub fn lock_timeout_ms(text: &str) -> Result<u64, String> {
+    match text.parse::<u64>() {
+        Ok(0) => Err("must be at least 1 (PostgreSQL reads 0 as: wait forever)".to_owned()),
+        Ok(number @ 1..=2_147_483_647) => Ok(number),
+        Ok(_) => Err("must be at most 2147483647, PostgreSQL's largest lock_timeout".to_owned()),
+        Err(err) => Err(err.to_string()),
+    }
+}
+
 /// Parses `lab serve --workers`: 1 to 1024 threads.
 ///
 /// # Errors

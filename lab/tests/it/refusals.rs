@@ -583,6 +583,14 @@ fn serve_proxy_simulate_and_bench_refuse_bad_options_before_they_start() {
             "unknown probe operation \"nonsense\"",
         ),
         (
+            &["--lock-timeout-ms", "0"],
+            "'--lock-timeout-ms <MS>': must be at least 1",
+        ),
+        (
+            &["--lock-timeout-ms", "2147483648"],
+            "must be at most 2147483647",
+        ),
+        (
             &[
                 "--output",
                 "x.json",
