@@ -5,7 +5,7 @@
 //! This is a module of the binary, not of the library: the arguments are not an API, and the
 //! library's users (adapter authors, the book) never see clap.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand};
 use lab::Error;
@@ -120,6 +120,21 @@ pub fn bad_arguments(problem: &str) -> Error {
     Error::InputInvalid {
         path: PathBuf::from("command line"),
         problem: problem.to_owned(),
+    }
+}
+
+/// An error about the file an option names, as bad input naming the option and the path: what
+/// was wrong with the file, or what SQLite said when it could not use it.
+pub fn file_option(option: &str, path: &Path, err: Error) -> Error {
+    let problem = match err {
+        Error::InputInvalid { problem, .. } => problem,
+        Error::InputUnreadable { source, .. } => format!("cannot be read: {source}"),
+        Error::Store { source } => format!("SQLite cannot use it: {source}"),
+        other => return other,
+    };
+    Error::InputInvalid {
+        path: PathBuf::from(option),
+        problem: format!("{}: {problem}", path.display()),
     }
 }
 

@@ -15,8 +15,8 @@ use lab::http::{HttpTarget, HttpTool, contract};
 use lab::runner::{PausePoint, RetryPolicy, Runner, SavedOperation, ServiceCheck, State};
 use lab::{Error, Operation, OperationKey, Payload, Scope};
 
-use super::Finished;
 use super::value::{self, LoopbackUrl};
+use super::{Finished, file_option};
 
 /// How long the runner waits to connect to the service, or for its answer to a check.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(5);
@@ -100,7 +100,7 @@ pub fn exec(args: RunnerArgs) -> lab::Result<Finished> {
         token: args.token,
     };
     let runner = Runner::open(&args.database, tool, policy)
-        .map_err(|err| about_the_database(&args.database, err))?
+        .map_err(|err| file_option("--database", &args.database, err))?
         .with_pause(pause)
         .with_check(check);
     if let Some(operation) = &new_operation
@@ -173,20 +173,6 @@ fn what_to_do(saved: &SavedOperation, database: &Path) -> Option<String> {
              same key.",
             database.display()
         )),
-    }
-}
-
-/// An error opening the runner's file, as bad input naming `--database`.
-fn about_the_database(path: &Path, err: Error) -> Error {
-    let problem = match err {
-        Error::InputInvalid { problem, .. } => problem,
-        Error::InputUnreadable { source, .. } => format!("cannot be read: {source}"),
-        Error::Store { source } => format!("SQLite cannot use it: {source}"),
-        other => return other,
-    };
-    Error::InputInvalid {
-        path: PathBuf::from("--database"),
-        problem: format!("{}: {problem}", path.display()),
     }
 }
 

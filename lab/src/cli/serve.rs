@@ -4,10 +4,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
+use lab::Error;
 use lab::http::{CallerToken, Retention, ServeOptions, TicketServer};
 
-use super::flush_stdout;
 use super::value;
+use super::{file_option, flush_stdout};
 
 /// `lab serve`'s arguments.
 #[derive(Args)]
@@ -46,14 +47,21 @@ pub struct ServeArgs {
 /// Any error opening the store or binding the port.
 pub fn exec(args: ServeArgs) -> lab::Result<()> {
     if let Some(path) = &args.database {
-        lab::database_file::check(path).map_err(|err| match err {
-            lab::Error::InputInvalid { path, problem } => lab::Error::InputInvalid {
-                path: "--database".into(),
-                problem: format!("{}: {problem}", path.display()),
-            },
-            other => other,
+        lab::database_file::check(path).map_err(|err| file_option("--database", path, err))?;
+    }
+    // A port in use is refused before the store file is created, not after.
+    if args.port != 0 {
+        std::net::TcpListener::bind(("127.0.0.1", args.port)).map_err(|err| {
+            Error::InputInvalid {
+                path: "--port".into(),
+                problem: format!(
+                    "{}: cannot listen on 127.0.0.1:{}: {err}",
+                    args.port, args.port
+                ),
+            }
         })?;
     }
+    let database = args.database.clone();
     let server = TicketServer::start(ServeOptions {
         port: args.port,
         database: args.database,
@@ -66,6 +74,11 @@ pub fn exec(args: ServeArgs) -> lab::Result<()> {
             tombstones: Duration::from_secs(args.tombstone_seconds),
         }),
         clock: None,
+    })
+    .map_err(|err| match (&database, err) {
+        // The file passed the check, and SQLite still cannot open it (a folder it cannot write).
+        (Some(path), err @ Error::Store { .. }) => file_option("--database", path, err),
+        (_, err) => err,
     })?;
     // The first line is the URL, so a script (or a test) can read where to connect.
     println!("listening on {}", server.url());

@@ -625,6 +625,66 @@ fn serve_proxy_simulate_and_bench_refuse_bad_options_before_they_start() {
     }
 }
 
+#[test]
+fn serve_on_a_port_in_use_or_a_store_sqlite_cannot_open_is_refused_before_a_file_is_made() {
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let folder = tempfile::tempdir().unwrap();
+    let args = [
+        "serve",
+        "--caller",
+        "a=t",
+        "--port",
+        &port,
+        "--database",
+        "tickets.sqlite",
+    ];
+    refuses_in(
+        folder.path(),
+        &args,
+        &format!("--port: {port}: cannot listen on"),
+        None,
+    );
+    // /proc takes no new files, whoever runs the test.
+    let args = [
+        "serve",
+        "--caller",
+        "a=t",
+        "--database",
+        "/proc/lab-tickets.sqlite",
+    ];
+    refuses_in(
+        folder.path(),
+        &args,
+        "--database: /proc/lab-tickets.sqlite: SQLite cannot use it",
+        None,
+    );
+    assert!(!Path::new("/proc/lab-tickets.sqlite").exists());
+}
+
+#[test]
+fn a_runner_database_sqlite_cannot_create_is_refused_naming_the_option() {
+    let folder = tempfile::tempdir().unwrap();
+    let listener = Listener::new();
+    let args = runner_args(&listener.url, &["--key", "k", "--payload", "{}"]);
+    let args: Vec<&str> = args
+        .iter()
+        .map(|arg| {
+            if *arg == "runner.sqlite" {
+                "/proc/lab-runner.sqlite"
+            } else {
+                arg
+            }
+        })
+        .collect();
+    refuses_in(
+        folder.path(),
+        &args,
+        "--database: /proc/lab-runner.sqlite: SQLite cannot use it",
+        Some(&listener),
+    );
+}
+
 // ---- generated input: no panic, exit 2, nothing written ----
 
 /// A value that breaks one rule of the option it is given to.
