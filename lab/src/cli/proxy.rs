@@ -23,10 +23,21 @@ pub struct ProxyArgs {
 /// Starts the proxy, prints its URL and serves until the process is stopped.
 ///
 /// # Errors
-/// [`lab::Error::InputInvalid`] for an upstream that is not `http://` on loopback;
-/// [`lab::Error::Io`] when the port cannot be bound.
+/// [`lab::Error::InputInvalid`] for an upstream that is not `http://` on loopback, or a port in
+/// use; [`lab::Error::Io`] when the port cannot be bound after all.
 pub fn exec(args: &ProxyArgs) -> lab::Result<()> {
     let upstream = DroppingProxy::upstream_address(&args.upstream.text)?;
+    if args.port != 0 {
+        std::net::TcpListener::bind(("127.0.0.1", args.port)).map_err(|err| {
+            lab::Error::InputInvalid {
+                path: "--port".into(),
+                problem: format!(
+                    "{}: cannot listen on 127.0.0.1:{}: {err}",
+                    args.port, args.port
+                ),
+            }
+        })?;
+    }
     let proxy = DroppingProxy::start(upstream, args.port, args.drop_first)?;
     println!("listening on {}", proxy.url());
     flush_stdout()?;

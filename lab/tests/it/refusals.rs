@@ -626,7 +626,8 @@ fn serve_proxy_simulate_and_bench_refuse_bad_options_before_they_start() {
 }
 
 #[test]
-fn serve_on_a_port_in_use_or_a_store_sqlite_cannot_open_is_refused_before_a_file_is_made() {
+fn serve_or_proxy_on_a_port_in_use_or_a_store_sqlite_cannot_open_is_refused_before_a_file_is_made()
+{
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port().to_string();
     let folder = tempfile::tempdir().unwrap();
@@ -639,6 +640,13 @@ fn serve_on_a_port_in_use_or_a_store_sqlite_cannot_open_is_refused_before_a_file
         "--database",
         "tickets.sqlite",
     ];
+    refuses_in(
+        folder.path(),
+        &args,
+        &format!("--port: {port}: cannot listen on"),
+        None,
+    );
+    let args = ["proxy", "--upstream", "http://127.0.0.1:1", "--port", &port];
     refuses_in(
         folder.path(),
         &args,
