@@ -34,6 +34,10 @@ pub fn check(path: &Path) -> Result<()> {
         path: path.to_owned(),
         problem: problem.to_owned(),
     };
+    if path.as_os_str().is_empty() {
+        // SQLite would open a private temporary database, gone when the command ends.
+        return Err(invalid("the path is empty"));
+    }
     let metadata = match std::fs::metadata(path) {
         Ok(metadata) => metadata,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {

@@ -236,6 +236,7 @@ fn a_runner_database_that_is_a_folder_a_stranger_or_nowhere_is_refused_naming_th
             "notes.txt/runner.sqlite",
             "--database: notes.txt/runner.sqlite",
         ),
+        ("", "a value is required for '--database <FILE>'"),
     ] {
         let args = [
             "runner",
