@@ -12,6 +12,7 @@ mod group_commit;
 mod http;
 #[cfg(feature = "postgres")]
 mod postgres;
+mod refusals;
 mod retention;
 mod runner;
 mod sim;
