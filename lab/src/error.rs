@@ -122,9 +122,13 @@ pub enum Error {
     },
 
     /// A ticket tool adapter written outside this crate reported an error of its own.
+    ///
+    /// `?` converts a boxed error (`Box<dyn Error + Send + Sync>`, what `"text".into()` and most
+    /// client libraries' errors become) into this; [`Error::adapter`] wraps any other error.
     #[error("adapter: {source}")]
     Adapter {
         /// The adapter's error.
+        #[from]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
 
@@ -189,6 +193,21 @@ pub enum Error {
 }
 
 impl Error {
+    /// Wraps an adapter's own error, for `map_err(Error::adapter)?` in a [`TicketTool`]
+    /// implementation outside this crate.
+    ///
+    /// [`TicketTool`]: crate::TicketTool
+    ///
+    /// ```
+    /// let err = std::fs::read("/nonexistent/ticket").map_err(lab::Error::adapter).unwrap_err();
+    /// assert!(err.to_string().starts_with("adapter: "));
+    /// ```
+    pub fn adapter(source: impl std::error::Error + Send + Sync + 'static) -> Error {
+        Error::Adapter {
+            source: Box::new(source),
+        }
+    }
+
     /// True for errors caused by the input the user gave (fixture, output path, identifiers), as
     /// opposed to a tool that broke the contract or failed at run time. The command line exits with
     /// status 2 for these and 1 for the rest.

@@ -21,7 +21,7 @@
 //! assert!(matches!(lost, Err(Error::OutcomeUnknown { .. })));
 //!
 //! // The retry carries the same key and gets the same ticket back; nothing new is written.
-//! assert_eq!(store.create(request)?, Outcome::Replayed(1));
+//! assert_eq!(store.create(request)?, Outcome::Replayed(1.into()));
 //! assert_eq!(store.count_tickets()?, 1);
 //!
 //! // The same key with another payload is a different intention: rejected, nothing written.
@@ -65,6 +65,7 @@
 
 pub mod backend;
 pub mod bench;
+pub mod conformance;
 pub mod database_file;
 pub mod error;
 pub mod evidence;

@@ -377,7 +377,7 @@ impl PostgresStore {
             // a new statement, which is a fresh transaction with a fresh snapshot.
             if let Some(row) = client.query_opt(&self.statements.lookup, &identity)? {
                 let saved_payload: String = row.try_get(0)?;
-                let ticket_id: TicketId = row.try_get(1)?;
+                let ticket_id = TicketId::from(row.try_get::<_, i64>(1)?);
                 if saved_payload != payload {
                     return Err(Error::PayloadConflict {
                         key: key.to_string(),
@@ -427,7 +427,9 @@ impl PostgresStore {
         let written = client
             .query_opt(statement, parameters)
             .map_err(|err| self.unfinished(err, request))?;
-        Ok(written.map(|row| row.try_get(0)).transpose()?)
+        Ok(written
+            .map(|row| row.try_get::<_, i64>(0).map(TicketId::from))
+            .transpose()?)
     }
 
     /// Sorts a failed write into "nothing was written" and "nobody knows".
@@ -483,7 +485,11 @@ impl TicketTool for PostgresStore {
             .borrow_mut()
             .query(&self.statements.ticket_ids, &[])?;
         rows.iter()
-            .map(|row| row.try_get(0).map_err(Error::from))
+            .map(|row| {
+                row.try_get::<_, i64>(0)
+                    .map(TicketId::from)
+                    .map_err(Error::from)
+            })
             .collect()
     }
 

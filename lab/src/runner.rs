@@ -417,7 +417,7 @@ impl<T: TicketTool> Runner<T> {
                 Ok(outcome) => {
                     self.pause_at(PausePoint::AfterReply, &saved.key);
                     State::Succeeded {
-                        ticket_id: outcome.ticket_id(),
+                        ticket_id: outcome.ticket_id().clone(),
                     }
                 }
                 Err(err @ Error::PayloadConflict { .. }) => State::Rejected {
@@ -472,7 +472,7 @@ impl<T: TicketTool> Runner<T> {
     fn record(&self, mut saved: SavedOperation, state: State) -> Result<SavedOperation> {
         let (name, ticket_id, note) = match &state {
             State::Pending => ("pending", None, None),
-            State::Succeeded { ticket_id } => ("succeeded", Some(*ticket_id), None),
+            State::Succeeded { ticket_id } => ("succeeded", Some(ticket_id.clone()), None),
             State::Rejected { reason } => ("rejected", None, Some(reason.as_str())),
             State::NeedsReview { reason } => ("needs_review", None, Some(reason.as_str())),
             State::Held { reason } => ("pending", None, Some(reason.as_str())),

@@ -23,7 +23,7 @@ fn runner(database: &Path, url: &str, key: Option<&str>) -> Output {
 }
 
 /// The runner's record of `key`: state and ticket id.
-pub fn runner_record(database: &Path, key: &str) -> (String, Option<i64>) {
+pub fn runner_record(database: &Path, key: &str) -> (String, Option<lab::TicketId>) {
     let db = rusqlite::Connection::open(database).unwrap();
     db.query_row(
         "SELECT state, ticket_id FROM operations WHERE key = ?1",
@@ -34,7 +34,7 @@ pub fn runner_record(database: &Path, key: &str) -> (String, Option<i64>) {
 }
 
 /// Every ticket on the service, read directly (not through the proxy).
-pub fn service_tickets(server: &LabServer) -> Vec<i64> {
+pub fn service_tickets(server: &LabServer) -> Vec<lab::TicketId> {
     let target = HttpTarget::new(&server.url, "token-a", Some("admin-token")).unwrap();
     HttpTool::new(target).ticket_ids().unwrap()
 }
@@ -57,7 +57,7 @@ fn through_a_dropping_proxy_the_runner_retries_and_records_the_one_ticket() {
     assert_eq!(service_tickets(&server), [1]);
     assert_eq!(
         runner_record(&database, "rotate-logs-1"),
-        ("succeeded".to_owned(), Some(1))
+        ("succeeded".to_owned(), Some(1.into()))
     );
 
     // Run again: nothing is pending, nothing is sent, still one ticket.
@@ -127,7 +127,7 @@ fn a_runner_with_no_service_sends_nothing_holds_the_operation_and_resumes_it_wit
     assert_eq!(service_tickets(&server), [1]);
     assert_eq!(
         runner_record(&database, "nobody-home"),
-        ("succeeded".to_owned(), Some(1))
+        ("succeeded".to_owned(), Some(1.into()))
     );
 }
 
@@ -164,7 +164,7 @@ fn a_refused_token_holds_the_operation_and_the_fixed_token_resumes_it_with_the_s
     assert_eq!(service_tickets(&server), [1]);
     assert_eq!(
         runner_record(&database, "wrong-token-1"),
-        ("succeeded".to_owned(), Some(1))
+        ("succeeded".to_owned(), Some(1.into()))
     );
 }
 
@@ -245,7 +245,7 @@ fn an_unknown_outcome_needs_review_exits_4_and_says_what_to_look_for() {
     );
     assert_eq!(
         runner_record(&database, "lost-1"),
-        ("succeeded".to_owned(), Some(1))
+        ("succeeded".to_owned(), Some(1.into()))
     );
     assert_eq!(service_tickets(&server), [1]);
 }
