@@ -25,9 +25,9 @@ fn main() -> ExitCode {
         (Some(_), Some(option)) => Err(bad_arguments(&format!(
             "{option} is for the scenario run (`lab` without a subcommand)"
         ))),
-        (Some(_), None) if cli.run.fixture.is_some() => Err(bad_arguments(
-            "--fixture is for the scenario run (`lab` without a subcommand)",
-        )),
+        (Some(command), None) if cli.run.fixture.is_some() && !command.reads_fixture() => Err(
+            bad_arguments("--fixture is for the scenario run (`lab` without a subcommand)"),
+        ),
         (Some(command), None) => dispatch(command, cli.run.lock_timeout_ms),
     };
     match result {

@@ -219,9 +219,13 @@ impl<T: TicketTool> Runner<T> {
         crate::database_file::check(&path)?;
         let db = Connection::open(&path)?;
         db.busy_timeout(Duration::from_secs(10))?;
-        // Read before the first write: the journal mode below rewrites the file's header.
-        check_schema(&db, &path)?;
-        db.pragma_update(None, "journal_mode", "WAL")?;
+        // Read before the first write: switching the journal mode rewrites the file's header.
+        let fresh = check_schema(&db, &path)?;
+        if fresh {
+            // A file the runner made itself. One it finds already holding its table keeps the
+            // journal mode it has, so opening it (to be refused a bad --key, say) changes nothing.
+            db.pragma_update(None, "journal_mode", "WAL")?;
+        }
         // Every state change must survive a crash of the runner the moment after it returns.
         db.pragma_update(None, "synchronous", "FULL")?;
         db.execute_batch(RUNNER_SCHEMA)?;
@@ -574,8 +578,8 @@ const COLUMNS: [&str; 8] = [
 ];
 
 /// Refuses a database that holds anything but the runner's own table, so the runner never adds
-/// its table to another program's file.
-fn check_schema(db: &Connection, path: &Path) -> Result<()> {
+/// its table to another program's file. True when the file holds no table at all yet.
+fn check_schema(db: &Connection, path: &Path) -> Result<bool> {
     let tables: Vec<String> = db
         .prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name")?
         .query_map([], |row| row.get(0))?
@@ -585,14 +589,14 @@ fn check_schema(db: &Connection, path: &Path) -> Result<()> {
         problem,
     };
     match tables.as_slice() {
-        [] => Ok(()),
+        [] => Ok(true),
         [only] if only == "operations" => {
             let columns: Vec<String> = db
                 .prepare("SELECT name FROM pragma_table_info('operations') ORDER BY cid")?
                 .query_map([], |row| row.get(0))?
                 .collect::<rusqlite::Result<_>>()?;
             if columns == COLUMNS {
-                Ok(())
+                Ok(false)
             } else {
                 Err(invalid(format!(
                     "its `operations` table has the columns {}, not the runner's",

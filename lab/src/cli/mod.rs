@@ -115,6 +115,22 @@ pub enum Command {
     BenchPostgres(bench_postgres::BenchPostgresArgs),
 }
 
+impl Command {
+    /// Whether the subcommand reads the global `--fixture`; given to one that does not, the
+    /// option is refused rather than ignored.
+    pub fn reads_fixture(&self) -> bool {
+        match self {
+            Command::Proxy(_)
+            | Command::Runner(_)
+            | Command::Serve(_)
+            | Command::Simulate(_)
+            | Command::Bench(_)
+            | Command::BenchProbe(_)
+            | Command::BenchPostgres(_) => false,
+        }
+    }
+}
+
 /// An error about the command line, reported as bad input (exit status 2).
 pub fn bad_arguments(problem: &str) -> Error {
     Error::InputInvalid {

@@ -327,6 +327,40 @@ fn a_malformed_new_payload_sends_nothing_not_even_the_pending_operation() {
 }
 
 #[test]
+fn a_runner_file_in_another_journal_mode_is_left_byte_for_byte_when_its_key_is_refused() {
+    let folder = tempfile::tempdir().unwrap();
+    // A runner file that is not in WAL mode (made by hand, or copied with its journal mode
+    // reset): the refusal must not switch it.
+    let db = rusqlite::Connection::open(folder.path().join("runner.sqlite")).unwrap();
+    db.execute_batch(lab::runner::RUNNER_SCHEMA).unwrap();
+    db.execute(
+        "INSERT INTO operations (caller, operation, key, payload, state)
+         VALUES ('alice', 'create_ticket', 'review-1', '{}', 'pending')",
+        [],
+    )
+    .unwrap();
+    drop(db);
+    let listener = Listener::new();
+    let args = runner_args(&listener.url, &["--resend", "review-1"]);
+    refuses_in(
+        folder.path(),
+        &args,
+        "only an operation in review is sent again",
+        Some(&listener),
+    );
+    let args = runner_args(
+        &listener.url,
+        &["--key", "review-1", "--payload", r#"{"a": 1}"#],
+    );
+    refuses_in(
+        folder.path(),
+        &args,
+        "already holds this key with another payload",
+        Some(&listener),
+    );
+}
+
+#[test]
 fn a_saved_key_with_another_payload_is_refused_and_the_pending_operation_is_not_sent() {
     let folder = tempfile::tempdir().unwrap();
     runner_file_with_a_pending_operation(folder.path());
