@@ -1,5 +1,6 @@
 //! Which store the `lab` command runs against: the embedded SQLite store, a PostgreSQL server
-//! when the lab was built with the `postgres` feature, or a ticket service over HTTP.
+//! when the lab was built with the `postgres` feature, or a ticket service over HTTP when it was
+//! built with `http`.
 //!
 //! The choice lives here rather than in `main.rs`, so the command stays thin and a lab built
 //! without PostgreSQL support still knows the name and says how to get it.
@@ -8,6 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+#[cfg(feature = "http")]
 use crate::http::{HttpTarget, HttpTool};
 use crate::sqlite::SqliteStore;
 use crate::suite::{self, Observations, Operation};
@@ -28,6 +30,7 @@ pub enum Backend {
     },
     /// A ticket service over HTTP (such as `lab serve`), through [`HttpTool`]; the store is
     /// emptied through its admin endpoint before each scenario.
+    #[cfg(feature = "http")]
     Http(HttpTarget),
 }
 
@@ -37,6 +40,7 @@ impl Backend {
         match self {
             Backend::Sqlite => "sqlite",
             Backend::Postgres { .. } => "postgres",
+            #[cfg(feature = "http")]
             Backend::Http(_) => "http",
         }
     }
@@ -55,6 +59,7 @@ impl Backend {
                 postgres::run_suite(url, *lock_timeout, operation)
             }
             // One service, emptied before each scenario: the scenarios run one after another.
+            #[cfg(feature = "http")]
             Backend::Http(target) => suite::run(operation, |_scenario| {
                 let tool = HttpTool::new(target.clone());
                 tool.reset()?;
@@ -70,7 +75,11 @@ impl Backend {
     /// since SQLite takes one writer at a time) and when PostgreSQL support is not built in.
     pub fn compare_throughput(&self, plan: &ThroughputPlan) -> Result<ThroughputReport> {
         match self {
-            Backend::Sqlite | Backend::Http(_) => Err(command_line(
+            Backend::Sqlite => Err(command_line(
+                "the throughput comparison is for PostgreSQL; `lab bench` measures SQLite",
+            )),
+            #[cfg(feature = "http")]
+            Backend::Http(_) => Err(command_line(
                 "the throughput comparison is for PostgreSQL; `lab bench` measures SQLite",
             )),
             Backend::Postgres { url, lock_timeout } => {

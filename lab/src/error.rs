@@ -77,7 +77,7 @@ pub enum Error {
 
     /// A PostgreSQL connection URL could not be read.
     #[cfg(feature = "postgres")]
-    #[error("invalid PostgreSQL URL {url:?}: {}", crate::postgres::describe(.source))]
+    #[error("invalid PostgreSQL URL {url:?}: {}", describe_postgres(.source))]
     DatabaseUrl {
         /// The URL as given, with any password replaced by `***`.
         url: String,
@@ -87,7 +87,7 @@ pub enum Error {
 
     /// A connection to the PostgreSQL server could not be opened.
     #[cfg(feature = "postgres")]
-    #[error("cannot connect to PostgreSQL at {target}: {}", crate::postgres::describe(.source))]
+    #[error("cannot connect to PostgreSQL at {target}: {}", describe_postgres(.source))]
     PostgresConnect {
         /// Host, port, database and user (never the password).
         target: String,
@@ -97,7 +97,7 @@ pub enum Error {
 
     /// The PostgreSQL store reported an error.
     #[cfg(feature = "postgres")]
-    #[error("PostgreSQL store: {}", crate::postgres::describe(.source))]
+    #[error("PostgreSQL store: {}", describe_postgres(.source))]
     Postgres {
         /// The underlying rust-postgres error; for a server error, its SQLSTATE code is in
         /// [`postgres::Error::code`](::postgres::Error::code).
@@ -224,6 +224,29 @@ impl Error {
             _ => false,
         }
     }
+}
+
+/// A rust-postgres error on one line: a server error with its severity, SQLSTATE code, message and
+/// detail; any other error with its cause. (The error's own `Display` says only "db error".)
+///
+/// It lives beside the variants whose messages use it, so the error type depends on the
+/// PostgreSQL client crate and not on the store built on it.
+#[cfg(feature = "postgres")]
+pub(crate) fn describe_postgres(err: &::postgres::Error) -> String {
+    if let Some(db) = err.as_db_error() {
+        let mut text = format!("{} {}: {}", db.severity(), db.code().code(), db.message());
+        if let Some(detail) = db.detail() {
+            text.push_str(&format!(" ({detail})"));
+        }
+        return text;
+    }
+    let mut text = err.to_string();
+    let mut cause = std::error::Error::source(err);
+    while let Some(inner) = cause {
+        text.push_str(&format!(": {inner}"));
+        cause = inner.source();
+    }
+    text
 }
 
 fn key_label(key: &Option<String>) -> String {

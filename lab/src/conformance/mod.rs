@@ -49,13 +49,13 @@ pub struct Options {
 }
 
 impl Default for Options {
-    /// Sixteen callers, 2500 rounds on new keys and 100 on completed ones: an adapter that gives up
+    /// Sixteen callers, 1000 rounds on new keys and 100 on completed ones: an adapter that gives up
     /// its lock between lookup and insert is caught in practically every run, and a correct SQLite
     /// store finishes the whole run in a few seconds.
     fn default() -> Self {
         Options {
             callers: 16,
-            fresh_key_rounds: 2500,
+            fresh_key_rounds: 1000,
             completed_key_rounds: 100,
             seed: 0x5EED_1AB5,
         }

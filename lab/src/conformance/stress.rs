@@ -203,12 +203,22 @@ fn release_together<T: TicketTool + Send>(
 /// also between a tool's lookup and its insert, which is where a race hides. After a while
 /// (a slow round: a commit waiting for the disk) they sleep briefly, to leave the cores to the
 /// tool.
+///
+/// Two callers do more: after the release each spins until the other is spinning too, so both
+/// are on a core at the same moment when they send. On a busy machine a released thread may
+/// not run for milliseconds, and a race between two callers that never overlap is never seen.
 struct Release {
     callers: usize,
     arrived: AtomicUsize,
     round: AtomicUsize,
     abandoned: AtomicBool,
+    /// Callers of this round spinning in the rendezvous, and whether it completed.
+    spinning: AtomicUsize,
+    go: AtomicBool,
 }
+
+/// How long a caller spins in the rendezvous before it steps out and yields its core, in spins.
+const RENDEZVOUS_SPINS: u32 = 20_000;
 
 impl Release {
     fn new(callers: usize) -> Release {
@@ -217,14 +227,70 @@ impl Release {
             arrived: AtomicUsize::new(0),
             round: AtomicUsize::new(0),
             abandoned: AtomicBool::new(false),
+            spinning: AtomicUsize::new(0),
+            go: AtomicBool::new(false),
         }
     }
 
-    /// Waits until every caller reached `round`; false when the run was abandoned.
+    /// Waits until every caller reached `round` (and, for two callers, until both are running);
+    /// false when the run was abandoned.
     fn wait(&self, round: usize) -> bool {
         if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == self.callers * (round + 1) {
+            // Everyone else waits for the store below, so the rendezvous can start afresh.
+            self.spinning.store(0, Ordering::Release);
+            self.go.store(false, Ordering::Release);
             self.round.store(round + 1, Ordering::Release);
         }
+        if !self.released(round) {
+            return false;
+        }
+        self.callers > 2 || self.rendezvous()
+    }
+
+    /// Spins until the other caller spins too. A caller that spun long alone steps out (unless
+    /// the other has just arrived), yields, and comes back.
+    fn rendezvous(&self) -> bool {
+        loop {
+            if self.spinning.fetch_add(1, Ordering::AcqRel) + 1 == self.callers {
+                self.go.store(true, Ordering::Release);
+                return true;
+            }
+            let mut spins = 0;
+            while !self.go.load(Ordering::Acquire) && spins < RENDEZVOUS_SPINS {
+                std::hint::spin_loop();
+                spins += 1;
+            }
+            if self.go.load(Ordering::Acquire) {
+                return true;
+            }
+            // Step out, unless the other caller arrived meanwhile (then it is setting `go`).
+            let mut seen = self.spinning.load(Ordering::Acquire);
+            loop {
+                if seen >= self.callers {
+                    while !self.go.load(Ordering::Acquire) {
+                        std::hint::spin_loop();
+                    }
+                    return true;
+                }
+                match self.spinning.compare_exchange(
+                    seen,
+                    seen - 1,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => break,
+                    Err(now) => seen = now,
+                }
+            }
+            if self.abandoned.load(Ordering::Acquire) {
+                return false;
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// Waits, yielding, until the round is released.
+    fn released(&self, round: usize) -> bool {
         let mut spins = 0u32;
         while self.round.load(Ordering::Acquire) <= round {
             if self.abandoned.load(Ordering::Acquire) {

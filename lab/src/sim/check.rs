@@ -26,6 +26,9 @@ pub enum ViolationKind {
     ConflictChangedOriginal,
     /// A retry with the same payload was rejected as a conflict.
     SpuriousConflict,
+    /// A call with a changed payload under a used key was told it succeeded with the ticket made
+    /// for the other payload, instead of being rejected.
+    AcceptedChangedPayload,
     /// A ticket without its record, or a record without its ticket.
     Unpaired,
     /// An uncertain outcome neither resolved by a retry with the same key nor marked for review.
@@ -43,6 +46,7 @@ impl ViolationKind {
             ViolationKind::CrossScope => "visible across scopes",
             ViolationKind::ConflictChangedOriginal => "conflict changed the original",
             ViolationKind::SpuriousConflict => "same payload rejected as a conflict",
+            ViolationKind::AcceptedChangedPayload => "changed payload accepted",
             ViolationKind::Unpaired => "ticket and record not paired",
             ViolationKind::Unresolved => "unknown outcome left unresolved",
             ViolationKind::UnexpectedTicket => "ticket nobody asked for",
@@ -263,6 +267,20 @@ fn check_key(
                             "{} was told ticket {id}, which belongs to {}",
                             info.tag(),
                             history.intents[other].tag()
+                        ),
+                    ));
+                }
+                // A success carries the ticket made for this payload; one made for another
+                // payload means the changed payload was accepted instead of rejected.
+                if let Some(made) = log.tickets.iter().find(|t| t.id == id)
+                    && canonical(&made.payload) != info.payload
+                {
+                    verdict.violations.push(violation(
+                        ViolationKind::AcceptedChangedPayload,
+                        format!(
+                            "{} sent another payload under {who} and was told ticket {id}, made \
+                             for the first payload",
+                            info.tag()
                         ),
                     ));
                 }

@@ -15,6 +15,7 @@ mod http_hostile;
 mod http_postgres;
 #[cfg(feature = "postgres")]
 mod postgres;
+mod refusals;
 mod retention;
 mod runner;
 mod sim;

@@ -261,3 +261,82 @@ fn the_simulate_command_reports_its_runs_and_exit_status() {
     let bad = lab(&["--variant", "optimistic"]);
     assert_eq!(bad.status.code(), Some(2));
 }
+
+/// The lab's store, except that a changed payload under a used key is replayed instead of
+/// rejected: the mistake the seven scenarios cannot see once the scenario's own conflict passes.
+struct ReplaysAnyPayload(lab::SqliteStore);
+
+impl lab::TicketTool for ReplaysAnyPayload {
+    fn create(&self, request: lab::CreateRequest<'_>) -> lab::Result<lab::Outcome> {
+        match self.0.create(request) {
+            Err(lab::Error::PayloadConflict { .. }) => {
+                let key = request.key.expect("only a keyed call conflicts");
+                let saved = self
+                    .0
+                    .saved_response(request.scope, key)?
+                    .unwrap_or_default();
+                let saved: lab::serde_json::Value = lab::serde_json::from_str(&saved).unwrap();
+                request.reply(lab::Outcome::Replayed(
+                    saved["ticket_id"].as_i64().unwrap().into(),
+                ))
+            }
+            other => other,
+        }
+    }
+    fn ticket_ids(&self) -> lab::Result<Vec<TicketId>> {
+        self.0.ticket_ids()
+    }
+    fn count_records(&self) -> lab::Result<u64> {
+        self.0.count_records()
+    }
+    fn forget_record(&self, scope: &lab::Scope, key: &lab::OperationKey) -> lab::Result<bool> {
+        self.0.forget_record(scope, key)
+    }
+    fn connect(&self) -> lab::Result<Self> {
+        Ok(ReplaysAnyPayload(self.0.connect()?))
+    }
+}
+
+impl sim::Subject for ReplaysAnyPayload {
+    type Pending = std::convert::Infallible;
+    fn resume(
+        &self,
+        _request: lab::CreateRequest<'_>,
+        pending: Self::Pending,
+    ) -> sim::Progress<Self::Pending> {
+        match pending {}
+    }
+    fn view(&self) -> lab::Result<sim::StoreView> {
+        sim::read_lab_schema(self.0.connection())
+    }
+}
+
+#[test]
+fn the_checker_flags_an_adapter_that_accepts_a_changed_payload() {
+    let mut caught = Vec::new();
+    for seed in 1..=40 {
+        let tool = ReplaysAnyPayload(lab::SqliteStore::temporary().unwrap());
+        let history = sim::run(&Plan::generate(seed), &tool).unwrap();
+        let verdict = check(&history);
+        if let Some(v) = verdict
+            .violations
+            .iter()
+            .find(|v| v.kind == ViolationKind::AcceptedChangedPayload)
+        {
+            caught.push((seed, v.detail.clone()));
+        }
+        // The lab's own store, on the same plan, is never flagged.
+        let correct = sim::run(
+            &Plan::generate(seed),
+            &lab::SqliteStore::temporary().unwrap(),
+        )
+        .unwrap();
+        assert!(check(&correct).violations.is_empty(), "seed {seed}");
+    }
+    assert!(
+        caught.len() >= 5,
+        "caught in only {} of 40 histories: {caught:?}",
+        caught.len()
+    );
+    assert!(caught[0].1.contains("sent another payload"), "{caught:?}");
+}
