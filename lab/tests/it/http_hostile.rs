@@ -669,3 +669,33 @@ fn every_problem_type_has_its_anchor_in_the_contract_chapter() {
         );
     }
 }
+
+#[test]
+fn a_head_that_never_finishes_is_closed_after_the_header_timeout() {
+    let server = in_process(Limits {
+        header_read: Duration::from_millis(300),
+        ..Limits::default()
+    });
+    let mut raw = Raw::connect(&server.url());
+    let started = Instant::now();
+    raw.send(b"GET /tickets HTTP/1.1\r\nHost: lab\r\nX-Slow: 1");
+    assert!(raw.is_closed(), "the connection was answered instead");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_alive(&server.url());
+}
+
+#[test]
+fn a_non_ascii_byte_in_a_header_name_is_answered_400_by_hyper() {
+    let server = LabServer::start(&[]);
+    let mut raw = Raw::connect(&server.url);
+    raw.send(b"GET /tickets HTTP/1.1\r\nHost: lab\r\nX-Caf\xc3\xa9: 1\r\n\r\n");
+    let reply = raw
+        .reply(false)
+        .expect("an answer, not a closed connection");
+    assert_eq!(reply.status, 400, "{reply:?}");
+    assert_alive(&server.url);
+}
