@@ -11,15 +11,16 @@ use crate::error::{Error, Result};
 use crate::key::{OperationKey, Scope};
 use crate::tool::{CreateRequest, Fault, Outcome, TicketId, TicketTool};
 
-/// How many times a create is sent again after a 409 (key in flight) before the adapter gives up
-/// and reports the outcome unknown.
+/// How many times a create is sent again after a 409 (key in flight) or a 503 (the service at its
+/// connection limit) before the adapter gives up and reports the outcome unknown.
 pub const IN_FLIGHT_RETRIES: u32 = 10;
 
 /// What one create request got back.
 enum Sent {
     /// An answer the contract defines: an outcome or an error to report.
     Answer(Result<Outcome>),
-    /// 409: the key is being processed by another request; wait and send it again.
+    /// 409: the key is being processed by another request, or 503: the service shed the
+    /// connection before reading the request; wait and send it again.
     InFlight,
 }
 
@@ -136,6 +137,13 @@ impl HttpTool {
         let kind = parsed["type"].as_str().and_then(problem::from_uri);
         Sent::Answer(match (status, kind) {
             (409, Some(problem::IN_FLIGHT)) => return Sent::InFlight,
+            // Shed at the connection limit before the request was read: nothing happened yet.
+            (503, Some(problem::OVERLOADED)) => return Sent::InFlight,
+            // The request timed out on the server; its create may still have committed.
+            (408, Some(problem::REQUEST_TIMEOUT)) => Err(Error::OutcomeUnknown {
+                key,
+                reason: format!("{} answered 408: the request timed out", self.url(path)),
+            }),
             (201, _) => match parsed["ticket_id"].as_i64() {
                 Some(id) if replayed => Ok(Outcome::Replayed(id.into())),
                 Some(id) => Ok(Outcome::Created(id.into())),
@@ -210,7 +218,10 @@ impl TicketTool for HttpTool {
         }
         Err(Error::OutcomeUnknown {
             key: request.key.map(ToString::to_string),
-            reason: format!("the key was still in flight after {IN_FLIGHT_RETRIES} waits (409)"),
+            reason: format!(
+                "the key was still in flight, or the service at its connection limit, after \
+                 {IN_FLIGHT_RETRIES} waits (409 or 503)"
+            ),
         })
     }
 

@@ -699,3 +699,37 @@ fn a_non_ascii_byte_in_a_header_name_is_answered_400_by_hyper() {
     assert_eq!(reply.status, 400, "{reply:?}");
     assert_alive(&server.url);
 }
+
+#[test]
+fn the_client_adapter_waits_out_a_503_and_creates_the_one_ticket() {
+    use lab::http::{HttpTarget, HttpTool};
+    use lab::{CreateRequest, Outcome, TicketTool};
+    let server = in_process(Limits {
+        connections: 1,
+        header_read: Duration::from_millis(1500),
+        ..Limits::default()
+    });
+    // The one slot is held by an idle connection until its header timeout.
+    let held = Raw::connect(&server.url());
+    std::thread::sleep(Duration::from_millis(100));
+    let tool = HttpTool::new(HttpTarget::new(&server.url(), "token-a", None).unwrap());
+    let (scope, key, payload) = crate::sample();
+    let scope = lab::Scope::new("alice", scope.operation()).unwrap();
+    let started = Instant::now();
+    let outcome = tool.create(CreateRequest::keyed(&scope, &key, &payload));
+    assert_eq!(outcome.unwrap(), Outcome::Created(1.into()));
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    // The adapter's kept-alive connection holds the one slot now; let it go first.
+    drop((held, tool));
+    std::thread::sleep(Duration::from_millis(100));
+    let listed = exchange(&server.url(), &get("/tickets"));
+    assert_eq!(
+        listed.json()["tickets"].as_array().unwrap().len(),
+        1,
+        "{listed:?}"
+    );
+}

@@ -11,7 +11,7 @@ use std::time::Duration;
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
 use tower::ServiceExt;
@@ -115,10 +115,21 @@ async fn shed(mut stream: TcpStream) {
         crate::http::contract::PROBLEM_JSON,
         body.len()
     );
-    // Bounded, so a peer that never reads cannot hold the task.
+    // Bounded, so a peer that never reads cannot hold the task. After the answer, only the
+    // sending half is closed and what the client is still sending is read and dropped for a
+    // moment: closing both at once would turn the client's unsent request into a reset, and a
+    // reset can destroy the 503 before the client reads it.
     let _ = tokio::time::timeout(Duration::from_secs(1), async {
         let _ = stream.write_all(reply.as_bytes()).await;
         let _ = stream.shutdown().await;
+        let mut sink = [0; 4096];
+        let mut drained = 0;
+        while drained < 64 * 1024 {
+            match stream.read(&mut sink).await {
+                Ok(0) | Err(_) => break,
+                Ok(read) => drained += read,
+            }
+        }
     })
     .await;
 }
