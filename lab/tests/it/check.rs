@@ -68,19 +68,21 @@ fn lab_check_passes_every_contract_point_on_the_sqlite_store() {
 fn lab_check_over_http_runs_every_point_against_lab_serve() {
     let _cores = crate::conformance::one_at_a_time();
     let server = LabServer::start(&["--faults"]);
-    let output = lab(&[
+    let url = server.url.as_str();
+    let args = [
         "check",
         "--adapter",
         "http",
         "--url",
-        &server.url,
+        url,
         "--token",
         "token-a",
         "--admin-token",
         "admin-token",
         "--rounds",
         "200",
-    ]);
+    ];
+    let output = lab_within(&args, Duration::from_secs(120));
     let stdout = text(&output.stdout);
     assert!(output.status.success(), "{stdout}{}", text(&output.stderr));
     assert!(
