@@ -8,6 +8,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::conformance;
 use crate::error::{Error, Result};
 #[cfg(feature = "http")]
 use crate::http::{HttpTarget, HttpTool};
@@ -68,6 +69,29 @@ impl Backend {
         }
     }
 
+    /// Checks every contract point of [`conformance`](crate::conformance), each on a fresh store:
+    /// a temporary database, a fresh schema, or the service emptied through its admin endpoint.
+    ///
+    /// # Errors
+    /// As [`Backend::run_suite`], for what stops the run before it checks anything; a broken
+    /// contract point is in the report, not an error.
+    pub fn check(&self, options: &conformance::Options) -> Result<conformance::Report> {
+        match self {
+            Backend::Sqlite => Ok(conformance::run_with(options, SqliteStore::temporary)),
+            Backend::Postgres { url, lock_timeout } => postgres::check(url, *lock_timeout, options),
+            #[cfg(feature = "http")]
+            Backend::Http(target) => {
+                // Fails here, before the report, when the admin token is missing or refused.
+                HttpTool::new(target.clone()).reset()?;
+                Ok(conformance::run_with(options, || {
+                    let tool = HttpTool::new(target.clone());
+                    tool.reset()?;
+                    Ok(tool)
+                }))
+            }
+        }
+    }
+
     /// Measures keyed create against plain insert at each number of clients in `plan`.
     ///
     /// # Errors
@@ -101,6 +125,7 @@ fn command_line(problem: &str) -> Error {
 mod postgres {
     use std::time::Duration;
 
+    use crate::conformance;
     use crate::error::Result;
     use crate::postgres::{PostgresOptions, PostgresStore};
     use crate::suite::{self, Observations, Operation};
@@ -115,6 +140,19 @@ mod postgres {
         suite::run(operation, |_scenario| {
             PostgresStore::temporary_with(url, options)
         })
+    }
+
+    pub fn check(
+        url: &str,
+        lock_timeout: Duration,
+        options: &conformance::Options,
+    ) -> Result<conformance::Report> {
+        let store_options = PostgresOptions::default().with_lock_timeout(lock_timeout);
+        // One store first, so a bad URL or an unreachable server fails before the report.
+        drop(PostgresStore::temporary_with(url, store_options)?);
+        Ok(conformance::run_with(options, || {
+            PostgresStore::temporary_with(url, store_options)
+        }))
     }
 
     pub fn compare_throughput(
@@ -157,6 +195,14 @@ mod postgres {
     }
 
     pub fn run_suite(_: &str, _: Duration, _: &Operation) -> Result<Observations> {
+        Err(not_built_in())
+    }
+
+    pub fn check(
+        _: &str,
+        _: Duration,
+        _: &crate::conformance::Options,
+    ) -> Result<crate::conformance::Report> {
         Err(not_built_in())
     }
 

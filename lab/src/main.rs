@@ -28,7 +28,7 @@ fn main() -> ExitCode {
         (Some(command), None) if cli.run.fixture.is_some() && !command.reads_fixture() => Err(
             bad_arguments("--fixture is for the scenario run (`lab` without a subcommand)"),
         ),
-        (Some(command), None) => dispatch(command, cli.run.lock_timeout_ms),
+        (Some(command), None) => dispatch(command, cli.run.target.lock_timeout_ms),
     };
     match result {
         Ok(finished) => ExitCode::from(finished.exit_status()),
@@ -53,6 +53,7 @@ fn dispatch(command: Command, lock_timeout_ms: u64) -> lab::Result<Finished> {
         Command::Proxy(args) => done(cli::proxy::exec(&args)),
         Command::Runner(args) => cli::runner::exec(args),
         Command::Serve(args) => done(cli::serve::exec(args)),
+        Command::Check(args) => cli::check::exec(&args),
         Command::Simulate(args) => done(cli::simulate::exec(args)),
         Command::Bench(args) => done(cli::bench::exec(args)),
         Command::BenchProbe(args) => done(cli::bench_probe::exec(&args)),

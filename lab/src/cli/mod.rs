@@ -14,6 +14,7 @@ use lab::runner::State;
 pub mod bench;
 pub mod bench_postgres;
 pub mod bench_probe;
+pub mod check;
 pub mod proxy;
 pub mod run;
 pub mod runner;
@@ -101,6 +102,9 @@ pub enum Command {
     Runner(runner::RunnerArgs),
     /// Serve the ticket store over HTTP on 127.0.0.1 (see the book's "Across a real boundary")
     Serve(serve::ServeArgs),
+    /// Check every point of the retry contract against a store or a service (`--adapter http`),
+    /// each on a fresh store, and report each passed or failed with its likely cause
+    Check(check::CheckArgs),
     /// Run seeded histories of callers, faults, crashes and pruning against a tool, and check the
     /// contract's invariants over each (see the book's "Simulated histories" chapter)
     Simulate(simulate::SimulateCommand),
@@ -121,6 +125,7 @@ impl Command {
     pub fn reads_fixture(&self) -> bool {
         match self {
             Command::Proxy(_)
+            | Command::Check(_)
             | Command::Runner(_)
             | Command::Serve(_)
             | Command::Simulate(_)

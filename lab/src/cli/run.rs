@@ -16,6 +16,22 @@ use super::value::{self, LoopbackUrl};
 /// The scenario run's arguments, which are also the top level's.
 #[derive(Args)]
 pub struct RunArgs {
+    /// Which store or service the scenarios run against.
+    #[command(flatten)]
+    pub target: BackendArgs,
+
+    /// The approved operation to replay [default: the repository's fixture.json, built in]
+    #[arg(long, value_name = "FILE", global = true)]
+    pub fixture: Option<PathBuf>,
+
+    /// Write the evidence JSON here (replaced atomically; unchanged if the run fails)
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+/// The store or service a command runs against: `lab` and `lab check` share these options.
+#[derive(Args)]
+pub struct BackendArgs {
     /// The store to run the scenarios against (`http`: a ticket service such as `lab serve`)
     #[arg(long, visible_alias = "adapter", value_enum, default_value_t = BackendName::Sqlite)]
     pub backend: BackendName,
@@ -42,14 +58,6 @@ pub struct RunArgs {
     /// key before it reports an unknown outcome (lock_timeout)
     #[arg(long, value_name = "MS", default_value_t = 5000, value_parser = value::lock_timeout_ms)]
     pub lock_timeout_ms: u64,
-
-    /// The approved operation to replay [default: the repository's fixture.json, built in]
-    #[arg(long, value_name = "FILE", global = true)]
-    pub fixture: Option<PathBuf>,
-
-    /// Write the evidence JSON here (replaced atomically; unchanged if the run fails)
-    #[arg(long, value_name = "FILE")]
-    pub output: Option<PathBuf>,
 }
 
 /// The stores the scenarios can run against: `sqlite`, `postgres` (feature `postgres`) or `http`
@@ -69,7 +77,7 @@ pub enum BackendName {
 /// Bad input (arguments, fixture, output path) before anything runs; a failed scenario check; a
 /// store that fails.
 pub fn exec(args: &RunArgs) -> lab::Result<()> {
-    let backend = backend(args)?;
+    let backend = backend(&args.target)?;
     let operation = match &args.fixture {
         Some(path) => fixture::load(path)?,
         None => fixture::built_in()?,
@@ -96,11 +104,11 @@ impl RunArgs {
     /// (`--lock-timeout-ms` is also `lab bench-postgres`'s; `--fixture` is checked apart.)
     pub fn given_to_a_subcommand(&self) -> Option<&'static str> {
         [
-            (self.backend != BackendName::Sqlite, "--backend"),
-            (self.url.is_some(), "--url"),
-            (self.token.is_some(), "--token"),
-            (self.admin_token.is_some(), "--admin-token"),
-            (self.database_url.is_some(), "--database-url"),
+            (self.target.backend != BackendName::Sqlite, "--backend"),
+            (self.target.url.is_some(), "--url"),
+            (self.target.token.is_some(), "--token"),
+            (self.target.admin_token.is_some(), "--admin-token"),
+            (self.target.database_url.is_some(), "--database-url"),
             (self.output.is_some(), "--output"),
         ]
         .into_iter()
@@ -108,7 +116,11 @@ impl RunArgs {
     }
 }
 
-fn backend(args: &RunArgs) -> lab::Result<Backend> {
+/// The backend the options name, checked before anything connects.
+///
+/// # Errors
+/// [`lab::Error::InputInvalid`] naming the option when the options do not fit together.
+pub fn backend(args: &BackendArgs) -> lab::Result<Backend> {
     let http_flags = args.url.is_some() || args.token.is_some() || args.admin_token.is_some();
     match (args.backend, &args.url, &args.token) {
         (BackendName::Http, Some(url), Some(token)) => Ok(Backend::Http(HttpTarget::new(

@@ -72,6 +72,11 @@ impl Options {
         }
     }
 
+    /// The same options with another seed for the callers' jitter.
+    pub fn with_seed(self, seed: u64) -> Options {
+        Options { seed, ..self }
+    }
+
     /// The same options with another number of callers per round (at least two).
     pub fn with_callers(self, callers: usize) -> Options {
         Options {

@@ -159,6 +159,10 @@ impl fmt::Display for Report {
             }
         }
         let failed = self.failures().count();
+        writeln!(f, "a pass covers:")?;
+        for line in COVERED {
+            writeln!(f, "  - {line}")?;
+        }
         writeln!(f, "not covered by a pass:")?;
         for line in NOT_COVERED {
             writeln!(f, "  - {line}")?;

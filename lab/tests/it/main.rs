@@ -4,6 +4,7 @@ mod backend;
 mod bad_input;
 mod bench;
 mod book;
+mod check;
 mod cli;
 mod conformance;
 mod crash;

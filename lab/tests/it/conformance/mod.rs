@@ -24,7 +24,7 @@ fn runs() -> usize {
 
 /// The concurrent points need the cores to themselves: two of these tests at once would race
 /// each other for them. Each test holds this while it runs.
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     static CORES: std::sync::Mutex<()> = std::sync::Mutex::new(());
     CORES
         .lock()
