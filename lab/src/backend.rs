@@ -12,6 +12,8 @@ use crate::conformance;
 use crate::error::{Error, Result};
 #[cfg(feature = "http")]
 use crate::http::{HttpTarget, HttpTool};
+#[cfg(feature = "mcp")]
+use crate::mcp::{McpTool, client::StdioServer};
 use crate::sqlite::SqliteStore;
 use crate::suite::{self, Observations, Operation};
 use crate::throughput::{ThroughputPlan, ThroughputReport};
@@ -33,7 +35,23 @@ pub enum Backend {
     /// emptied through its admin endpoint before each scenario.
     #[cfg(feature = "http")]
     Http(HttpTarget),
+    /// The ticket tools over MCP, through [`McpTool`]: `program mcp` is started over stdio for
+    /// each scenario, on a temporary database of its own, with faults and the admin tools on.
+    #[cfg(feature = "mcp")]
+    Mcp {
+        /// The `lab` binary to start as the server.
+        program: std::path::PathBuf,
+    },
 }
+
+/// The admin token `lab --adapter mcp` starts its servers with; they live only as long as one
+/// scenario and listen on nothing but the pipe to their parent.
+#[cfg(feature = "mcp")]
+const MCP_SUITE_ADMIN_TOKEN: &str = "lab-suite-admin";
+
+/// The caller a `lab check --adapter mcp` server acts for.
+#[cfg(feature = "mcp")]
+const MCP_CHECK_CALLER: &str = "support-agent";
 
 impl Backend {
     /// The name the evidence file and the command line use: `sqlite` or `postgres`.
@@ -43,6 +61,8 @@ impl Backend {
             Backend::Postgres { .. } => "postgres",
             #[cfg(feature = "http")]
             Backend::Http(_) => "http",
+            #[cfg(feature = "mcp")]
+            Backend::Mcp { .. } => "mcp",
         }
     }
 
@@ -65,6 +85,15 @@ impl Backend {
                 let tool = HttpTool::new(target.clone());
                 tool.reset()?;
                 Ok(tool)
+            }),
+            // A fresh server process per scenario: its temporary database is the fresh store.
+            #[cfg(feature = "mcp")]
+            Backend::Mcp { program } => suite::run(operation, |_scenario| {
+                McpTool::spawn(&StdioServer::lab(
+                    program.clone(),
+                    operation.scope.caller(),
+                    MCP_SUITE_ADMIN_TOKEN,
+                ))
             }),
         }
     }
@@ -89,6 +118,14 @@ impl Backend {
                     Ok(tool)
                 }))
             }
+            #[cfg(feature = "mcp")]
+            Backend::Mcp { program } => {
+                let server =
+                    StdioServer::lab(program.clone(), MCP_CHECK_CALLER, MCP_SUITE_ADMIN_TOKEN);
+                // Fails here, before the report, when the server cannot be started.
+                drop(McpTool::spawn(&server)?);
+                Ok(conformance::run_with(options, || McpTool::spawn(&server)))
+            }
         }
     }
 
@@ -104,6 +141,10 @@ impl Backend {
             )),
             #[cfg(feature = "http")]
             Backend::Http(_) => Err(command_line(
+                "the throughput comparison is for PostgreSQL; `lab bench` measures SQLite",
+            )),
+            #[cfg(feature = "mcp")]
+            Backend::Mcp { .. } => Err(command_line(
                 "the throughput comparison is for PostgreSQL; `lab bench` measures SQLite",
             )),
             Backend::Postgres { url, lock_timeout } => {

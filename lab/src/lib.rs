@@ -50,6 +50,8 @@
 //! - [`throughput`]: keyed create against plain insert at several numbers of clients, for any tool.
 //! - `http` (feature `http`, on by default through `cli`): `lab serve`, the store behind HTTP on
 //!   loopback, and `HttpTool`, the client adapter that runs the suite against it.
+//! - `mcp` (feature `mcp`, on by default through `cli`): `lab mcp`, the ticket tools over the
+//!   Model Context Protocol (stdio and Streamable HTTP), and `McpTool`, its client adapter.
 //! - [`runner`]: `lab runner`, a durable caller that saves each operation before sending it and
 //!   resumes what is unfinished.
 //! - [`backend`]: which store the `lab` command runs against; [`database_file`]: whether a path
@@ -73,6 +75,8 @@ pub mod fixture;
 #[cfg(feature = "http")]
 pub mod http;
 pub mod key;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 pub mod payload;
 #[cfg(feature = "postgres")]
 pub mod postgres;

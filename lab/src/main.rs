@@ -53,6 +53,7 @@ fn dispatch(command: Command, lock_timeout_ms: u64) -> lab::Result<Finished> {
         Command::Proxy(args) => done(cli::proxy::exec(&args)),
         Command::Runner(args) => cli::runner::exec(args),
         Command::Serve(args) => done(cli::serve::exec(args)),
+        Command::Mcp(args) => done(cli::mcp::exec(args)),
         Command::Check(args) => cli::check::exec(&args),
         Command::Simulate(args) => done(cli::simulate::exec(args)),
         Command::Bench(args) => done(cli::bench::exec(args)),

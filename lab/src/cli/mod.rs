@@ -15,6 +15,7 @@ pub mod bench;
 pub mod bench_postgres;
 pub mod bench_probe;
 pub mod check;
+pub mod mcp;
 pub mod proxy;
 pub mod run;
 pub mod runner;
@@ -102,6 +103,9 @@ pub enum Command {
     Runner(runner::RunnerArgs),
     /// Serve the ticket store over HTTP on 127.0.0.1 (see the book's "Across a real boundary")
     Serve(serve::ServeArgs),
+    /// Serve the ticket tools over the Model Context Protocol: stdio, or Streamable HTTP on
+    /// 127.0.0.1 with bearer tokens (see the book's "Over MCP" chapter)
+    Mcp(mcp::McpArgs),
     /// Check every point of the retry contract against a store or a service (`--adapter http`),
     /// each on a fresh store, and report each passed or failed with its likely cause
     Check(check::CheckArgs),
@@ -128,6 +132,7 @@ impl Command {
             | Command::Check(_)
             | Command::Runner(_)
             | Command::Serve(_)
+            | Command::Mcp(_)
             | Command::Simulate(_)
             | Command::Bench(_)
             | Command::BenchProbe(_)

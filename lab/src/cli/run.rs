@@ -60,8 +60,9 @@ pub struct BackendArgs {
     pub lock_timeout_ms: u64,
 }
 
-/// The stores the scenarios can run against: `sqlite`, `postgres` (feature `postgres`) or `http`
-/// (a ticket service such as `lab serve`).
+/// The stores the scenarios can run against: `sqlite`, `postgres` (feature `postgres`), `http`
+/// (a ticket service such as `lab serve`) or `mcp` (`lab mcp` over stdio, started for each
+/// scenario).
 // The variants carry no doc comments: clap would print them as a list of possible values and
 // change the `--help` text users already know.
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -69,6 +70,7 @@ pub enum BackendName {
     Sqlite,
     Postgres,
     Http,
+    Mcp,
 }
 
 /// Runs the seven scenarios and writes the evidence.
@@ -135,6 +137,16 @@ pub fn backend(args: &BackendArgs) -> lab::Result<Backend> {
         (_, _, _) if http_flags => Err(bad_arguments(
             "--url, --token and --admin-token are for --backend http",
         )),
+        (BackendName::Mcp, _, _) if args.database_url.is_some() => {
+            Err(bad_arguments("--database-url is for --backend postgres"))
+        }
+        // `lab mcp` over stdio, started from this very binary.
+        (BackendName::Mcp, _, _) => Ok(Backend::Mcp {
+            program: std::env::current_exe().map_err(|source| lab::Error::Io {
+                action: "finding the lab binary to start `lab mcp`".to_owned(),
+                source,
+            })?,
+        }),
         (name, _, _) => store_backend(name, args.database_url.clone(), args.lock_timeout_ms),
     }
 }
@@ -150,8 +162,8 @@ pub fn store_backend(
     lock_timeout_ms: u64,
 ) -> lab::Result<Backend> {
     match (name, url) {
-        (BackendName::Sqlite | BackendName::Http, None) => Ok(Backend::Sqlite),
-        (BackendName::Sqlite | BackendName::Http, Some(_)) => {
+        (BackendName::Sqlite | BackendName::Http | BackendName::Mcp, None) => Ok(Backend::Sqlite),
+        (BackendName::Sqlite | BackendName::Http | BackendName::Mcp, Some(_)) => {
             Err(bad_arguments("--database-url is for --backend postgres"))
         }
         (BackendName::Postgres, Some(url)) => Ok(Backend::Postgres {

@@ -1,0 +1,205 @@
+//! The MCP contract both sides share: tool names, argument names, the codes a failed call carries
+//! in its `structuredContent`, the descriptions written for a model, the schemas and the
+//! annotations.
+
+use serde_json::{Map, Value, json};
+
+/// The tool that creates a ticket under an operation key.
+pub const CREATE_TICKET: &str = "create_ticket";
+/// The tool that reads one of the caller's tickets.
+pub const GET_TICKET: &str = "get_ticket";
+/// The tool that lists the caller's own tickets.
+pub const LIST_TICKETS: &str = "list_tickets";
+
+/// Test-only, listed under `--faults`: the naive create without a key, the baseline whose
+/// retry makes a duplicate (`POST /unkeyed-tickets` over HTTP).
+pub const UNKEYED_CREATE_TICKET: &str = "lab_create_ticket_without_key";
+/// Test-only: the identifiers of every ticket, across callers (`GET /admin/tickets` over HTTP).
+pub const ADMIN_TICKET_IDS: &str = "lab_admin_ticket_ids";
+/// Test-only: how many operation records exist, across callers.
+pub const ADMIN_COUNT_RECORDS: &str = "lab_admin_count_records";
+/// Test-only: forgets the record of one key of the session's caller, as expiry would.
+pub const ADMIN_FORGET_RECORD: &str = "lab_admin_forget_record";
+/// Test-only: deletes every ticket and record, so the next ticket is number 1 again.
+pub const ADMIN_RESET: &str = "lab_admin_reset";
+/// The admin tools, listed only when the server was started with an admin token.
+pub const ADMIN_TOOLS: [&str; 4] = [
+    ADMIN_TICKET_IDS,
+    ADMIN_COUNT_RECORDS,
+    ADMIN_FORGET_RECORD,
+    ADMIN_RESET,
+];
+
+/// The argument that carries the operation key.
+pub const OPERATION_KEY: &str = "operation_key";
+/// The test-only argument that asks for a fault (`lose-reply`, `before-commit`, `fail-at=STEP`),
+/// honoured only under `--faults` and never part of the payload. An argument rather than `_meta`
+/// so that any client, a model's included, can send it, and the schema can say it exists only on
+/// a test server.
+pub const FAULT: &str = "lab_fault";
+/// The argument of the admin tools that carries the admin token.
+pub const ADMIN_TOKEN: &str = "admin_token";
+
+/// The machine-readable codes of a failed tool call (`isError: true`), in
+/// `structuredContent.code`. A client matches on these, never on the text.
+pub mod code {
+    /// The key was first used with a different payload; nothing was written.
+    pub const CONFLICT: &str = "conflict";
+    /// Another call with this key is still being processed; retry the same call shortly.
+    pub const IN_PROGRESS: &str = "in_progress";
+    /// The record of this key is no longer kept; the outcome must be checked by a person.
+    pub const EXPIRED: &str = "expired";
+    /// The key breaks the key rule (printable ASCII, no leading or trailing space, at most 255
+    /// bytes); nothing was written.
+    pub const INVALID_KEY: &str = "invalid_key";
+    /// No ticket of this caller has that identifier.
+    pub const NOT_FOUND: &str = "not_found";
+    /// A fault injected on purpose (test only); the transaction was rolled back.
+    pub const INJECTED_FAILURE: &str = "injected_failure";
+    /// The admin token is missing or wrong.
+    pub const UNAUTHORIZED: &str = "unauthorized";
+    /// The store failed; nothing is known about the outcome beyond what a retry with the same key
+    /// will tell.
+    pub const INTERNAL: &str = "internal";
+}
+
+// ANCHOR: mcp_description
+/// The description of `create_ticket`, written for the model that calls it.
+pub const CREATE_TICKET_DESCRIPTION: &str = "\
+Create a support ticket. Every call needs an operation_key that names ONE intention \
+(one ticket you mean to create), for example \"ticket-<task id>-<short purpose>\".
+
+Retries: if a call times out, fails on the way, or you are not sure it ran, call create_ticket \
+AGAIN WITH THE SAME operation_key AND THE SAME arguments. The server then returns the ticket the \
+first call created (replayed: true, the same ticket_id) instead of creating a second one. Never \
+invent a new key for a call whose outcome you do not know: that is how duplicates are made. A new \
+intention (a different ticket) needs a new key.
+
+Errors (isError: true, structuredContent.code):
+- conflict: this key was already used with different arguments. Nothing was written. If you meant \
+the same ticket, resend the original arguments; if you mean a new ticket, use a new key.
+- in_progress: another call with this key is still running. Wait a second and retry the same call.
+- expired: the server no longer remembers this key, so it cannot tell whether the ticket was \
+created. Do not retry with a new key; list_tickets and ask a person.
+- invalid_key: the key is not printable ASCII, has a leading or trailing space, or is longer than \
+255 bytes. Nothing was written; fix the key.
+
+Annotations: idempotentHint is true because calling again with the same arguments (the key \
+included) has no further effect. That is a hint for you, not a guarantee the server enforces for \
+other arguments.";
+// ANCHOR_END: mcp_description
+
+/// The description of `get_ticket`.
+pub const GET_TICKET_DESCRIPTION: &str = "Read one of your own tickets by its ticket_id. Tickets of \
+other callers are not found. Use it to check what a create_ticket call made.";
+
+/// The description of `list_tickets`.
+pub const LIST_TICKETS_DESCRIPTION: &str = "List your own tickets (never other callers'), in \
+ascending ticket_id order. Use it before asking a person about an expired key.";
+
+/// The input schema of `create_ticket`: the key, the ticket's fields, and (on a test server with
+/// `faults`) the fault argument. Other fields are allowed and become part of the payload.
+pub fn create_ticket_input(faults: bool) -> Map<String, Value> {
+    let mut properties = json!({
+        OPERATION_KEY: {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 255,
+            "description": "Names one intention. Reuse it for every retry of that intention; a new ticket needs a new key."
+        },
+        "title": {"type": "string", "description": "The ticket's title."},
+        "priority": {"type": "string", "description": "For example low, normal, urgent."},
+        "body": {"type": "string", "description": "The ticket's text."}
+    });
+    if faults {
+        properties[FAULT] = json!({
+            "type": "string",
+            "description": "Test only: lose-reply, before-commit or fail-at=STEP. Not part of the ticket."
+        });
+    }
+    object(json!({
+        "type": "object",
+        "properties": properties,
+        "required": [OPERATION_KEY, "title"],
+        "additionalProperties": true
+    }))
+}
+
+/// The input schema of the test-only create without a key: the ticket's fields and the fault.
+pub fn unkeyed_create_ticket_input() -> Map<String, Value> {
+    let mut schema = create_ticket_input(true);
+    if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+        properties.remove(OPERATION_KEY);
+    }
+    schema.insert("required".to_owned(), json!(["title"]));
+    schema
+}
+
+/// The output schema of `create_ticket`.
+pub fn create_ticket_output() -> Map<String, Value> {
+    object(json!({
+        "type": "object",
+        "properties": {
+            "ticket_id": {"type": ["integer", "string"]},
+            "replayed": {"type": "boolean", "description": "True when an earlier call with this key created the ticket and this call wrote nothing."}
+        },
+        "required": ["ticket_id", "replayed"]
+    }))
+}
+
+/// The input schema of `get_ticket`.
+pub fn get_ticket_input() -> Map<String, Value> {
+    object(json!({
+        "type": "object",
+        "properties": {"ticket_id": {"type": ["integer", "string"]}},
+        "required": ["ticket_id"]
+    }))
+}
+
+/// The output schema of one ticket, as `get_ticket` returns it.
+pub fn ticket_output() -> Map<String, Value> {
+    object(json!({
+        "type": "object",
+        "properties": {
+            "ticket_id": {"type": ["integer", "string"]},
+            "payload": {"type": "object"}
+        },
+        "required": ["ticket_id", "payload"]
+    }))
+}
+
+/// The input schema of `list_tickets`: no arguments.
+pub fn list_tickets_input() -> Map<String, Value> {
+    object(json!({"type": "object", "properties": {}}))
+}
+
+/// The output schema of `list_tickets`.
+pub fn list_tickets_output() -> Map<String, Value> {
+    object(json!({
+        "type": "object",
+        "properties": {"tickets": {"type": "array", "items": ticket_output()}},
+        "required": ["tickets"]
+    }))
+}
+
+/// The input schema of an admin tool: the admin token, and for forgetting a record, its key.
+pub fn admin_input(with_key: bool) -> Map<String, Value> {
+    let mut schema = json!({
+        "type": "object",
+        "properties": {ADMIN_TOKEN: {"type": "string"}},
+        "required": [ADMIN_TOKEN]
+    });
+    if with_key {
+        schema["properties"][OPERATION_KEY] = json!({"type": "string"});
+        schema["required"] = json!([ADMIN_TOKEN, OPERATION_KEY]);
+    }
+    object(schema)
+}
+
+fn object(value: Value) -> Map<String, Value> {
+    match value {
+        Value::Object(map) => map,
+        // Every caller passes a `json!({...})` literal.
+        _ => Map::new(),
+    }
+}

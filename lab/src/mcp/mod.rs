@@ -1,0 +1,10 @@
+//! The ticket tools over the Model Context Protocol (feature `mcp`): `lab mcp` serves them over
+//! stdio or Streamable HTTP on loopback, on rmcp (the official Rust SDK), and [`McpTool`] is the
+//! client adapter that runs the suite through them.
+
+pub mod client;
+pub mod contract;
+pub mod server;
+
+pub use client::McpTool;
+pub use server::{McpOptions, McpServer, Transport};
