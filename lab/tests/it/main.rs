@@ -14,6 +14,7 @@ mod http;
 mod http_hostile;
 #[cfg(feature = "postgres")]
 mod http_postgres;
+mod mcp;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod refusals;
