@@ -30,6 +30,7 @@ chapters! {
     Simulation => "simulation.md",
     Performance => "performance.md",
     HttpBoundary => "http-boundary.md",
+    Mcp => "mcp.md",
     TeamExercise => "team-exercise.md",
     Testing => "testing.md",
     Glossary => "glossary.md",
