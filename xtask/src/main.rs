@@ -15,6 +15,7 @@
 mod bench;
 mod browser;
 mod checks;
+mod conformance;
 mod deps;
 mod doctests;
 mod figures;

@@ -86,6 +86,9 @@ pub struct Limits {
     pub header_bytes: usize,
     /// How long a stopping server waits for the requests in progress.
     pub shutdown_grace: Duration,
+    /// How long a request whose key's first request is still in progress waits for it (then
+    /// replays its record) before it is answered 409. It holds a store thread meanwhile.
+    pub in_progress_wait: Duration,
 }
 
 impl Default for Limits {
@@ -98,6 +101,7 @@ impl Default for Limits {
             headers: 64,
             header_bytes: 16 * 1024,
             shutdown_grace: Duration::from_secs(10),
+            in_progress_wait: Duration::from_secs(1),
         }
     }
 }

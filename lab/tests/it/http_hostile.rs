@@ -733,3 +733,31 @@ fn the_client_adapter_waits_out_a_503_and_creates_the_one_ticket() {
         "{listed:?}"
     );
 }
+
+#[test]
+fn thirty_two_requests_released_together_on_a_new_key_all_get_its_one_ticket() {
+    let server = LabServer::start(&[]);
+    let release = Arc::new(std::sync::Barrier::new(32));
+    let senders: Vec<_> = (0..32)
+        .map(|_| {
+            let (url, release) = (server.url.clone(), release.clone());
+            std::thread::spawn(move || {
+                let mut raw = Raw::connect(&url);
+                release.wait();
+                raw.send(post_ticket("Idempotency-Key: \"together-1\"\r\n", TICKET).as_bytes());
+                raw.reply(false).expect("a response")
+            })
+        })
+        .collect();
+    let replies: Vec<RawReply> = senders.into_iter().map(|s| s.join().unwrap()).collect();
+    // The first create takes milliseconds; the others wait for it (up to a second) and replay.
+    assert!(replies.iter().all(|r| r.status == 201), "{replies:?}");
+    let created = replies
+        .iter()
+        .filter(|r| r.header("idempotent-replayed").is_none())
+        .count();
+    assert_eq!(created, 1, "{replies:?}");
+    assert!(replies.iter().all(|r| r.json() == replies[0].json()));
+    assert_eq!(records(&server.url), 1);
+    assert_eq!(stored_keys(&server), ["together-1"]);
+}

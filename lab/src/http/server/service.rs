@@ -3,7 +3,8 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use subtle::ConstantTimeEq;
 
@@ -100,6 +101,10 @@ pub(super) struct Service {
     /// How many requests hold each key now. A key held by a request whose record does not exist
     /// yet is in progress; the others may join once the record exists, since they only read it.
     holders: Mutex<HashMap<Entry, usize>>,
+    /// Signalled whenever a request lets go of its key.
+    released: Condvar,
+    /// How long a request whose key is in progress waits for it before it is answered 409.
+    in_progress_wait: Duration,
     retention: Option<Retention>,
     clock: Arc<dyn Clock>,
     /// The connection pruning passes write on.
@@ -128,6 +133,7 @@ impl Drop for Holding<'_> {
                 holders.remove(&self.entry);
             }
         }
+        self.service.released.notify_all();
     }
 }
 
@@ -169,6 +175,8 @@ impl Service {
             admin_token,
             faults: options.faults,
             holders: Mutex::new(HashMap::new()),
+            released: Condvar::new(),
+            in_progress_wait: options.limits.unwrap_or_default().in_progress_wait,
             retention: options.retention,
             clock: options
                 .clock
@@ -299,17 +307,34 @@ impl Service {
     ///
     /// A key another request holds is in progress only while its record does not exist: once
     /// the record is committed, any number of retries may hold the key at once, since each only
-    /// reads the record and replays it (or finds a conflict).
+    /// reads the record and replays it (or finds a conflict). A request that finds its key in
+    /// progress waits a moment for it to be let go, so requests released together converge
+    /// without another round trip; only a first request still running after the wait makes a 409.
     fn claim(&self, store: &SqliteStore, scope: &Scope, key: &OperationKey) -> Result<Claim<'_>> {
         let entry = (scope.caller().to_owned(), key.as_str().to_owned());
+        let deadline = Instant::now() + self.in_progress_wait;
         let mut holders = self.holders();
-        if holders.contains_key(&entry) {
-            if store.saved_response(scope, key)?.is_none() {
+        loop {
+            if !holders.contains_key(&entry) {
+                if self.retention.is_some()
+                    && retention::is_expired(store.connection(), scope, key)?
+                {
+                    return Ok(Claim::Expired);
+                }
+                break;
+            }
+            if store.saved_response(scope, key)?.is_some() {
+                break;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
                 return Ok(Claim::InProgress);
             }
-        } else if self.retention.is_some() && retention::is_expired(store.connection(), scope, key)?
-        {
-            return Ok(Claim::Expired);
+            holders = self
+                .released
+                .wait_timeout(holders, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
         }
         *holders.entry(entry.clone()).or_insert(0) += 1;
         Ok(Claim::Held(Holding {
