@@ -108,8 +108,8 @@ pub fn create_ticket_input(faults: bool) -> Map<String, Value> {
             "description": "Names one intention. Reuse it for every retry of that intention; a new ticket needs a new key."
         },
         "title": {"type": "string", "description": "The ticket's title."},
-        "priority": {"type": "string", "description": "For example low, normal, urgent."},
-        "body": {"type": "string", "description": "The ticket's text."}
+        "priority": {"type": ["string", "null"], "description": "For example low, normal, urgent."},
+        "body": {"type": ["string", "null"], "description": "The ticket's text."}
     });
     if faults {
         properties[FAULT] = json!({

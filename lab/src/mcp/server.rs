@@ -321,8 +321,12 @@ impl TicketTools {
             None
         };
         string_argument(&arguments, "title", true)?;
-        string_argument(&arguments, "priority", false)?;
-        string_argument(&arguments, "body", false)?;
+        // null is a value of its own here: a payload with `"priority": null` is another payload.
+        for optional in ["priority", "body"] {
+            if arguments.get(optional) != Some(&Value::Null) {
+                string_argument(&arguments, optional, false)?;
+            }
+        }
         let fault = match string_argument(&arguments, contract::FAULT, false)? {
             None => Fault::None,
             Some(_) if !self.shared.faults => {

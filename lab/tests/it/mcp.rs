@@ -261,3 +261,29 @@ fn an_http_request_without_a_known_token_is_refused_before_the_mcp_layer() {
         other => panic!("expected 401, got {other:?}"),
     }
 }
+
+#[test]
+fn lab_check_over_mcp_passes_every_point_but_per_request_scopes() {
+    let output = Command::new(LAB)
+        .args(["check", "--adapter", "mcp", "--rounds", "20"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    // One stdio server acts for one caller, whatever scope a request names: the scopes point
+    // is the one the transport cannot give (the caller comes from the process, never an argument).
+    let failed: Vec<&str> = stdout
+        .lines()
+        .filter_map(|line| line.strip_prefix("FAIL "))
+        .map(|line| line.split(':').next().unwrap_or(line))
+        .collect();
+    assert_eq!(
+        failed,
+        ["keys_are_scoped_by_caller_and_operation"],
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("conformance: 16 passed, 1 failed"),
+        "{stdout}"
+    );
+    assert!(!output.status.success());
+}
