@@ -11,6 +11,7 @@ mod group_commit;
 mod http;
 #[cfg(feature = "postgres")]
 mod postgres;
+mod proxy;
 mod retention;
 mod runner;
 mod sim;
