@@ -5,6 +5,7 @@ mod bad_input;
 mod bench;
 mod book;
 mod cli;
+mod clients;
 mod crash;
 mod evidence;
 mod group_commit;
