@@ -7,7 +7,7 @@
 //! `LAB_CLIENTS_VENV` (`.ci/run` makes it from `lab/tests/clients/requirements.txt`), else from
 //! `PATH`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use lab::serde_json::{self, Value};
@@ -35,7 +35,7 @@ fn venv_program(name: &str) -> PathBuf {
 
 /// Whether `program ARGS` runs and exits 0; when it does not, says so loudly, or fails the test
 /// when `LAB_REQUIRE_CLIENTS` is set (as CI sets it).
-fn client_available(test: &str, program: &PathBuf, args: &[&str]) -> bool {
+fn client_available(test: &str, program: &Path, args: &[&str]) -> bool {
     let runs = Command::new(program)
         .args(args)
         .stdout(Stdio::null())
@@ -59,7 +59,7 @@ fn wrk_available(test: &str) -> bool {
 }
 
 /// Passes `found` through; when false, fails under `LAB_REQUIRE_CLIENTS`, or prints `SKIPPED`.
-fn report_missing(test: &str, program: &PathBuf, found: bool) -> bool {
+fn report_missing(test: &str, program: &Path, found: bool) -> bool {
     if !found {
         assert!(
             std::env::var_os("LAB_REQUIRE_CLIENTS").is_none(),
