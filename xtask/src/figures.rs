@@ -7,7 +7,8 @@
 //! - `{{#lab-bench PATH}}` becomes one value of `bench.json` (written by `cargo xtask bench`);
 //!   `{{#lab-bench-ratio A / B}}` the ratio of two of its values, to two decimals.
 //! - `{{#lab-plot NAME}}` becomes an SVG chart drawn from `bench.json` (`bursts`, `retained`), and
-//!   `{{#lab-table NAME}}` a Markdown table (`sequential`, `instructions`, `bursts`, `retained`).
+//!   `{{#lab-table NAME}}` a Markdown table (`sequential`, `instructions`, `bursts`, `retained`,
+//!   `http`).
 //! - A backslash before any of them (`\{{#lab-output}}`) leaves the directive as text.
 //!
 //! An unknown directive or path fails the build, naming the chapter.
