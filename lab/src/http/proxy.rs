@@ -338,12 +338,15 @@ async fn send(
 }
 
 /// Rewrites a caller's request for the service: HTTP/1.1, `Host` the service's address, the
-/// body's exact length, and `Connection: close`, so the service ends its side after answering.
+/// body's exact length, no `Expect`, and `Connection: close`, so the service ends its side after
+/// answering.
 fn prepare_upstream_request(request: &mut Request<Full<Bytes>>, upstream: SocketAddr) {
     *request.version_mut() = Version::HTTP_11;
     let headers = request.headers_mut();
     remove_hop_by_hop(headers);
     headers.remove(header::CONTENT_LENGTH); // hyper writes the length of the full body
+    // The caller's body is already here: the service has nothing to agree to before it is sent.
+    headers.remove(header::EXPECT);
     if let Ok(host) = HeaderValue::from_str(&upstream.to_string()) {
         headers.insert(header::HOST, host);
     }

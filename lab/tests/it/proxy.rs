@@ -157,3 +157,23 @@ fn a_body_over_the_proxys_limit_is_refused_with_413_and_never_forwarded() {
     assert_eq!(exchange(&proxy.url, &keyed_create("after-huge")), None);
     assert_eq!(service_tickets(&server), [1]);
 }
+
+#[test]
+fn a_caller_that_expects_100_continue_is_asked_for_its_body_and_gets_the_services_answer() {
+    let (server, proxy) = server_and_proxy(0);
+    let mut stream = connect(&proxy.url);
+    let head = format!(
+        "{}Expect: 100-continue\r\nContent-Length: {}\r\n\r\n",
+        create_head("expects-continue"),
+        TICKET.len()
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    let mut interim = [0; 25];
+    stream.read_exact(&mut interim).unwrap();
+    assert_eq!(&interim, b"HTTP/1.1 100 Continue\r\n\r\n");
+    stream.write_all(TICKET.as_bytes()).unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 201"), "{answer}");
+    assert_eq!(service_tickets(&server), [1]);
+}
