@@ -391,3 +391,44 @@ fn answer(status: StatusCode, error: &str, message: &str) -> Response<Full<Bytes
     );
     response
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hop_by_hop_headers_and_those_connection_names_are_not_sent_to_the_service() {
+        let mut request = Request::new(Full::new(Bytes::from_static(b"{}")));
+        let headers = request.headers_mut();
+        for (name, value) in [
+            ("connection", "keep-alive, x-hop"),
+            ("x-hop", "1"),
+            ("keep-alive", "timeout=5"),
+            ("transfer-encoding", "chunked"),
+            ("expect", "100-continue"),
+            ("content-length", "999"),
+            ("host", "caller.example"),
+            ("idempotency-key", "kept-1"),
+            ("authorization", "Bearer token-a"),
+        ] {
+            headers.append(name, HeaderValue::from_static(value));
+        }
+        let upstream: SocketAddr = ([127, 0, 0, 1], 8080).into();
+        prepare_upstream_request(&mut request, upstream);
+        let headers = request.headers();
+        for gone in [
+            "x-hop",
+            "keep-alive",
+            "transfer-encoding",
+            "expect",
+            "content-length",
+        ] {
+            assert!(!headers.contains_key(gone), "{gone} was forwarded");
+        }
+        assert_eq!(headers["connection"], "close");
+        assert_eq!(headers["host"], "127.0.0.1:8080");
+        assert_eq!(headers["idempotency-key"], "kept-1");
+        assert_eq!(headers["authorization"], "Bearer token-a");
+        assert_eq!(request.version(), Version::HTTP_11);
+    }
+}
