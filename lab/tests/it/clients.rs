@@ -160,14 +160,15 @@ struct WrkCounts {
     socket_errors_and_timeouts: u64,
 }
 
-/// Runs wrk (two threads) for two seconds with `connections` connections against `path`, keys as
+/// Runs wrk (two threads) for three seconds with `connections` connections against `path`, keys as
 /// `keys` says (see `creates.lua`).
 fn wrk(server: &LabServer, connections: u32, path: &str, keys: &str) -> WrkCounts {
     let output = Command::new("wrk")
-        .args(["-t", "2", "-c", &connections.to_string(), "-d", "2s"])
+        .args(["-t", "2", "-c", &connections.to_string(), "-d", "3s"])
         // wrk counts a request as timed out once it waits this long, so a connection the server
-        // leaves unanswered for most of the run shows up as a timeout, not as silence.
-        .args(["--timeout", "1s", "-s"])
+        // leaves unanswered for most of the run shows up as a timeout, not as silence. Two
+        // seconds, not one: under the whole test suite on two cores, one-second stalls happen.
+        .args(["--timeout", "2s", "-s"])
         .arg(client_file("creates.lua"))
         .arg(&server.url)
         .env("LAB_WRK_PATH", path)
