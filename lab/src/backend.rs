@@ -1,5 +1,6 @@
 //! Which store the `lab` command runs against: the embedded SQLite store, a PostgreSQL server
-//! when the lab was built with the `postgres` feature, or a ticket service over HTTP.
+//! when the lab was built with the `postgres` feature, or a ticket service over HTTP when it was
+//! built with `http`.
 //!
 //! The choice lives here rather than in `main.rs`, so the command stays thin and a lab built
 //! without PostgreSQL support still knows the name and says how to get it.
@@ -7,7 +8,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::conformance;
 use crate::error::{Error, Result};
+#[cfg(feature = "http")]
 use crate::http::{HttpTarget, HttpTool};
 use crate::sqlite::SqliteStore;
 use crate::suite::{self, Observations, Operation};
@@ -28,6 +31,7 @@ pub enum Backend {
     },
     /// A ticket service over HTTP (such as `lab serve`), through [`HttpTool`]; the store is
     /// emptied through its admin endpoint before each scenario.
+    #[cfg(feature = "http")]
     Http(HttpTarget),
 }
 
@@ -37,6 +41,7 @@ impl Backend {
         match self {
             Backend::Sqlite => "sqlite",
             Backend::Postgres { .. } => "postgres",
+            #[cfg(feature = "http")]
             Backend::Http(_) => "http",
         }
     }
@@ -55,11 +60,35 @@ impl Backend {
                 postgres::run_suite(url, *lock_timeout, operation)
             }
             // One service, emptied before each scenario: the scenarios run one after another.
+            #[cfg(feature = "http")]
             Backend::Http(target) => suite::run(operation, |_scenario| {
                 let tool = HttpTool::new(target.clone());
                 tool.reset()?;
                 Ok(tool)
             }),
+        }
+    }
+
+    /// Checks every contract point of [`conformance`](crate::conformance), each on a fresh store:
+    /// a temporary database, a fresh schema, or the service emptied through its admin endpoint.
+    ///
+    /// # Errors
+    /// As [`Backend::run_suite`], for what stops the run before it checks anything; a broken
+    /// contract point is in the report, not an error.
+    pub fn check(&self, options: &conformance::Options) -> Result<conformance::Report> {
+        match self {
+            Backend::Sqlite => Ok(conformance::run_with(options, SqliteStore::temporary)),
+            Backend::Postgres { url, lock_timeout } => postgres::check(url, *lock_timeout, options),
+            #[cfg(feature = "http")]
+            Backend::Http(target) => {
+                // Fails here, before the report, when the admin token is missing or refused.
+                HttpTool::new(target.clone()).reset()?;
+                Ok(conformance::run_with(options, || {
+                    let tool = HttpTool::new(target.clone());
+                    tool.reset()?;
+                    Ok(tool)
+                }))
+            }
         }
     }
 
@@ -70,7 +99,11 @@ impl Backend {
     /// since SQLite takes one writer at a time) and when PostgreSQL support is not built in.
     pub fn compare_throughput(&self, plan: &ThroughputPlan) -> Result<ThroughputReport> {
         match self {
-            Backend::Sqlite | Backend::Http(_) => Err(command_line(
+            Backend::Sqlite => Err(command_line(
+                "the throughput comparison is for PostgreSQL; `lab bench` measures SQLite",
+            )),
+            #[cfg(feature = "http")]
+            Backend::Http(_) => Err(command_line(
                 "the throughput comparison is for PostgreSQL; `lab bench` measures SQLite",
             )),
             Backend::Postgres { url, lock_timeout } => {
@@ -92,6 +125,7 @@ fn command_line(problem: &str) -> Error {
 mod postgres {
     use std::time::Duration;
 
+    use crate::conformance;
     use crate::error::Result;
     use crate::postgres::{PostgresOptions, PostgresStore};
     use crate::suite::{self, Observations, Operation};
@@ -106,6 +140,19 @@ mod postgres {
         suite::run(operation, |_scenario| {
             PostgresStore::temporary_with(url, options)
         })
+    }
+
+    pub fn check(
+        url: &str,
+        lock_timeout: Duration,
+        options: &conformance::Options,
+    ) -> Result<conformance::Report> {
+        let store_options = PostgresOptions::default().with_lock_timeout(lock_timeout);
+        // One store first, so a bad URL or an unreachable server fails before the report.
+        drop(PostgresStore::temporary_with(url, store_options)?);
+        Ok(conformance::run_with(options, || {
+            PostgresStore::temporary_with(url, store_options)
+        }))
     }
 
     pub fn compare_throughput(
@@ -148,6 +195,14 @@ mod postgres {
     }
 
     pub fn run_suite(_: &str, _: Duration, _: &Operation) -> Result<Observations> {
+        Err(not_built_in())
+    }
+
+    pub fn check(
+        _: &str,
+        _: Duration,
+        _: &crate::conformance::Options,
+    ) -> Result<crate::conformance::Report> {
         Err(not_built_in())
     }
 

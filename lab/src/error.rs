@@ -77,7 +77,7 @@ pub enum Error {
 
     /// A PostgreSQL connection URL could not be read.
     #[cfg(feature = "postgres")]
-    #[error("invalid PostgreSQL URL {url:?}: {}", crate::postgres::describe(.source))]
+    #[error("invalid PostgreSQL URL {url:?}: {}", describe_postgres(.source))]
     DatabaseUrl {
         /// The URL as given, with any password replaced by `***`.
         url: String,
@@ -87,7 +87,7 @@ pub enum Error {
 
     /// A connection to the PostgreSQL server could not be opened.
     #[cfg(feature = "postgres")]
-    #[error("cannot connect to PostgreSQL at {target}: {}", crate::postgres::describe(.source))]
+    #[error("cannot connect to PostgreSQL at {target}: {}", describe_postgres(.source))]
     PostgresConnect {
         /// Host, port, database and user (never the password).
         target: String,
@@ -97,7 +97,7 @@ pub enum Error {
 
     /// The PostgreSQL store reported an error.
     #[cfg(feature = "postgres")]
-    #[error("PostgreSQL store: {}", crate::postgres::describe(.source))]
+    #[error("PostgreSQL store: {}", describe_postgres(.source))]
     Postgres {
         /// The underlying rust-postgres error; for a server error, its SQLSTATE code is in
         /// [`postgres::Error::code`](::postgres::Error::code).
@@ -122,9 +122,13 @@ pub enum Error {
     },
 
     /// A ticket tool adapter written outside this crate reported an error of its own.
+    ///
+    /// `?` converts a boxed error (`Box<dyn Error + Send + Sync>`, what `"text".into()` and most
+    /// client libraries' errors become) into this; [`Error::adapter`] wraps any other error.
     #[error("adapter: {source}")]
     Adapter {
         /// The adapter's error.
+        #[from]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
 
@@ -189,6 +193,21 @@ pub enum Error {
 }
 
 impl Error {
+    /// Wraps an adapter's own error, for `map_err(Error::adapter)?` in a [`TicketTool`]
+    /// implementation outside this crate.
+    ///
+    /// [`TicketTool`]: crate::TicketTool
+    ///
+    /// ```
+    /// let err = std::fs::read("/nonexistent/ticket").map_err(lab::Error::adapter).unwrap_err();
+    /// assert!(err.to_string().starts_with("adapter: "));
+    /// ```
+    pub fn adapter(source: impl std::error::Error + Send + Sync + 'static) -> Error {
+        Error::Adapter {
+            source: Box::new(source),
+        }
+    }
+
     /// True for errors caused by the input the user gave (fixture, output path, identifiers), as
     /// opposed to a tool that broke the contract or failed at run time. The command line exits with
     /// status 2 for these and 1 for the rest.
@@ -205,6 +224,29 @@ impl Error {
             _ => false,
         }
     }
+}
+
+/// A rust-postgres error on one line: a server error with its severity, SQLSTATE code, message and
+/// detail; any other error with its cause. (The error's own `Display` says only "db error".)
+///
+/// It lives beside the variants whose messages use it, so the error type depends on the
+/// PostgreSQL client crate and not on the store built on it.
+#[cfg(feature = "postgres")]
+pub(crate) fn describe_postgres(err: &::postgres::Error) -> String {
+    if let Some(db) = err.as_db_error() {
+        let mut text = format!("{} {}: {}", db.severity(), db.code().code(), db.message());
+        if let Some(detail) = db.detail() {
+            text.push_str(&format!(" ({detail})"));
+        }
+        return text;
+    }
+    let mut text = err.to_string();
+    let mut cause = std::error::Error::source(err);
+    while let Some(inner) = cause {
+        text.push_str(&format!(": {inner}"));
+        cause = inner.source();
+    }
+    text
 }
 
 fn key_label(key: &Option<String>) -> String {

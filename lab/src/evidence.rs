@@ -76,6 +76,10 @@ impl Evidence {
 ///
 /// Create it before the work that produces the content, so an unwritable destination is reported
 /// before any time is spent.
+///
+/// Only a regular file (or nothing) is replaced. A destination that is a folder, a device, a pipe,
+/// a socket or a symbolic link is refused: renaming over it would put a regular file where the
+/// node was, and a symbolic link would lose its link. (For a link, give the path it points to.)
 pub struct AtomicFile {
     destination: PathBuf,
     temporary: tempfile::NamedTempFile,
@@ -87,15 +91,13 @@ impl AtomicFile {
     ///
     /// # Errors
     /// [`Error::OutputUnwritable`] if the folder does not exist or cannot be written, or the
-    /// destination is a folder.
+    /// destination exists and is not a regular file.
     pub fn create(destination: &Path) -> Result<AtomicFile> {
         let unwritable = |source| Error::OutputUnwritable {
             path: destination.to_owned(),
             source,
         };
-        if destination.is_dir() {
-            return Err(unwritable(std::io::Error::other("it is a folder")));
-        }
+        refuse_other_than_a_file(destination).map_err(unwritable)?;
         let folder = match destination.parent() {
             Some(parent) if !parent.as_os_str().is_empty() => parent,
             _ => Path::new("."),
@@ -123,6 +125,8 @@ impl AtomicFile {
             path: self.destination.clone(),
             source,
         };
+        // Checked again: the destination may have changed while the content was produced.
+        refuse_other_than_a_file(&self.destination).map_err(unwritable)?;
         let file = self.temporary.as_file_mut();
         file.write_all(content).map_err(unwritable)?;
         file.sync_all().map_err(unwritable)?;
@@ -137,6 +141,25 @@ impl AtomicFile {
             .map_err(|err| unwritable(err.error))?;
         Ok(())
     }
+}
+
+/// `Ok` when `destination` does not exist or is a regular file (not a link to one).
+fn refuse_other_than_a_file(destination: &Path) -> std::io::Result<()> {
+    let kind = match std::fs::symlink_metadata(destination) {
+        Ok(metadata) => metadata.file_type(),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(err) => return Err(err),
+    };
+    let what = if kind.is_file() {
+        return Ok(());
+    } else if kind.is_dir() {
+        "it is a folder"
+    } else if kind.is_symlink() {
+        "it is a symbolic link; give the path of the file it points to"
+    } else {
+        "it is not a regular file (a device, a pipe or a socket), which the lab never replaces"
+    };
+    Err(std::io::Error::other(what))
 }
 
 #[cfg(unix)]

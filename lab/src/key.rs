@@ -241,7 +241,13 @@ mod tests {
 
     #[test]
     fn keys_a_header_cannot_carry_unchanged_are_refused_not_altered() {
-        for bad in ["billet-approuvé", "deploy-7 ", " deploy-7", " ", "del\u{7f}"] {
+        for bad in [
+            "billet-approuvé",
+            "deploy-7 ",
+            " deploy-7",
+            " ",
+            "del\u{7f}",
+        ] {
             let err = OperationKey::try_from(bad).unwrap_err();
             assert!(
                 err.to_string().starts_with("invalid operation key"),

@@ -21,7 +21,7 @@
 //! assert!(matches!(lost, Err(Error::OutcomeUnknown { .. })));
 //!
 //! // The retry carries the same key and gets the same ticket back; nothing new is written.
-//! assert_eq!(store.create(request)?, Outcome::Replayed(1));
+//! assert_eq!(store.create(request)?, Outcome::Replayed(1.into()));
 //! assert_eq!(store.count_tickets()?, 1);
 //!
 //! // The same key with another payload is a different intention: rejected, nothing written.
@@ -48,18 +48,29 @@
 //! - [`fixture`] and [`evidence`]: the input operation and the `results.json` a run writes.
 //! - [`bench`](mod@bench): `lab bench`, side-by-side measurements.
 //! - [`throughput`]: keyed create against plain insert at several numbers of clients, for any tool.
-//! - [`http`]: `lab serve`, the store behind HTTP on loopback, and [`HttpTool`](http::HttpTool),
-//!   the client adapter that runs the suite against it.
+//! - `http` (feature `http`, on by default through `cli`): `lab serve`, the store behind HTTP on
+//!   loopback, and `HttpTool`, the client adapter that runs the suite against it.
 //! - [`runner`]: `lab runner`, a durable caller that saves each operation before sending it and
 //!   resumes what is unfinished.
-//! - [`backend`]: which store the `lab` command runs against.
+//! - [`backend`]: which store the `lab` command runs against; [`database_file`]: whether a path
+//!   can be the SQLite file a command opens.
 //! - [`Error`]: the one error type.
+//!
+//! ## Features
+//!
+//! `lab = { default-features = false }` gives everything above except `http` and `postgres`:
+//! no argument parser, no HTTP crate, no PostgreSQL client. `http` adds the HTTP service, its
+//! client and the proxy; `postgres` the PostgreSQL store; `cli` (the default) the `lab` binary,
+//! and with it `http`.
 
 pub mod backend;
 pub mod bench;
+pub mod conformance;
+pub mod database_file;
 pub mod error;
 pub mod evidence;
 pub mod fixture;
+#[cfg(feature = "http")]
 pub mod http;
 pub mod key;
 pub mod payload;

@@ -19,7 +19,7 @@ use postgres::error::SqlState;
 use postgres::types::ToSql;
 use postgres::{Client, Config, NoTls, Statement};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, describe_postgres as describe};
 use crate::key::{OperationKey, Scope};
 use crate::tool::{CreateRequest, Outcome, Step, TicketId, TicketTool};
 
@@ -377,7 +377,7 @@ impl PostgresStore {
             // a new statement, which is a fresh transaction with a fresh snapshot.
             if let Some(row) = client.query_opt(&self.statements.lookup, &identity)? {
                 let saved_payload: String = row.try_get(0)?;
-                let ticket_id: TicketId = row.try_get(1)?;
+                let ticket_id = TicketId::from(row.try_get::<_, i64>(1)?);
                 if saved_payload != payload {
                     return Err(Error::PayloadConflict {
                         key: key.to_string(),
@@ -427,7 +427,9 @@ impl PostgresStore {
         let written = client
             .query_opt(statement, parameters)
             .map_err(|err| self.unfinished(err, request))?;
-        Ok(written.map(|row| row.try_get(0)).transpose()?)
+        Ok(written
+            .map(|row| row.try_get::<_, i64>(0).map(TicketId::from))
+            .transpose()?)
     }
 
     /// Sorts a failed write into "nothing was written" and "nobody knows".
@@ -483,7 +485,11 @@ impl TicketTool for PostgresStore {
             .borrow_mut()
             .query(&self.statements.ticket_ids, &[])?;
         rows.iter()
-            .map(|row| row.try_get(0).map_err(Error::from))
+            .map(|row| {
+                row.try_get::<_, i64>(0)
+                    .map(TicketId::from)
+                    .map_err(Error::from)
+            })
             .collect()
     }
 
@@ -512,25 +518,6 @@ impl TicketTool for PostgresStore {
 fn connection_lost(err: &postgres::Error) -> bool {
     err.is_closed()
         || std::error::Error::source(err).is_some_and(|source| source.is::<std::io::Error>())
-}
-
-/// A rust-postgres error on one line: a server error with its severity, SQLSTATE code, message and
-/// detail; any other error with its cause. (The error's own `Display` says only "db error".)
-pub(crate) fn describe(err: &postgres::Error) -> String {
-    if let Some(db) = err.as_db_error() {
-        let mut text = format!("{} {}: {}", db.severity(), db.code().code(), db.message());
-        if let Some(detail) = db.detail() {
-            text.push_str(&format!(" ({detail})"));
-        }
-        return text;
-    }
-    let mut text = err.to_string();
-    let mut cause = std::error::Error::source(err);
-    while let Some(inner) = cause {
-        text.push_str(&format!(": {inner}"));
-        cause = inner.source();
-    }
-    text
 }
 
 /// Host, port, database and user of a connection configuration.

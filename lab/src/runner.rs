@@ -2,6 +2,11 @@
 //! SQLite file before it sends anything, retries transport failures with the same key under a
 //! budget, records how each operation ended, and on start resumes every operation left
 //! unfinished. It never makes up a new key: an outcome it cannot learn goes to a person.
+//!
+//! A fault of the runner's own configuration (a service that refuses connections, a token it
+//! refuses) is told apart from an uncertain outcome: such a send cannot have taken effect, so
+//! the operation stays pending ([`State::Held`]) and the next run, with the configuration fixed,
+//! sends it again with the same key.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -89,6 +94,21 @@ pub enum State {
         /// Why.
         reason: String,
     },
+    /// Still pending, because of the runner's own configuration: the service refused the
+    /// connection, or refused the token, so nothing this run sent took effect. Resumed on the next
+    /// start, with the same key, like [`State::Pending`]; saved as `pending` with the reason as
+    /// its note.
+    Held {
+        /// What to fix, naming the option.
+        reason: String,
+    },
+}
+
+impl State {
+    /// True for the states the next start sends again: pending and held.
+    pub fn is_unfinished(&self) -> bool {
+        matches!(self, State::Pending | State::Held { .. })
+    }
 }
 
 /// One operation as the runner saved it.
@@ -120,6 +140,10 @@ impl std::fmt::Display for SavedOperation {
             }
             State::Rejected { reason } => write!(f, "{key}: rejected: {reason}"),
             State::NeedsReview { reason } => write!(f, "{key}: needs review: {reason}"),
+            State::Held { reason } => write!(
+                f,
+                "{key}: held, still pending after {attempts} send(s): {reason}"
+            ),
         }
     }
 }
@@ -158,6 +182,20 @@ impl PausePoint {
     }
 }
 
+/// What the runner asks about the service it was configured with, to tell a fault of its own
+/// configuration (nothing reached the service, or the service refused the credentials) from an
+/// outcome it cannot know. A check must never send anything that could create a ticket.
+pub trait ServiceCheck {
+    /// Before an operation's first send of a run: why nothing can reach the service as
+    /// configured (it refuses connections), or `None` when it can be tried.
+    fn unreachable(&self) -> Option<String>;
+
+    /// After the service answered a send with something outside the contract (`answer`): why
+    /// the runner's configuration is at fault (the service refuses its token), or `None` when
+    /// the answer must go to a person.
+    fn refused_configuration(&self, answer: &Error) -> Option<String>;
+}
+
 /// The durable caller, over any [`TicketTool`].
 pub struct Runner<T> {
     db: Connection,
@@ -165,18 +203,29 @@ pub struct Runner<T> {
     tool: T,
     policy: RetryPolicy,
     pause: Option<PausePoint>,
+    check: Option<Box<dyn ServiceCheck>>,
 }
 
 impl<T: TicketTool> Runner<T> {
-    /// Opens (creating if needed) the runner's file at `path`.
+    /// Opens (creating if needed) the runner's file at `path`. A file that is not a SQLite
+    /// database, or a database of something else, is refused before anything is written to it.
     ///
     /// # Errors
-    /// [`Error::Store`] if the file cannot be opened or its schema created.
+    /// [`Error::InputInvalid`] naming the file when it is a folder, a device, not SQLite, or holds
+    /// tables of something else; [`Error::Store`] if the file cannot be opened or its schema
+    /// created.
     pub fn open(path: impl AsRef<Path>, tool: T, policy: RetryPolicy) -> Result<Runner<T>> {
         let path = path.as_ref().to_owned();
+        crate::database_file::check(&path)?;
         let db = Connection::open(&path)?;
         db.busy_timeout(Duration::from_secs(10))?;
-        db.pragma_update(None, "journal_mode", "WAL")?;
+        // Read before the first write: switching the journal mode rewrites the file's header.
+        let fresh = check_schema(&db, &path)?;
+        if fresh {
+            // A file the runner made itself. One it finds already holding its table keeps the
+            // journal mode it has, so opening it (to be refused a bad --key, say) changes nothing.
+            db.pragma_update(None, "journal_mode", "WAL")?;
+        }
         // Every state change must survive a crash of the runner the moment after it returns.
         db.pragma_update(None, "synchronous", "FULL")?;
         db.execute_batch(RUNNER_SCHEMA)?;
@@ -186,7 +235,17 @@ impl<T: TicketTool> Runner<T> {
             tool,
             policy,
             pause: None,
+            check: None,
         })
+    }
+
+    /// The same runner, asking `check` before each operation's run and after a refusal, so a
+    /// fault of its own configuration leaves the operation pending instead of in review.
+    pub fn with_check(self, check: impl ServiceCheck + 'static) -> Runner<T> {
+        Runner {
+            check: Some(Box::new(check)),
+            ..self
+        }
     }
 
     /// The same runner, pausing at `pause` (for crash tests).
@@ -216,13 +275,61 @@ impl<T: TicketTool> Runner<T> {
             None => self.save(operation)?,
         };
         self.pause_at(PausePoint::AfterSave, &saved.key);
-        match saved.state {
-            State::Pending => self.drive(saved),
-            _ => Ok(saved),
+        if saved.state.is_unfinished() {
+            self.drive(saved)
+        } else {
+            Ok(saved)
         }
     }
 
-    /// Runs every operation still pending in the file, with its saved key, in key order.
+    /// Puts operations in review back to pending, so this run (or the next) sends them again
+    /// with their saved keys: for a person who looked on the service and found no ticket, or who
+    /// fixed what made the runner give up. Every key is checked before any is changed; nothing is
+    /// sent here.
+    ///
+    /// # Errors
+    /// [`Error::InputInvalid`] when no operation is saved under a key, or it is not in review
+    /// (then none is changed); [`Error::Store`] if the runner's file fails.
+    pub fn reopen(&self, scope: &Scope, keys: &[OperationKey]) -> Result<Vec<SavedOperation>> {
+        let mut in_review = Vec::new();
+        for key in keys {
+            let refused = |problem: String| Error::InputInvalid {
+                path: PathBuf::from("--resend"),
+                problem: format!("{:?}: {problem}", key.as_str()),
+            };
+            match self.find(scope, key)? {
+                None => {
+                    return Err(refused(format!(
+                        "{} holds no operation of caller {} with this key",
+                        self.path.display(),
+                        scope.caller()
+                    )));
+                }
+                Some(saved) if matches!(saved.state, State::NeedsReview { .. }) => {
+                    in_review.push(saved);
+                }
+                Some(saved) => {
+                    return Err(refused(format!(
+                        "only an operation in review is sent again; this one is {saved}"
+                    )));
+                }
+            }
+        }
+        in_review
+            .into_iter()
+            .map(|saved| self.record(saved, State::Pending))
+            .collect()
+    }
+
+    /// The operation saved under `scope` and `key`, if any; nothing is sent.
+    ///
+    /// # Errors
+    /// [`Error::Store`] if the runner's file fails, or the row does not read back.
+    pub fn saved(&self, scope: &Scope, key: &OperationKey) -> Result<Option<SavedOperation>> {
+        self.find(scope, key)
+    }
+
+    /// Runs every operation still pending (or held) in the file, with its saved key, in key order.
     ///
     /// # Errors
     /// [`Error::Store`] if the runner's file fails.
@@ -230,7 +337,7 @@ impl<T: TicketTool> Runner<T> {
         let pending: Vec<SavedOperation> = self
             .operations()?
             .into_iter()
-            .filter(|saved| saved.state == State::Pending)
+            .filter(|saved| saved.state.is_unfinished())
             .collect();
         pending.into_iter().map(|saved| self.drive(saved)).collect()
     }
@@ -292,6 +399,10 @@ impl<T: TicketTool> Runner<T> {
     /// Sends the saved operation with its saved key until the service gives a final answer, the
     /// budget is spent, or the deadline passes.
     fn drive(&self, mut saved: SavedOperation) -> Result<SavedOperation> {
+        // Nothing can reach the service: keep the operation pending, and send nothing.
+        if let Some(reason) = self.check.as_ref().and_then(|check| check.unreachable()) {
+            return self.record(saved, State::Held { reason });
+        }
         let started = Instant::now();
         let request = CreateRequest::keyed(&saved.scope, &saved.key, &saved.payload);
         let mut last_failure = String::new();
@@ -310,7 +421,7 @@ impl<T: TicketTool> Runner<T> {
                 Ok(outcome) => {
                     self.pause_at(PausePoint::AfterReply, &saved.key);
                     State::Succeeded {
-                        ticket_id: outcome.ticket_id(),
+                        ticket_id: outcome.ticket_id().clone(),
                     }
                 }
                 Err(err @ Error::PayloadConflict { .. }) => State::Rejected {
@@ -320,10 +431,20 @@ impl<T: TicketTool> Runner<T> {
                     reason: err.to_string(),
                 },
                 // The service answered, and the answer is not in the contract: retrying the same
-                // request would get the same answer.
-                Err(err @ Error::Http { .. }) => State::NeedsReview {
-                    reason: err.to_string(),
-                },
+                // request would get the same answer. A refused token is the runner's own fault,
+                // and nothing took effect: it stays pending for a run with the token fixed.
+                Err(err @ Error::Http { .. }) => {
+                    match self
+                        .check
+                        .as_ref()
+                        .and_then(|c| c.refused_configuration(&err))
+                    {
+                        Some(reason) => State::Held { reason },
+                        None => State::NeedsReview {
+                            reason: err.to_string(),
+                        },
+                    }
+                }
                 // A lost reply, a key in flight, a failure rolled back: the same key again.
                 Err(err) => {
                     last_failure = err.to_string();
@@ -355,9 +476,10 @@ impl<T: TicketTool> Runner<T> {
     fn record(&self, mut saved: SavedOperation, state: State) -> Result<SavedOperation> {
         let (name, ticket_id, note) = match &state {
             State::Pending => ("pending", None, None),
-            State::Succeeded { ticket_id } => ("succeeded", Some(*ticket_id), None),
+            State::Succeeded { ticket_id } => ("succeeded", Some(ticket_id.clone()), None),
             State::Rejected { reason } => ("rejected", None, Some(reason.as_str())),
             State::NeedsReview { reason } => ("needs_review", None, Some(reason.as_str())),
+            State::Held { reason } => ("pending", None, Some(reason.as_str())),
         };
         self.db
             .prepare_cached(
@@ -418,7 +540,8 @@ impl Row {
     fn into_saved(self) -> Result<SavedOperation> {
         let note = self.note.unwrap_or_default();
         let state = match (self.state.as_str(), self.ticket_id) {
-            ("pending", _) => State::Pending,
+            ("pending", _) if note.is_empty() => State::Pending,
+            ("pending", _) => State::Held { reason: note },
             ("succeeded", Some(ticket_id)) => State::Succeeded { ticket_id },
             ("rejected", _) => State::Rejected { reason: note },
             ("needs_review", _) => State::NeedsReview { reason: note },
@@ -439,5 +562,51 @@ impl Row {
             state,
             attempts: self.attempts,
         })
+    }
+}
+
+/// The columns of the runner's table, in order, as `RUNNER_SCHEMA` creates them.
+const COLUMNS: [&str; 8] = [
+    "caller",
+    "operation",
+    "key",
+    "payload",
+    "state",
+    "ticket_id",
+    "note",
+    "attempts",
+];
+
+/// Refuses a database that holds anything but the runner's own table, so the runner never adds
+/// its table to another program's file. True when the file holds no table at all yet.
+fn check_schema(db: &Connection, path: &Path) -> Result<bool> {
+    let tables: Vec<String> = db
+        .prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name")?
+        .query_map([], |row| row.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let invalid = |problem: String| Error::InputInvalid {
+        path: path.to_owned(),
+        problem,
+    };
+    match tables.as_slice() {
+        [] => Ok(true),
+        [only] if only == "operations" => {
+            let columns: Vec<String> = db
+                .prepare("SELECT name FROM pragma_table_info('operations') ORDER BY cid")?
+                .query_map([], |row| row.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            if columns == COLUMNS {
+                Ok(false)
+            } else {
+                Err(invalid(format!(
+                    "its `operations` table has the columns {}, not the runner's",
+                    columns.join(", ")
+                )))
+            }
+        }
+        _ => Err(invalid(format!(
+            "a SQLite database of something else (tables: {}); the runner keeps a file of its own",
+            tables.join(", ")
+        ))),
     }
 }

@@ -152,8 +152,8 @@ CREATE TABLE IF NOT EXISTS operation_records (
 ///
 /// let first = store.create(CreateRequest::keyed(&scope, &key, &payload))?;
 /// let again = store.create(CreateRequest::keyed(&scope, &key, &payload))?;
-/// assert_eq!(first, Outcome::Created(1));
-/// assert_eq!(again, Outcome::Replayed(1));
+/// assert_eq!(first, Outcome::Created(1.into()));
+/// assert_eq!(again, Outcome::Replayed(1.into()));
 /// assert_eq!(store.count_tickets()?, 1);
 /// # Ok::<(), lab::Error>(())
 /// ```
@@ -373,7 +373,7 @@ fn insert_new(db: &Connection, call: &Call<'_>) -> Result<Outcome> {
             response_text(ticket_id),
         ])?;
     }
-    Ok(Outcome::Created(ticket_id))
+    Ok(Outcome::Created(ticket_id.into()))
 }
 
 /// The saved outcome for this key, if a record exists: the ticket for the same payload, a
@@ -489,7 +489,7 @@ impl SqliteStore {
     ///
     /// # Errors
     /// [`Error::Store`] on a database error.
-    pub fn ticket_of(&self, caller: &str, id: TicketId) -> Result<Option<StoredTicket>> {
+    pub fn ticket_of(&self, caller: &str, id: &TicketId) -> Result<Option<StoredTicket>> {
         Ok(self
             .connection
             .prepare_cached("SELECT id, payload FROM tickets WHERE caller = ?1 AND id = ?2")?
@@ -537,7 +537,7 @@ impl SqliteStore {
 }
 
 /// The response body saved with a record and sent for a created ticket: `{"ticket_id":N}`.
-pub fn response_text(ticket_id: TicketId) -> String {
+pub fn response_text(ticket_id: i64) -> String {
     format!("{{\"ticket_id\":{ticket_id}}}")
 }
 

@@ -289,13 +289,13 @@ impl<'a, T: TicketTool> Probe<'a, T> {
 
     /// A call that must return a ticket; `created` says whether it must be new or a replay.
     fn expect_ticket(&self, request: CreateRequest<'_>, created: bool) -> Result<TicketId> {
-        let (expected, wanted): (&str, fn(Outcome) -> bool) = if created {
+        let (expected, wanted): (&str, fn(&Outcome) -> bool) = if created {
             ("a newly created ticket", |o| !o.is_replay())
         } else {
             ("a replay of the saved ticket", Outcome::is_replay)
         };
         match self.call(request) {
-            Ok(outcome) if wanted(outcome) => Ok(outcome.ticket_id()),
+            Ok(outcome) if wanted(&outcome) => Ok(outcome.ticket_id().clone()),
             Ok(outcome) => Err(self.fail(expected, format!("{outcome:?}"))),
             Err(err) => Err(self.fail(expected, format!("error: {err}"))),
         }
@@ -394,13 +394,13 @@ pub fn stable_key_retry<T: TicketTool>(tool: &T, operation: &Operation) -> Resul
     probe.check(
         first == replay,
         "both retries to return one identifier",
-        (first, replay),
+        (&first, &replay),
     )?;
     let tickets = probe.ticket_ids()?;
     probe.check(
-        tickets == [first],
+        tickets == [first.clone()],
         "the stored ticket to be the one returned",
-        (&tickets, first),
+        (&tickets, &first),
     )?;
     let count = probe.check_counts(&tickets, 1, 1)?;
     Ok(StableKeyRetry {
@@ -471,9 +471,9 @@ pub fn failure_before_commit<T: TicketTool>(
     let created = probe.expect_ticket(operation.request(), true)?;
     let tickets = probe.ticket_ids()?;
     probe.check(
-        tickets == [created],
+        tickets == [created.clone()],
         "the stored ticket to be the one returned",
-        (&tickets, created),
+        (&tickets, &created),
     )?;
     let after = probe.check_counts(&tickets, 1, 1)?;
     Ok(FailureBeforeCommit {
@@ -525,7 +525,7 @@ pub fn concurrent_same_key<T: TicketTool + Send>(
     }
     let created = outcomes.iter().filter(|o| !o.is_replay()).count();
     probe.check(created == 1, "exactly one caller to create", &outcomes)?;
-    let mut ids: Vec<TicketId> = outcomes.iter().map(|o| o.ticket_id()).collect();
+    let mut ids: Vec<TicketId> = outcomes.iter().map(|o| o.ticket_id().clone()).collect();
     ids.sort_unstable();
     ids.dedup();
     let tickets = probe.ticket_ids()?;
@@ -634,7 +634,7 @@ mod tests {
             stable_key_retry: StableKeyRetry {
                 attempts: 3,
                 tickets: 1,
-                replay_ticket_id: 7,
+                replay_ticket_id: 7.into(),
             },
             changed_payload: ChangedPayload {
                 rejected: true,
@@ -647,7 +647,7 @@ mod tests {
             concurrent_same_key: ConcurrentSameKey {
                 attempts: 8,
                 tickets: 1,
-                returned_ticket_ids: vec![4, 5],
+                returned_ticket_ids: vec![4.into(), 5.into()],
             },
             new_key_same_payload: NewKeySamePayload { tickets: 2 },
             deleted_replay_record: DeletedReplayRecord { tickets: 2 },

@@ -1,16 +1,154 @@
 //! The ticket tool contract: the one trait every backend and adapter implements, what a create can
 //! return, and the faults a test can ask for.
 
+use std::fmt;
+use std::str::FromStr;
+
 use crate::error::Result;
 use crate::key::{OperationKey, Scope};
 use crate::payload::Payload;
 
-/// The identifier a ticket tool gives a ticket it created.
-pub type TicketId = i64;
+/// The identifier a ticket tool gives a ticket it created: a number (SQLite's rowid, a serial
+/// column) or text (`PROJ-123`, a UUID), whichever the tool uses.
+///
+/// The contract only needs identifiers to be compared: a replay must return the identifier the
+/// first create returned. A number is written to JSON as a number and text as a string, so the
+/// lab's output keeps `"ticket_id": 1`.
+///
+/// ```
+/// use lab::TicketId;
+///
+/// let numbered = TicketId::from(47);
+/// let named = TicketId::from("PROJ-123");
+/// assert_eq!(numbered.as_i64(), Some(47));
+/// assert_eq!(named.as_text(), Some("PROJ-123"));
+/// assert_eq!(named.to_string(), "PROJ-123");
+/// assert_eq!(serde_json::to_string(&numbered)?, "47");
+/// assert_eq!(serde_json::to_string(&named)?, r#""PROJ-123""#);
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(untagged)]
+pub enum TicketId {
+    /// A numeric identifier.
+    Number(i64),
+    /// A textual identifier, kept exactly as the tool gave it.
+    Text(Box<str>),
+}
+
+impl TicketId {
+    /// The identifier as a number, when it is one.
+    pub fn as_i64(&self) -> Option<i64> {
+        match self {
+            TicketId::Number(n) => Some(*n),
+            TicketId::Text(_) => None,
+        }
+    }
+
+    /// The identifier as text, when it is textual.
+    pub fn as_text(&self) -> Option<&str> {
+        match self {
+            TicketId::Number(_) => None,
+            TicketId::Text(text) => Some(text),
+        }
+    }
+}
+
+impl From<i64> for TicketId {
+    fn from(n: i64) -> Self {
+        TicketId::Number(n)
+    }
+}
+
+impl From<&str> for TicketId {
+    fn from(text: &str) -> Self {
+        TicketId::Text(text.into())
+    }
+}
+
+impl From<String> for TicketId {
+    fn from(text: String) -> Self {
+        TicketId::Text(text.into())
+    }
+}
+
+/// Reads an integer as a number and anything else as text, as a path segment such as
+/// `/tickets/47` or `/tickets/PROJ-123` arrives.
+impl FromStr for TicketId {
+    type Err = std::convert::Infallible;
+
+    fn from_str(text: &str) -> std::result::Result<Self, Self::Err> {
+        Ok(match text.parse::<i64>() {
+            Ok(n) if n.to_string() == text => TicketId::Number(n),
+            _ => TicketId::from(text),
+        })
+    }
+}
+
+impl PartialEq<i64> for TicketId {
+    fn eq(&self, other: &i64) -> bool {
+        self.as_i64() == Some(*other)
+    }
+}
+
+impl PartialEq<TicketId> for i64 {
+    fn eq(&self, other: &TicketId) -> bool {
+        other == self
+    }
+}
+
+impl PartialEq<&TicketId> for i64 {
+    fn eq(&self, other: &&TicketId) -> bool {
+        *other == self
+    }
+}
+
+impl PartialEq<&str> for TicketId {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_text() == Some(*other)
+    }
+}
+
+impl fmt::Display for TicketId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TicketId::Number(n) => write!(f, "{n}"),
+            TicketId::Text(text) => f.write_str(text),
+        }
+    }
+}
+
+impl fmt::Debug for TicketId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TicketId::Number(n) => write!(f, "{n}"),
+            TicketId::Text(text) => write!(f, "{text:?}"),
+        }
+    }
+}
+
+impl rusqlite::types::ToSql for TicketId {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        match self {
+            TicketId::Number(n) => n.to_sql(),
+            TicketId::Text(text) => text.as_ref().to_sql(),
+        }
+    }
+}
+
+impl rusqlite::types::FromSql for TicketId {
+    fn column_result(value: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+        match value {
+            rusqlite::types::ValueRef::Integer(n) => Ok(TicketId::Number(n)),
+            rusqlite::types::ValueRef::Text(_) => Ok(TicketId::from(value.as_str()?)),
+            _ => Err(rusqlite::types::FromSqlError::InvalidType),
+        }
+    }
+}
 
 // ANCHOR: outcome
 /// What a successful create reports.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
     /// This call created the ticket.
     Created(TicketId),
@@ -21,14 +159,14 @@ pub enum Outcome {
 
 impl Outcome {
     /// The ticket's identifier, whichever call created it.
-    pub fn ticket_id(self) -> TicketId {
+    pub fn ticket_id(&self) -> &TicketId {
         match self {
             Outcome::Created(id) | Outcome::Replayed(id) => id,
         }
     }
 
     /// True when the call replayed an earlier result.
-    pub fn is_replay(self) -> bool {
+    pub fn is_replay(&self) -> bool {
         matches!(self, Outcome::Replayed(_))
     }
 }
@@ -170,7 +308,12 @@ impl<'a> CreateRequest<'a> {
 /// scenarios. Besides the create itself, the trait has the inspection hooks a test needs: which
 /// tickets exist, how many replay records are kept, and a way to forget one record to show what
 /// happens when retention runs out.
-pub trait TicketTool {
+///
+/// An implementation must be `Send + 'static` (it owns its connection rather than borrowing
+/// one): the concurrent checks move each connection to its own caller thread, and
+/// [`ConnectBoxed`] then comes for free, so a `Box<dyn TicketTool + Send>` works wherever a tool
+/// does.
+pub trait TicketTool: ConnectBoxed {
     /// Creates a ticket, or replays the saved result when the key was seen before with the same
     /// payload.
     ///
@@ -219,3 +362,58 @@ pub trait TicketTool {
         Self: Sized;
 }
 // ANCHOR_END: trait
+
+/// Opens another connection as a boxed tool, so that a `Box<dyn TicketTool + Send>` is a
+/// [`TicketTool`] too and the suite, the conformance run and the runner accept one.
+///
+/// Implemented for every `TicketTool + Send + 'static`; an adapter never implements it by hand.
+///
+/// ```
+/// use lab::{Operation, SqliteStore, TicketTool, suite};
+///
+/// let boxed = |_: &str| -> lab::Result<Box<dyn TicketTool + Send>> {
+///     Ok(Box::new(SqliteStore::temporary()?))
+/// };
+/// let observed = suite::run(&Operation::example(), boxed)?;
+/// assert_eq!(observed.concurrent_same_key.tickets, 1);
+/// # Ok::<(), lab::Error>(())
+/// ```
+pub trait ConnectBoxed {
+    /// [`TicketTool::connect`], boxed.
+    ///
+    /// # Errors
+    /// Any error of the backend while connecting.
+    fn connect_boxed(&self) -> Result<Box<dyn TicketTool + Send>>;
+}
+
+impl<T: TicketTool + Send + 'static> ConnectBoxed for T {
+    fn connect_boxed(&self) -> Result<Box<dyn TicketTool + Send>> {
+        Ok(Box::new(self.connect()?))
+    }
+}
+
+impl TicketTool for Box<dyn TicketTool + Send> {
+    fn create(&self, request: CreateRequest<'_>) -> Result<Outcome> {
+        (**self).create(request)
+    }
+
+    fn ticket_ids(&self) -> Result<Vec<TicketId>> {
+        (**self).ticket_ids()
+    }
+
+    fn count_tickets(&self) -> Result<u64> {
+        (**self).count_tickets()
+    }
+
+    fn count_records(&self) -> Result<u64> {
+        (**self).count_records()
+    }
+
+    fn forget_record(&self, scope: &Scope, key: &OperationKey) -> Result<bool> {
+        (**self).forget_record(scope, key)
+    }
+
+    fn connect(&self) -> Result<Self> {
+        (**self).connect_boxed()
+    }
+}

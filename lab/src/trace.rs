@@ -276,18 +276,21 @@ impl<T: TicketTool> Traced<T> {
         let key = request.key.map(|k| k.as_str().to_owned());
         match result {
             Ok(Outcome::Created(id)) if new.contains(id) => What::Commits {
-                ticket: *id,
+                ticket: id.clone(),
                 record: key,
             },
             Ok(Outcome::Replayed(id)) => match key {
-                Some(key) => What::FindsRecord { key, ticket: *id },
+                Some(key) => What::FindsRecord {
+                    key,
+                    ticket: id.clone(),
+                },
                 None => What::WritesNothing,
             },
             // A lost reply after a commit: the new ticket is the one the ticket list gained. With
             // other callers committing at the same time the list may gain several; then it names
             // none, rather than guess.
             Err(Error::OutcomeUnknown { .. }) if new.len() == 1 => What::Commits {
-                ticket: new[0],
+                ticket: new[0].clone(),
                 record: key,
             },
             Err(Error::PayloadConflict { key }) => What::RejectsConflict { key: key.clone() },
@@ -304,7 +307,7 @@ fn lock<V>(mutex: &Mutex<V>) -> std::sync::MutexGuard<'_, V> {
 
 const WAITING: &str = "Still nothing";
 
-impl<T: TicketTool> TicketTool for Traced<T> {
+impl<T: TicketTool + Send + 'static> TicketTool for Traced<T> {
     fn create(&self, request: CreateRequest<'_>) -> Result<Outcome> {
         let key = request.key.map(|k| k.as_str().to_owned());
         let changed_payload = match &key {
@@ -334,15 +337,14 @@ impl<T: TicketTool> TicketTool for Traced<T> {
         let result = self.inner.create(request);
         let after = self.inner.ticket_ids()?;
         let new: Vec<TicketId> = after
-            .iter()
-            .copied()
+            .into_iter()
             .filter(|id| !before.contains(id))
             .collect();
         let effect = self.effect(&request, &result, &new);
         self.record(Actor::Service, Some(Actor::Database), effect, WAITING);
         let seen = match &result {
-            Ok(Outcome::Created(id)) => Reply::Created(*id),
-            Ok(Outcome::Replayed(id)) => Reply::Replayed(*id),
+            Ok(Outcome::Created(id)) => Reply::Created(id.clone()),
+            Ok(Outcome::Replayed(id)) => Reply::Replayed(id.clone()),
             Err(Error::PayloadConflict { .. }) => Reply::Conflict,
             Err(Error::InjectedFailure) => Reply::Failed,
             Err(Error::OutcomeUnknown { .. }) => Reply::Unknown,
@@ -537,8 +539,8 @@ mod tests {
         trace
             .events
             .iter()
-            .filter_map(|e| match e.what {
-                What::Commits { ticket, .. } => Some(ticket),
+            .filter_map(|e| match &e.what {
+                What::Commits { ticket, .. } => Some(ticket.clone()),
                 _ => None,
             })
             .collect()
@@ -574,7 +576,15 @@ mod tests {
         let replays = stable
             .events
             .iter()
-            .filter(|e| matches!(e.what, What::FindsRecord { ticket: 1, .. }))
+            .filter(|e| {
+                matches!(
+                    e.what,
+                    What::FindsRecord {
+                        ticket: TicketId::Number(1),
+                        ..
+                    }
+                )
+            })
             .count();
         assert_eq!(replays, 2);
     }

@@ -46,7 +46,7 @@ fn x_of(actor: Actor) -> f64 {
     }
 }
 
-fn tickets(ids: &[i64]) -> String {
+fn tickets(ids: &[lab::TicketId]) -> String {
     match ids {
         [] => "no tickets".to_owned(),
         [one] => format!("ticket {one}"),

@@ -135,8 +135,8 @@ impl HttpTool {
         Sent::Answer(match (status, error_code) {
             (409, code::IN_FLIGHT) => return Sent::InFlight,
             (201, _) => match parsed["ticket_id"].as_i64() {
-                Some(id) if replayed => Ok(Outcome::Replayed(id)),
-                Some(id) => Ok(Outcome::Created(id)),
+                Some(id) if replayed => Ok(Outcome::Replayed(id.into())),
+                Some(id) => Ok(Outcome::Created(id.into())),
                 None => Err(self.unexpected("POST", path, status, &body)),
             },
             (422, code::KEY_REUSED) => Err(Error::PayloadConflict {

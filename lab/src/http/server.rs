@@ -361,10 +361,11 @@ impl Service {
                 })
             }
             (Method::Get, ["tickets", id]) => self.with_caller(request, |scope, _| {
-                let Ok(id) = id.parse::<TicketId>() else {
+                // This service's tickets are SQLite rowids: anything else names no ticket.
+                let Ok(id) = id.parse::<i64>().map(TicketId::from) else {
                     return error(404, code::NOT_FOUND, format!("no ticket {id:?}"));
                 };
-                match store.ticket_of(scope.caller(), id) {
+                match store.ticket_of(scope.caller(), &id) {
                     Ok(Some(ticket)) => {
                         Answer::Respond(json_response(200, ticket_json(ticket).to_string()))
                     }
@@ -455,7 +456,7 @@ impl Service {
                         eprintln!("lab serve: cannot note when {key} was created: {err}");
                     }
                 }
-                Answer::Respond(json_response(201, response_text(id)))
+                Answer::Respond(json_response(201, created_text(&id)))
             }
             Ok(Outcome::Replayed(id)) => {
                 // The record was read a moment ago and records never change: the saved text is
@@ -463,7 +464,7 @@ impl Service {
                 let saved = key
                     .as_ref()
                     .and_then(|key| store.saved_response(scope, key).ok().flatten())
-                    .unwrap_or_else(|| response_text(id));
+                    .unwrap_or_else(|| created_text(&id));
                 Answer::Respond(
                     json_response(201, saved)
                         .with_header(header(contract::IDEMPOTENT_REPLAYED, "true")),
@@ -645,4 +646,12 @@ fn ticket_json(ticket: crate::sqlite::StoredTicket) -> serde_json::Value {
     let payload =
         serde_json::from_str(&ticket.payload).unwrap_or(serde_json::Value::String(ticket.payload));
     json!({"id": ticket.id, "payload": payload})
+}
+
+/// The body of a 201: the saved form for a numeric id, the same shape with a string otherwise.
+fn created_text(id: &TicketId) -> String {
+    match id.as_i64() {
+        Some(n) => response_text(n),
+        None => json!({ "ticket_id": id }).to_string(),
+    }
 }

@@ -26,6 +26,9 @@ pub enum ViolationKind {
     ConflictChangedOriginal,
     /// A retry with the same payload was rejected as a conflict.
     SpuriousConflict,
+    /// A call with a changed payload under a used key was told it succeeded with the ticket made
+    /// for the other payload, instead of being rejected.
+    AcceptedChangedPayload,
     /// A ticket without its record, or a record without its ticket.
     Unpaired,
     /// An uncertain outcome neither resolved by a retry with the same key nor marked for review.
@@ -43,6 +46,7 @@ impl ViolationKind {
             ViolationKind::CrossScope => "visible across scopes",
             ViolationKind::ConflictChangedOriginal => "conflict changed the original",
             ViolationKind::SpuriousConflict => "same payload rejected as a conflict",
+            ViolationKind::AcceptedChangedPayload => "changed payload accepted",
             ViolationKind::Unpaired => "ticket and record not paired",
             ViolationKind::Unresolved => "unknown outcome left unresolved",
             ViolationKind::UnexpectedTicket => "ticket nobody asked for",
@@ -119,11 +123,12 @@ pub fn check(history: &History) -> Verdict {
                 key,
                 idle,
                 watermark,
-            } => keys
-                .entry((*caller, key))
-                .or_default()
-                .prunes
-                .push((at, *idle, *watermark)),
+            } => {
+                keys.entry((*caller, key))
+                    .or_default()
+                    .prunes
+                    .push((at, *idle, watermark.clone()))
+            }
             _ => {}
         }
     }
@@ -138,7 +143,7 @@ pub fn check(history: &History) -> Verdict {
             continue;
         };
         let info = &history.intents[intent];
-        owner.insert(ticket.id, intent);
+        owner.insert(ticket.id.clone(), intent);
         if info.end == IntentEnd::NeverSaved {
             verdict.violations.push(violation(
                 ViolationKind::UnexpectedTicket,
@@ -209,14 +214,14 @@ fn check_key(
         .filter(|(_, idle, _)| *idle >= retention)
         .collect();
     let epoch_of_ticket =
-        |id: TicketId| boundaries.iter().filter(|(_, _, mark)| id > *mark).count();
+        |id: &TicketId| boundaries.iter().filter(|(_, _, mark)| id > mark).count();
     let epoch_of_event = |at: usize| boundaries.iter().filter(|(e, _, _)| at > *e).count();
     for epoch in 0..=boundaries.len() {
         let tickets: Vec<&TicketRow> = log
             .tickets
             .iter()
             .copied()
-            .filter(|t| epoch_of_ticket(t.id) == epoch)
+            .filter(|t| epoch_of_ticket(&t.id) == epoch)
             .collect();
         if epoch > 0 && !tickets.is_empty() {
             verdict.allowed.retention_boundary += 1;
@@ -262,6 +267,20 @@ fn check_key(
                             "{} was told ticket {id}, which belongs to {}",
                             info.tag(),
                             history.intents[other].tag()
+                        ),
+                    ));
+                }
+                // A success carries the ticket made for this payload; one made for another
+                // payload means the changed payload was accepted instead of rejected.
+                if let Some(made) = log.tickets.iter().find(|t| t.id == id)
+                    && canonical(&made.payload) != info.payload
+                {
+                    verdict.violations.push(violation(
+                        ViolationKind::AcceptedChangedPayload,
+                        format!(
+                            "{} sent another payload under {who} and was told ticket {id}, made \
+                             for the first payload",
+                            info.tag()
                         ),
                     ));
                 }
@@ -314,8 +333,12 @@ fn check_pairs(
     let Some(records) = &history.end.records else {
         return;
     };
-    let tickets: BTreeMap<TicketId, &TicketRow> =
-        history.end.tickets.iter().map(|t| (t.id, t)).collect();
+    let tickets: BTreeMap<TicketId, &TicketRow> = history
+        .end
+        .tickets
+        .iter()
+        .map(|t| (t.id.clone(), t))
+        .collect();
     for record in records {
         match tickets.get(&record.ticket_id) {
             None => verdict.violations.push(violation(

@@ -154,7 +154,7 @@ impl CallResult {
     /// The ticket a success reported.
     pub fn ticket(&self) -> Option<TicketId> {
         match self {
-            CallResult::Created(id) | CallResult::Replayed(id) => Some(*id),
+            CallResult::Created(id) | CallResult::Replayed(id) => Some(id.clone()),
             _ => None,
         }
     }

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use crate::error::{Error, Result};
 use crate::key::{OperationKey, Scope};
 use crate::payload::Payload;
-use crate::tool::{CreateRequest, Outcome};
+use crate::tool::{CreateRequest, Outcome, TicketId};
 
 use super::history::{CallResult, Event, History, IntentEnd, IntentInfo, What};
 use super::plan::{AttemptPlan, KEY_ORDERS, Plan};
@@ -470,7 +470,12 @@ impl<'a, S: Subject> Scheduler<'a, S> {
                 .root
                 .forget_record(&self.callers[caller].scope, &operation_key)?
             {
-                let watermark = self.root.ticket_ids()?.last().copied().unwrap_or(0);
+                let watermark = self
+                    .root
+                    .ticket_ids()?
+                    .last()
+                    .cloned()
+                    .unwrap_or(TicketId::Number(0));
                 self.record(What::Pruned {
                     caller,
                     key,

@@ -92,7 +92,7 @@ fn row(path: SweepPath, fault: Fault, history: &History) -> SweepRow {
         .collect();
     let tickets = history.end.tickets.len();
     let records = history.end.records.as_ref().map_or(0, Vec::len);
-    let first_ticket = history.end.tickets.first().map(|t| t.id);
+    let first_ticket = history.end.tickets.first().map(|t| t.id.clone());
     let last_answer = results.last().and_then(CallResult::ticket);
     let mut expect = |broken: bool, kind: ViolationKind, detail: String| {
         if broken {

@@ -72,7 +72,7 @@ fn another_fixture_gives_the_same_values() {
         r#"{
           "payload": {"z": {"y": [3, {"é": "ü"}], "x": 1.5}, "title": "Überprüfung 🚦", "priority": "urgent"},
           "scope": {"operation": "open_incident", "caller": "night-shift-bot"},
-          "operation_key": "incident/2026-11-29/ключ"
+          "operation_key": "incident/2026-11-29/key #7 \"night\""
         }"#,
     )
     .unwrap();

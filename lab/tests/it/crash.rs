@@ -57,7 +57,7 @@ fn crash_and_restart(point: &str, sends_before_kill: u32) {
         assert!(output.status.success(), "{output:?}");
         let tickets = service_tickets(&server);
         assert_eq!(tickets.len(), before + 1, "{key}: exactly one ticket");
-        let id = *tickets.last().unwrap();
+        let id = tickets.last().unwrap().clone();
         assert_eq!(
             String::from_utf8_lossy(&output.stdout).trim(),
             format!(

@@ -94,7 +94,7 @@ fn creates_queued_together_share_one_commit_and_fail_only_alone() {
                 assert_eq!(record, None, "{plan:?} left a record");
             }
             (Plan::Plain | Plan::SameKeyAsFirst, Ok(outcome)) => {
-                created.push((key.clone(), *outcome))
+                created.push((key.clone(), outcome.clone()))
             }
             other => panic!("unexpected outcome {other:?}"),
         }
@@ -103,7 +103,7 @@ fn creates_queued_together_share_one_commit_and_fail_only_alone() {
     let key0: Vec<Outcome> = created
         .iter()
         .filter(|(k, _)| k.as_str() == "key-0")
-        .map(|(_, o)| *o)
+        .map(|(_, o)| o.clone())
         .collect();
     assert_eq!(key0.len(), 3);
     assert_eq!(
@@ -152,6 +152,8 @@ fn burst_on_one_key(coordination: Coordination, callers: usize) -> (u64, Vec<i64
                     c.create(CreateRequest::keyed(scope, key, payload))
                         .unwrap()
                         .ticket_id()
+                        .as_i64()
+                        .unwrap()
                 })
             })
             .collect();
@@ -233,7 +235,7 @@ fn a_replay_is_answered_while_another_connection_holds_the_write_lock() {
         .unwrap();
     assert_eq!(
         store.create(request).unwrap(),
-        Outcome::Replayed(created.ticket_id())
+        Outcome::Replayed(created.ticket_id().clone())
     );
     // A first create does need the lock, and says so at once.
     let other = OperationKey::try_from("held-new").unwrap();
@@ -271,6 +273,9 @@ fn a_first_create_that_meets_another_writer_starts_over_behind_the_lock_and_crea
         .unwrap();
     release.join().unwrap();
     assert!(matches!(outcome, Outcome::Created(_)), "{outcome:?}");
-    assert_eq!(store.ticket_ids().unwrap(), vec![outcome.ticket_id()]);
+    assert_eq!(
+        store.ticket_ids().unwrap(),
+        vec![outcome.ticket_id().clone()]
+    );
     assert_eq!(store.count_records().unwrap(), 1);
 }

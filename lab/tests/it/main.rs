@@ -4,8 +4,10 @@ mod backend;
 mod bad_input;
 mod bench;
 mod book;
+mod check;
 mod cli;
 mod clients;
+mod conformance;
 mod crash;
 mod evidence;
 mod group_commit;
@@ -13,6 +15,7 @@ mod http;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod proxy;
+mod refusals;
 mod retention;
 mod runner;
 mod sim;

@@ -15,7 +15,7 @@ use std::time::Duration;
 use lab::serde_json::json;
 use lab::{
     CreateRequest, Error, Fault, Operation, OperationKey, Outcome, Payload, PostgresOptions,
-    PostgresStore, Scope, TicketId, TicketTool, suite,
+    PostgresStore, Scope, TicketTool, suite,
 };
 
 use crate::sample;
@@ -91,7 +91,7 @@ fn schema_exists(client: &mut ::postgres::Client, name: &str) -> bool {
         == 1
 }
 
-fn response(id: TicketId) -> String {
+fn response(id: i64) -> String {
     format!("{{\"ticket_id\":{id}}}")
 }
 
@@ -164,7 +164,8 @@ fn retry_with_same_key_replays_the_original_ticket_on_postgres() {
     let Outcome::Created(id) = first else {
         panic!("expected a create, got {first:?}")
     };
-    assert_eq!(second, Outcome::Replayed(id));
+    assert_eq!(second, Outcome::Replayed(id.clone()));
+    let id = id.as_i64().unwrap();
     let mut client = inspector(pg.url, &store);
     assert_eq!(
         tickets(&mut client),
@@ -201,7 +202,7 @@ fn a_lost_reply_on_postgres_still_commits_the_ticket_and_its_record() {
     assert_eq!(records(&mut client)[0].4, stored[0].0);
     assert_eq!(
         store.create(request).unwrap(),
-        Outcome::Replayed(stored[0].0)
+        Outcome::Replayed(stored[0].0.into())
     );
 }
 
@@ -229,10 +230,13 @@ fn a_failure_before_commit_on_postgres_leaves_neither_row_nor_an_open_transactio
     }
     let retry = store.create(request).unwrap();
     assert!(matches!(retry, Outcome::Created(_)), "{retry:?}");
-    assert_eq!(store.ticket_ids().unwrap(), [retry.ticket_id()]);
+    assert_eq!(store.ticket_ids().unwrap(), [retry.ticket_id().clone()]);
     // A replay writes nothing, so a fault at a write step is not reached, as on SQLite.
     let replay = store.create(request.with_fault(Fault::BeforeCommit));
-    assert_eq!(replay.unwrap(), Outcome::Replayed(retry.ticket_id()));
+    assert_eq!(
+        replay.unwrap(),
+        Outcome::Replayed(retry.ticket_id().clone())
+    );
 }
 
 #[test]
@@ -258,7 +262,7 @@ fn a_changed_payload_on_postgres_is_rejected_and_changes_nothing() {
         store
             .create(CreateRequest::keyed(&scope, &key, &payload))
             .unwrap(),
-        Outcome::Replayed(created.ticket_id())
+        Outcome::Replayed(created.ticket_id().clone())
     );
 }
 
@@ -296,6 +300,7 @@ fn the_same_key_under_two_callers_creates_two_tickets_and_neither_replays_the_ot
     let Outcome::Created(bob_id) = bobs else {
         panic!("bob's first create must create, got {bobs:?}")
     };
+    let bob_id = bob_id.as_i64().unwrap();
     assert_ne!(alice_id, bob_id);
 
     // Each caller replays only its own ticket, and neither payload conflicts with the other's.
@@ -303,13 +308,13 @@ fn the_same_key_under_two_callers_creates_two_tickets_and_neither_replays_the_ot
         store
             .create(CreateRequest::keyed(&alice, &key, &payload))
             .unwrap(),
-        Outcome::Replayed(alice_id)
+        Outcome::Replayed(alice_id.into())
     );
     assert_eq!(
         store
             .create(CreateRequest::keyed(&bob, &key, &bobs_payload))
             .unwrap(),
-        Outcome::Replayed(bob_id)
+        Outcome::Replayed(bob_id.into())
     );
     let mut client = inspector(pg.url, &store);
     let mut expected = vec![
@@ -388,7 +393,10 @@ fn a_caller_that_outwaits_the_lock_timeout_is_told_the_outcome_is_unknown_and_a_
     assert_eq!(open_transactions(&mut observer), 1, "only the winner's");
 
     winner.commit().unwrap();
-    assert_eq!(store.create(request).unwrap(), Outcome::Replayed(winner_id));
+    assert_eq!(
+        store.create(request).unwrap(),
+        Outcome::Replayed(winner_id.into())
+    );
     assert_eq!(
         tickets(&mut observer),
         [(
@@ -433,6 +441,7 @@ fn a_caller_waiting_on_a_claim_that_rolls_back_creates_the_ticket_itself() {
     let Ok(Outcome::Created(id)) = outcome else {
         panic!("expected the waiter to create, got {outcome:?}")
     };
+    let id = id.as_i64().unwrap();
     let mut client = inspector(pg.url, &store);
     assert_eq!(
         tickets(&mut client).iter().map(|t| t.0).collect::<Vec<_>>(),
@@ -454,7 +463,10 @@ fn creates_without_a_key_on_postgres_are_never_deduplicated() {
     let b = store
         .create(CreateRequest::unkeyed(&scope, &payload))
         .unwrap();
-    assert!(matches!((a, b), (Outcome::Created(_), Outcome::Created(_))));
+    assert!(matches!(
+        (&a, &b),
+        (Outcome::Created(_), Outcome::Created(_))
+    ));
     assert_ne!(a.ticket_id(), b.ticket_id());
     assert_eq!(store.count_tickets().unwrap(), 2);
     assert_eq!(store.count_records().unwrap(), 0);
@@ -540,7 +552,7 @@ fn sixty_four_callers_in_four_processes_converge_on_one_ticket() {
         .filter(|r| r.starts_with("created "))
         .collect();
     assert_eq!(created.len(), 1, "{results:#?}");
-    let id: TicketId = created[0]["created ".len()..].parse().unwrap();
+    let id: i64 = created[0]["created ".len()..].parse().unwrap();
     for result in &results {
         assert!(
             *result == format!("created {id}") || *result == format!("replayed {id}"),

@@ -52,12 +52,12 @@ fn a_retry_after_the_window_is_told_expired_and_the_runner_hands_it_to_review() 
             [key.as_str(), payload.canonical()],
         )
         .unwrap();
-    assert_eq!(tool.create(request).unwrap(), Outcome::Created(1));
+    assert_eq!(tool.create(request).unwrap(), Outcome::Created(1.into()));
 
     // Within the window the record is kept and a retry is replayed.
     clock.advance(HOUR / 2);
     assert_eq!(server.prune().unwrap().records, 0);
-    assert_eq!(tool.create(request).unwrap(), Outcome::Replayed(1));
+    assert_eq!(tool.create(request).unwrap(), Outcome::Replayed(1.into()));
 
     // Past the window the record becomes a tombstone, and a retry is told the key expired.
     clock.advance(HOUR);
@@ -82,7 +82,7 @@ fn a_retry_after_the_window_is_told_expired_and_the_runner_hands_it_to_review() 
     // a create is a new ticket. The contract promises nothing past it.
     clock.advance(DAY);
     assert_eq!(server.prune().unwrap().tombstones, 1);
-    assert_eq!(tool.create(request).unwrap(), Outcome::Created(2));
+    assert_eq!(tool.create(request).unwrap(), Outcome::Created(2.into()));
 }
 
 #[test]

@@ -23,7 +23,7 @@ fn runner(database: &Path, url: &str, key: Option<&str>) -> Output {
 }
 
 /// The runner's record of `key`: state and ticket id.
-pub fn runner_record(database: &Path, key: &str) -> (String, Option<i64>) {
+pub fn runner_record(database: &Path, key: &str) -> (String, Option<lab::TicketId>) {
     let db = rusqlite::Connection::open(database).unwrap();
     db.query_row(
         "SELECT state, ticket_id FROM operations WHERE key = ?1",
@@ -34,7 +34,7 @@ pub fn runner_record(database: &Path, key: &str) -> (String, Option<i64>) {
 }
 
 /// Every ticket on the service, read directly (not through the proxy).
-pub fn service_tickets(server: &LabServer) -> Vec<i64> {
+pub fn service_tickets(server: &LabServer) -> Vec<lab::TicketId> {
     let target = HttpTarget::new(&server.url, "token-a", Some("admin-token")).unwrap();
     HttpTool::new(target).ticket_ids().unwrap()
 }
@@ -57,7 +57,7 @@ fn through_a_dropping_proxy_the_runner_retries_and_records_the_one_ticket() {
     assert_eq!(service_tickets(&server), [1]);
     assert_eq!(
         runner_record(&database, "rotate-logs-1"),
-        ("succeeded".to_owned(), Some(1))
+        ("succeeded".to_owned(), Some(1.into()))
     );
 
     // Run again: nothing is pending, nothing is sent, still one ticket.
@@ -67,38 +67,214 @@ fn through_a_dropping_proxy_the_runner_retries_and_records_the_one_ticket() {
     assert_eq!(service_tickets(&server), [1]);
 }
 
+/// Runs `lab runner` with `token` against `url` and any `extra` arguments.
+fn runner_with(database: &Path, url: &str, token: &str, extra: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lab"))
+        .args(["runner", "--database"])
+        .arg(database)
+        .args(["--url", url, "--token", token, "--caller", "alice"])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
 #[test]
-fn a_runner_with_no_service_spends_its_budget_and_hands_the_operation_to_review() {
-    // A port nobody listens on: every send is a transport failure.
+fn a_runner_with_no_service_sends_nothing_holds_the_operation_and_resumes_it_with_the_same_key() {
+    // A port nobody listens on: nothing can reach the service, so nothing can have taken effect.
     let unused = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", unused.local_addr().unwrap());
     drop(unused);
     let folder = tempfile::tempdir().unwrap();
     let database = folder.path().join("runner.sqlite");
-    let output = Command::new(env!("CARGO_BIN_EXE_lab"))
-        .args(["runner", "--database"])
-        .arg(&database)
-        .args(["--url", &url, "--token", "token-a", "--caller", "alice"])
-        .args([
-            "--key",
-            "nobody-home",
-            "--payload",
-            PAYLOAD,
-            "--attempts",
-            "3",
-        ])
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{output:?}");
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    let new = [
+        "--key",
+        "nobody-home",
+        "--payload",
+        PAYLOAD,
+        "--attempts",
+        "3",
+    ];
+    let output = runner_with(&database, &url, "token-a", &new);
+    assert_eq!(output.status.code(), Some(5), "{output:?}");
+    let stdout = text(&output.stdout);
     assert!(
-        stdout.starts_with("nobody-home: needs review: no answer after 3 send(s)"),
+        stdout.starts_with(
+            "nobody-home: held, still pending after 0 send(s): nothing accepts connections at"
+        ),
         "{stdout}"
     );
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("held: nobody-home:"), "{stderr}");
+    assert!(stderr.contains("fix --url"), "{stderr}");
+    assert!(stderr.contains("goes out with the same key"), "{stderr}");
     assert_eq!(
         runner_record(&database, "nobody-home"),
+        ("pending".to_owned(), None)
+    );
+
+    // The service comes up (here: somewhere else, so --url changes); the same file resumes it.
+    let server = LabServer::start(&[]);
+    let again = runner_with(&database, &server.url, "token-a", &[]);
+    assert_eq!(again.status.code(), Some(0), "{again:?}");
+    assert_eq!(
+        text(&again.stdout),
+        "resumed nobody-home: succeeded, ticket 1, after 1 send(s)\n"
+    );
+    assert_eq!(service_tickets(&server), [1]);
+    assert_eq!(
+        runner_record(&database, "nobody-home"),
+        ("succeeded".to_owned(), Some(1.into()))
+    );
+}
+
+#[test]
+fn a_refused_token_holds_the_operation_and_the_fixed_token_resumes_it_with_the_same_key() {
+    let server = LabServer::start(&[]);
+    let folder = tempfile::tempdir().unwrap();
+    let database = folder.path().join("runner.sqlite");
+    let new = ["--key", "wrong-token-1", "--payload", PAYLOAD];
+    let output = runner_with(&database, &server.url, "token-zz", &new);
+    assert_eq!(output.status.code(), Some(5), "{output:?}");
+    assert!(
+        text(&output.stdout)
+            .starts_with("wrong-token-1: held, still pending after 1 send(s): the service at"),
+        "{output:?}"
+    );
+    assert!(
+        text(&output.stderr)
+            .contains("refuses the token given with --token (status 401): fix --token")
+    );
+    assert_eq!(
+        runner_record(&database, "wrong-token-1"),
+        ("pending".to_owned(), None)
+    );
+    assert_eq!(service_tickets(&server), Vec::<i64>::new());
+
+    // The same command with the right token: the saved operation goes out, once.
+    let fixed = runner_with(&database, &server.url, "token-a", &new);
+    assert_eq!(fixed.status.code(), Some(0), "{fixed:?}");
+    assert_eq!(
+        text(&fixed.stdout),
+        "resumed wrong-token-1: succeeded, ticket 1, after 2 send(s)\nwrong-token-1: succeeded, ticket 1, after 2 send(s)\n"
+    );
+    assert_eq!(service_tickets(&server), [1]);
+    assert_eq!(
+        runner_record(&database, "wrong-token-1"),
+        ("succeeded".to_owned(), Some(1.into()))
+    );
+}
+
+#[test]
+fn a_url_whose_path_has_no_service_holds_the_operation_until_the_url_is_fixed() {
+    let server = LabServer::start(&[]);
+    let folder = tempfile::tempdir().unwrap();
+    let database = folder.path().join("runner.sqlite");
+    let wrong = format!("{}/api", server.url);
+    let new = ["--key", "wrong-path-1", "--payload", PAYLOAD];
+    let output = runner_with(&database, &wrong, "token-a", &new);
+    assert_eq!(output.status.code(), Some(5), "{output:?}");
+    assert!(
+        text(&output.stderr).contains("no ticket service answers at"),
+        "{output:?}"
+    );
+    assert!(text(&output.stderr).contains("fix --url"), "{output:?}");
+    assert_eq!(
+        runner_record(&database, "wrong-path-1"),
+        ("pending".to_owned(), None)
+    );
+    assert_eq!(service_tickets(&server), Vec::<i64>::new());
+
+    let fixed = runner_with(&database, &server.url, "token-a", &[]);
+    assert_eq!(fixed.status.code(), Some(0), "{fixed:?}");
+    assert_eq!(
+        text(&fixed.stdout),
+        "resumed wrong-path-1: succeeded, ticket 1, after 2 send(s)\n"
+    );
+    assert_eq!(service_tickets(&server), [1]);
+}
+
+#[test]
+fn an_unknown_outcome_needs_review_exits_4_and_says_what_to_look_for() {
+    let server = LabServer::start(&[]);
+    // Every reply is lost: the service commits, the runner never hears.
+    let proxy = LabServer::spawn(&["proxy", "--upstream", &server.url, "--drop-first", "10"]);
+    let folder = tempfile::tempdir().unwrap();
+    let database = folder.path().join("runner.sqlite");
+    let new = ["--key", "lost-1", "--payload", PAYLOAD, "--attempts", "2"];
+    let output = runner_with(&database, &proxy.url, "token-a", &new);
+    assert_eq!(output.status.code(), Some(4), "{output:?}");
+    assert!(
+        text(&output.stdout).starts_with("lost-1: needs review: no answer after 2 send(s)"),
+        "{output:?}"
+    );
+    let last = text(&output.stderr);
+    assert!(
+        last.trim_end().ends_with("Look on the service for a ticket of caller alice with key lost-1; the runner will not send it again unless told to with --resend lost-1."),
+        "{last}"
+    );
+    assert_eq!(
+        runner_record(&database, "lost-1"),
         ("needs_review".to_owned(), None)
     );
+    // The key kept it to one ticket, which a person now finds.
+    assert_eq!(service_tickets(&server), [1]);
+
+    // A run without --resend sends nothing, and says the operation still needs a person.
+    let again = runner_with(&database, &proxy.url, "token-a", &[]);
+    assert_eq!(again.status.code(), Some(0), "{again:?}");
+    assert!(
+        text(&again.stderr).starts_with("still needs review: lost-1:"),
+        "{again:?}"
+    );
+    assert_eq!(
+        runner_record(&database, "lost-1"),
+        ("needs_review".to_owned(), None)
+    );
+
+    // A person decides to send it again: the same key, so the service replays the one ticket.
+    let direct = LabServer::spawn(&["proxy", "--upstream", &server.url, "--drop-first", "0"]);
+    let resent = runner_with(&database, &direct.url, "token-a", &["--resend", "lost-1"]);
+    assert_eq!(resent.status.code(), Some(0), "{resent:?}");
+    assert_eq!(
+        text(&resent.stdout),
+        "resumed lost-1: succeeded, ticket 1, after 3 send(s)\n"
+    );
+    assert_eq!(
+        runner_record(&database, "lost-1"),
+        ("succeeded".to_owned(), Some(1.into()))
+    );
+    assert_eq!(service_tickets(&server), [1]);
+}
+
+#[test]
+fn a_key_the_service_holds_with_another_payload_exits_3() {
+    let server = LabServer::start(&[]);
+    let folder = tempfile::tempdir().unwrap();
+    let first = runner_with(
+        &folder.path().join("a.sqlite"),
+        &server.url,
+        "token-a",
+        &["--key", "shared", "--payload", PAYLOAD],
+    );
+    assert_eq!(first.status.code(), Some(0), "{first:?}");
+    let second = folder.path().join("b.sqlite");
+    let output = runner_with(
+        &second,
+        &server.url,
+        "token-a",
+        &["--key", "shared", "--payload", r#"{"title": "Else"}"#],
+    );
+    assert_eq!(output.status.code(), Some(3), "{output:?}");
+    assert!(
+        text(&output.stderr)
+            .contains("rejected: shared: the service holds this key with another payload")
+    );
+    assert_eq!(runner_record(&second, "shared").0, "rejected");
+    assert_eq!(service_tickets(&server), [1]);
 }
 
 #[test]

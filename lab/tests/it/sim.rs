@@ -7,7 +7,7 @@ use lab::sim::{
     self, CallResult, Plan, SweepPath, TicketRow, Variant, ViolationKind, What, check, explore,
     find_counterexample, sweep,
 };
-use lab::{Fault, Step};
+use lab::{Fault, Step, TicketId};
 
 use crate::repository_root;
 
@@ -109,16 +109,16 @@ fn the_fail_at_step_sweep_covers_every_step_with_no_violation() {
         let observed = match faulted {
             CallResult::Unknown => "unknown",
             CallResult::Failed(_) => "failed",
-            CallResult::Replayed(1) => "replayed",
+            CallResult::Replayed(id) if *id == 1 => "replayed",
             _ => "other",
         };
         assert_eq!(observed, expected_first, "{row}");
         let retry = row.results.last().unwrap();
         let expected_retry = match (row.path, row.fault) {
             (SweepPath::NewKey, Fault::LoseReply) | (SweepPath::Replay, _) => {
-                CallResult::Replayed(1)
+                CallResult::Replayed(1.into())
             }
-            (SweepPath::NewKey, _) => CallResult::Created(1),
+            (SweepPath::NewKey, _) => CallResult::Created(1.into()),
         };
         assert_eq!(retry, &expected_retry, "{row}");
     }
@@ -150,7 +150,7 @@ fn the_checker_reports_a_second_ticket_for_one_key() {
     let mut history = unpruned(5);
     assert!(check(&history).violations.is_empty());
     let copy = history.end.tickets[0].clone();
-    let id = history.end.tickets.last().unwrap().id + 1;
+    let id = TicketId::from(history.end.tickets.last().unwrap().id.as_i64().unwrap() + 1);
     history.end.tickets.push(TicketRow { id, ..copy });
     let verdict = check(&history);
     assert_eq!(
@@ -171,7 +171,7 @@ fn the_checker_reports_a_second_ticket_for_one_key() {
 fn the_checker_reports_a_record_without_its_ticket_and_a_ticket_of_another_scope() {
     let mut history = unpruned(5);
     let records = history.end.records.as_mut().unwrap();
-    records[0].ticket_id = 999;
+    records[0].ticket_id = 999.into();
     let verdict = check(&history);
     assert!(
         verdict
@@ -260,4 +260,83 @@ fn the_simulate_command_reports_its_runs_and_exit_status() {
     assert_eq!(bad.status.code(), Some(2));
     let bad = lab(&["--variant", "optimistic"]);
     assert_eq!(bad.status.code(), Some(2));
+}
+
+/// The lab's store, except that a changed payload under a used key is replayed instead of
+/// rejected: the mistake the seven scenarios cannot see once the scenario's own conflict passes.
+struct ReplaysAnyPayload(lab::SqliteStore);
+
+impl lab::TicketTool for ReplaysAnyPayload {
+    fn create(&self, request: lab::CreateRequest<'_>) -> lab::Result<lab::Outcome> {
+        match self.0.create(request) {
+            Err(lab::Error::PayloadConflict { .. }) => {
+                let key = request.key.expect("only a keyed call conflicts");
+                let saved = self
+                    .0
+                    .saved_response(request.scope, key)?
+                    .unwrap_or_default();
+                let saved: lab::serde_json::Value = lab::serde_json::from_str(&saved).unwrap();
+                request.reply(lab::Outcome::Replayed(
+                    saved["ticket_id"].as_i64().unwrap().into(),
+                ))
+            }
+            other => other,
+        }
+    }
+    fn ticket_ids(&self) -> lab::Result<Vec<TicketId>> {
+        self.0.ticket_ids()
+    }
+    fn count_records(&self) -> lab::Result<u64> {
+        self.0.count_records()
+    }
+    fn forget_record(&self, scope: &lab::Scope, key: &lab::OperationKey) -> lab::Result<bool> {
+        self.0.forget_record(scope, key)
+    }
+    fn connect(&self) -> lab::Result<Self> {
+        Ok(ReplaysAnyPayload(self.0.connect()?))
+    }
+}
+
+impl sim::Subject for ReplaysAnyPayload {
+    type Pending = std::convert::Infallible;
+    fn resume(
+        &self,
+        _request: lab::CreateRequest<'_>,
+        pending: Self::Pending,
+    ) -> sim::Progress<Self::Pending> {
+        match pending {}
+    }
+    fn view(&self) -> lab::Result<sim::StoreView> {
+        sim::read_lab_schema(self.0.connection())
+    }
+}
+
+#[test]
+fn the_checker_flags_an_adapter_that_accepts_a_changed_payload() {
+    let mut caught = Vec::new();
+    for seed in 1..=40 {
+        let tool = ReplaysAnyPayload(lab::SqliteStore::temporary().unwrap());
+        let history = sim::run(&Plan::generate(seed), &tool).unwrap();
+        let verdict = check(&history);
+        if let Some(v) = verdict
+            .violations
+            .iter()
+            .find(|v| v.kind == ViolationKind::AcceptedChangedPayload)
+        {
+            caught.push((seed, v.detail.clone()));
+        }
+        // The lab's own store, on the same plan, is never flagged.
+        let correct = sim::run(
+            &Plan::generate(seed),
+            &lab::SqliteStore::temporary().unwrap(),
+        )
+        .unwrap();
+        assert!(check(&correct).violations.is_empty(), "seed {seed}");
+    }
+    assert!(
+        caught.len() >= 5,
+        "caught in only {} of 40 histories: {caught:?}",
+        caught.len()
+    );
+    assert!(caught[0].1.contains("sent another payload"), "{caught:?}");
 }

@@ -31,8 +31,8 @@ fn retry_with_same_key_replays_the_original_ticket() {
     let first = store.create(request).unwrap();
     let second = store.create(request).unwrap();
     assert!(matches!(first, Outcome::Created(_)));
-    assert_eq!(second, Outcome::Replayed(first.ticket_id()));
-    assert_eq!(store.ticket_ids().unwrap(), vec![first.ticket_id()]);
+    assert_eq!(second, Outcome::Replayed(first.ticket_id().clone()));
+    assert_eq!(store.ticket_ids().unwrap(), vec![first.ticket_id().clone()]);
     let records = record_rows(&store);
     assert_eq!(records.len(), 1);
     assert_eq!(records[0].3, first.ticket_id());
@@ -106,7 +106,7 @@ fn key_order_in_the_payload_does_not_make_a_conflict() {
     let second = store
         .create(CreateRequest::keyed(&scope, &key, &b))
         .unwrap();
-    assert_eq!(second, Outcome::Replayed(first.ticket_id()));
+    assert_eq!(second, Outcome::Replayed(first.ticket_id().clone()));
     assert_eq!(store.count_tickets().unwrap(), 1);
 }
 
@@ -126,14 +126,17 @@ fn the_same_key_under_two_callers_names_two_operations() {
             &payload.with_field("title", json!("other")),
         ))
         .unwrap();
-    assert!(matches!((a, b), (Outcome::Created(_), Outcome::Created(_))));
+    assert!(matches!(
+        (&a, &b),
+        (Outcome::Created(_), Outcome::Created(_))
+    ));
     assert_ne!(a.ticket_id(), b.ticket_id());
     // Each caller replays only its own ticket.
     assert_eq!(
         store
             .create(CreateRequest::keyed(&alice, &key, &payload))
             .unwrap(),
-        Outcome::Replayed(a.ticket_id())
+        Outcome::Replayed(a.ticket_id().clone())
     );
     // Forgetting bob's record leaves alice's.
     assert!(store.forget_record(&bob, &key).unwrap());
@@ -184,7 +187,7 @@ fn a_record_survives_reopening_the_file() {
         reopened
             .create(CreateRequest::keyed(&scope, &key, &payload))
             .unwrap(),
-        Outcome::Replayed(created.ticket_id())
+        Outcome::Replayed(created.ticket_id().clone())
     );
 }
 
@@ -297,7 +300,7 @@ fn a_failure_at_any_step_leaves_nothing_and_a_retry_creates_once() {
             }
             _ => assert_eq!(
                 replay.unwrap(),
-                Outcome::Replayed(retry.ticket_id()),
+                Outcome::Replayed(retry.ticket_id().clone()),
                 "{step:?}"
             ),
         }

@@ -129,7 +129,7 @@ fn a_tool_that_commits_the_ticket_before_its_record_fails_the_rollback_scenario(
 #[test]
 fn a_tool_that_replays_despite_a_changed_payload_fails_the_conflict_scenario() {
     let (scenario, _) = failing_scenario(|store, request| match store.create(request) {
-        Err(Error::PayloadConflict { .. }) => Ok(Outcome::Replayed(1)),
+        Err(Error::PayloadConflict { .. }) => Ok(Outcome::Replayed(1.into())),
         other => other,
     });
     assert_eq!(scenario, "changed_payload");

@@ -51,7 +51,7 @@ impl TicketTool for MemoryKey {
                 let payload = request.payload.canonical().to_owned();
                 self.seen
                     .borrow_mut()
-                    .insert(id, (payload, created.ticket_id()));
+                    .insert(id, (payload, created.ticket_id().clone()));
                 created
             }
         };

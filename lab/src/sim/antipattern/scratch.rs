@@ -130,5 +130,5 @@ pub(super) fn insert_ticket_and_record(
             ],
         )?;
     }
-    Ok(ticket_id)
+    Ok(ticket_id.into())
 }

@@ -1,0 +1,252 @@
+//! `lab runner`: the durable caller, against a ticket service over HTTP.
+//!
+//! Everything is checked before the runner's file is opened: the options by clap (see
+//! [`super::value`]), the pause point, then the file itself. Only then does it resume what is
+//! unfinished and run the new operation. Its last lines (on stderr) say which operations need a
+//! person and what to look at; its exit status says how they ended (see [`Finished`]).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::Args;
+use lab::http::{HttpTarget, HttpTool, contract};
+use lab::runner::{PausePoint, RetryPolicy, Runner, SavedOperation, ServiceCheck, State};
+use lab::{Error, Operation, OperationKey, Payload, Scope};
+
+use super::value::{self, LoopbackUrl};
+use super::{Finished, file_option};
+
+/// How long the runner waits to connect to the service, or for its answer to a check.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// `lab runner`'s arguments.
+#[derive(Args)]
+#[command(after_help = super::EXIT_STATUSES)]
+pub struct RunnerArgs {
+    /// The runner's own SQLite file
+    #[arg(long, value_name = "FILE")]
+    pub database: PathBuf,
+    /// The ticket service's base URL on loopback
+    #[arg(long, value_name = "URL", value_parser = value::loopback_url)]
+    pub url: LoopbackUrl,
+    /// The caller's bearer token
+    #[arg(long, value_name = "TOKEN", value_parser = value::token)]
+    pub token: String,
+    /// The caller's name, saved with each operation as its scope
+    #[arg(long, value_name = "NAME", value_parser = value::caller)]
+    pub caller: String,
+    /// A new operation's key; without it, the runner only resumes unfinished operations
+    #[arg(long, value_name = "KEY", requires = "payload", value_parser = value::operation_key)]
+    pub key: Option<OperationKey>,
+    /// A new operation's payload, a JSON object
+    #[arg(long, value_name = "JSON", requires = "key", value_parser = value::payload)]
+    pub payload: Option<Payload>,
+    /// Send again, with its saved key, an operation in review (after a person looked on the
+    /// service and found no ticket); repeat for more
+    #[arg(long, value_name = "KEY", value_parser = value::operation_key)]
+    pub resend: Vec<OperationKey>,
+    /// Sends per operation and run, the first included
+    #[arg(
+        long,
+        default_value_t = RetryPolicy::default().attempts,
+        value_parser = value::at_least_one,
+        allow_negative_numbers = true
+    )]
+    pub attempts: u32,
+    /// No send starts later than this many milliseconds after the operation's run began
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = 30_000,
+        allow_negative_numbers = true
+    )]
+    pub deadline_ms: u64,
+}
+
+/// Resumes unfinished operations, then runs the new one, and says how they ended.
+///
+/// # Errors
+/// Bad input, naming the option (nothing is created, changed or sent); the runner's file failing
+/// while it runs.
+pub fn exec(args: RunnerArgs) -> lab::Result<Finished> {
+    let policy = RetryPolicy {
+        attempts: args.attempts,
+        deadline: Duration::from_millis(args.deadline_ms),
+        ..RetryPolicy::default()
+    };
+    let pause = PausePoint::from_environment()?;
+    let new_operation = match args.key.zip(args.payload) {
+        Some((operation_key, payload)) => Some(Operation {
+            scope: Scope::new(args.caller.as_str(), contract::CREATE_TICKET)?,
+            operation_key,
+            payload,
+        }),
+        None => None,
+    };
+    if !args.resend.is_empty() && !args.database.exists() {
+        return Err(Error::InputInvalid {
+            path: PathBuf::from("--resend"),
+            problem: format!(
+                "{} does not exist, so it holds no operation to send again",
+                args.database.display()
+            ),
+        });
+    }
+    let tool = HttpTool::new(HttpTarget::new(&args.url.text, &args.token, None)?);
+    let check = HttpServiceCheck {
+        url: args.url,
+        token: args.token,
+    };
+    let runner = Runner::open(&args.database, tool, policy)
+        .map_err(|err| file_option("--database", &args.database, err))?
+        .with_pause(pause)
+        .with_check(check);
+    if let Some(operation) = &new_operation
+        && let Some(saved) = runner.saved(&operation.scope, &operation.operation_key)?
+        && saved.payload != operation.payload
+    {
+        return Err(Error::InputInvalid {
+            path: PathBuf::from("--key"),
+            problem: format!(
+                "{:?}: {} already holds this key with another payload ({}); nothing was sent",
+                operation.operation_key.as_str(),
+                args.database.display(),
+                saved.payload.canonical()
+            ),
+        });
+    }
+    if !args.resend.is_empty() {
+        let scope = Scope::new(args.caller.as_str(), contract::CREATE_TICKET)?;
+        runner.reopen(&scope, &args.resend)?;
+    }
+    let mut ended = Vec::new();
+    // Unfinished operations first, each with its saved key.
+    for saved in runner.resume()? {
+        println!("resumed {saved}");
+        ended.push(saved);
+    }
+    if let Some(operation) = &new_operation {
+        let saved = runner.submit(operation)?;
+        println!("{saved}");
+        ended.push(saved);
+    }
+    for saved in &ended {
+        if let Some(line) = what_to_do(saved, &args.database) {
+            eprintln!("{line}");
+        }
+    }
+    // Earlier runs' operations in review still need a person, though this run did not touch them.
+    for saved in runner.operations()? {
+        let this_run = ended
+            .iter()
+            .any(|e| e.scope == saved.scope && e.key == saved.key);
+        if !this_run
+            && matches!(saved.state, State::NeedsReview { .. })
+            && let Some(line) = what_to_do(&saved, &args.database)
+        {
+            eprintln!("still {line}");
+        }
+    }
+    Ok(Finished::of(ended.iter().map(|saved| &saved.state)))
+}
+
+/// The line that tells a person what to look at, for an operation that did not succeed.
+fn what_to_do(saved: &SavedOperation, database: &Path) -> Option<String> {
+    let key = saved.key.as_str();
+    let caller = saved.scope.caller();
+    match &saved.state {
+        State::Succeeded { .. } | State::Pending => None,
+        State::NeedsReview { .. } => Some(format!(
+            "needs review: {key}: the runner cannot tell whether the service created the ticket. \
+             Look on the service for a ticket of caller {caller} with key {key}; the runner will \
+             not send it again unless told to with --resend {key}."
+        )),
+        State::Rejected { .. } => Some(format!(
+            "rejected: {key}: the service holds this key with another payload and created \
+             nothing for this one; a new intention needs a new key."
+        )),
+        State::Held { reason } => Some(format!(
+            "held: {key}: {reason}. Nothing this run sent took effect. Fix that and run `lab \
+             runner --database {}` again: the operation is still pending and goes out with the \
+             same key.",
+            database.display()
+        )),
+    }
+}
+
+/// Tells the runner whether the service it was given can be reached, and whether it takes the
+/// token, without sending anything that could create a ticket.
+struct HttpServiceCheck {
+    url: LoopbackUrl,
+    token: String,
+}
+
+impl ServiceCheck for HttpServiceCheck {
+    fn unreachable(&self) -> Option<String> {
+        // A connection without a request: nothing for the service (or a proxy) to act on.
+        let mut refused = None;
+        for address in self.url.addresses() {
+            match TcpStream::connect_timeout(&address, CHECK_TIMEOUT) {
+                Ok(_) => return None,
+                Err(err) => refused = Some(err),
+            }
+        }
+        let why = refused.map_or("the host does not resolve".to_owned(), |err| {
+            err.to_string()
+        });
+        Some(format!(
+            "nothing accepts connections at {} ({why}): start the service, or fix --url",
+            self.url.text
+        ))
+    }
+
+    fn refused_configuration(&self, _answer: &Error) -> Option<String> {
+        // Ask for ticket 0, which never exists: a known token gets 404, an unknown one 401.
+        let tickets = format!("{}/tickets/0", self.url.path);
+        let status = self.status_of(&tickets)?;
+        if matches!(status, 401 | 403) {
+            return Some(format!(
+                "the service at {} refuses the token given with --token (status {status}): fix \
+                 --token",
+                self.url.text
+            ));
+        }
+        // A ticket service serves its contract; anything else at --url is the wrong address
+        // (such as a path before /tickets that the service does not have).
+        let contract = format!("{}/openapi.json", self.url.path);
+        match self.status_of(&contract)? {
+            200 => None,
+            status => Some(format!(
+                "no ticket service answers at {} (GET {contract} got status {status}): fix --url",
+                self.url.text
+            )),
+        }
+    }
+}
+
+impl HttpServiceCheck {
+    /// The status of `GET path` with the caller's token, or `None` when there is no answer.
+    fn status_of(&self, path: &str) -> Option<u16> {
+        let mut stream = self
+            .url
+            .addresses()
+            .into_iter()
+            .find_map(|address| TcpStream::connect_timeout(&address, CHECK_TIMEOUT).ok())?;
+        stream.set_read_timeout(Some(CHECK_TIMEOUT)).ok()?;
+        stream.set_write_timeout(Some(CHECK_TIMEOUT)).ok()?;
+        let request = format!(
+            "GET {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nConnection: \
+             close\r\n\r\n",
+            self.url.authority, self.token
+        );
+        stream.write_all(request.as_bytes()).ok()?;
+        let mut status_line = String::new();
+        BufReader::new(stream)
+            .take(1024)
+            .read_line(&mut status_line)
+            .ok()?;
+        status_line.split(' ').nth(1)?.parse().ok()
+    }
+}

@@ -1,0 +1,90 @@
+//! Whether a path can be the SQLite file a command opens, checked before anything opens it: a
+//! file that does not exist yet (in a folder that does), an empty file, or a SQLite database.
+//! Never a folder, a device, a pipe or a file in another format, which SQLite would report only
+//! later and as a store error.
+
+use std::io::Read;
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
+/// The first 16 bytes of every SQLite database file.
+pub const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
+
+/// Checks `path` without creating, opening for writing or changing anything.
+///
+/// ```
+/// let folder = tempfile::tempdir()?;
+/// let path = folder.path().join("runner.sqlite");
+/// lab::database_file::check(&path)?; // not there yet: SQLite creates it
+///
+/// std::fs::write(&path, "hello")?;
+/// let err = lab::database_file::check(&path).unwrap_err();
+/// assert!(err.to_string().ends_with("not a SQLite database (it does not start with \"SQLite format 3\")"), "{err}");
+/// let err = lab::database_file::check(folder.path()).unwrap_err();
+/// assert!(err.to_string().ends_with("a folder, not a file"), "{err}");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// # Errors
+/// [`Error::InputInvalid`] naming the path and what it is instead; [`Error::InputUnreadable`]
+/// when an existing file cannot be read.
+pub fn check(path: &Path) -> Result<()> {
+    let invalid = |problem: &str| Error::InputInvalid {
+        path: path.to_owned(),
+        problem: problem.to_owned(),
+    };
+    if path.as_os_str().is_empty() {
+        // SQLite would open a private temporary database, gone when the command ends.
+        return Err(invalid("the path is empty"));
+    }
+    let metadata = match std::fs::metadata(path) {
+        Ok(metadata) => metadata,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            let folder = match path.parent() {
+                Some(parent) if !parent.as_os_str().is_empty() => parent,
+                _ => Path::new("."),
+            };
+            return match std::fs::metadata(folder) {
+                Ok(folder) if folder.is_dir() => Ok(()),
+                Ok(_) => Err(invalid("its folder is not a folder")),
+                Err(_) => Err(invalid(&format!(
+                    "the folder {} does not exist",
+                    folder.display()
+                ))),
+            };
+        }
+        Err(source) => {
+            return Err(Error::InputUnreadable {
+                path: path.to_owned(),
+                source,
+            });
+        }
+    };
+    if metadata.is_dir() {
+        return Err(invalid("a folder, not a file"));
+    }
+    if !metadata.is_file() {
+        return Err(invalid("not a regular file (a device, a pipe or a socket)"));
+    }
+    if metadata.len() == 0 {
+        // SQLite treats an empty file as a new database.
+        return Ok(());
+    }
+    let mut header = Vec::with_capacity(SQLITE_HEADER.len());
+    std::fs::File::open(path)
+        .and_then(|file| {
+            file.take(SQLITE_HEADER.len() as u64)
+                .read_to_end(&mut header)
+        })
+        .map_err(|source| Error::InputUnreadable {
+            path: path.to_owned(),
+            source,
+        })?;
+    if header != SQLITE_HEADER {
+        return Err(invalid(
+            "not a SQLite database (it does not start with \"SQLite format 3\")",
+        ));
+    }
+    Ok(())
+}
