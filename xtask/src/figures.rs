@@ -9,6 +9,8 @@
 //! - `{{#lab-plot NAME}}` becomes an SVG chart drawn from `bench.json` (`bursts`, `retained`), and
 //!   `{{#lab-table NAME}}` a Markdown table (`sequential`, `instructions`, `bursts`, `retained`,
 //!   `http`).
+//! - `{{#lab-conformance NAME}}` becomes the report of a conformance run: `sqlite` for the lab's
+//!   store, or the name of a bug switched on in the tests' in-memory adapter.
 //! - A backslash before any of them (`\{{#lab-output}}`) leaves the directive as text.
 //!
 //! An unknown directive or path fails the build, naming the chapter.
@@ -251,9 +253,11 @@ pub fn expand(text: &str, results: &Results) -> Result<String> {
             Some(("plot", name)) => crate::plots::draw(name.trim(), results.bench()?)?,
             Some(("table", name)) => crate::plots::table(name.trim(), results.bench()?)?,
             Some(("timeline", name)) => crate::timeline::draw(name.trim())?,
+            Some(("conformance", name)) => crate::conformance::report(name.trim())?,
             _ => bail!(
                 "unknown directive `{{{{#lab-{directive}}}}}` (known: lab-output, lab-value PATH, \
-                 lab-bench PATH, lab-bench-ratio A / B, lab-plot NAME, lab-table NAME)"
+                 lab-bench PATH, lab-bench-ratio A / B, lab-plot NAME, lab-table NAME, lab-timeline NAME, \
+                 lab-conformance NAME)"
             ),
         };
         out.push_str(&replacement);
