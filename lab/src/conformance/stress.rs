@@ -13,6 +13,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use crate::error::Error;
+use crate::key::{OperationKey, Scope};
+use crate::payload::Payload;
 use crate::tool::{CreateRequest, Outcome, TicketId, TicketTool};
 
 use super::Options;
@@ -32,17 +34,8 @@ pub fn callers_released_together_converge_on_fresh_keys<T: TicketTool + Send>(
     let tool = fresh.tool()?;
     let mut callers = connect_all(&tool, options.callers)?;
     let scope = caller();
-    let keys: Vec<_> = (0..options.fresh_key_rounds)
-        .map(|round| key(&format!("stress-fresh-{round}")))
-        .collect();
-    let payloads: Vec<_> = (0..options.fresh_key_rounds)
-        .map(|round| payload_of(serde_json::json!({"title": "Stress", "round": round})))
-        .collect();
-    let requests: Vec<_> = keys
-        .iter()
-        .zip(&payloads)
-        .map(|(key, payload)| CreateRequest::keyed(&scope, key, payload))
-        .collect();
+    let operations = round_operations("stress-fresh", options.fresh_key_rounds);
+    let requests = requests(&scope, &operations);
     // Most rounds with two callers, one per core of a small machine, racing in true parallel;
     // the rest with every caller, more than the cores, which makes the scheduler switch threads
     // inside a tool's create.
@@ -86,14 +79,9 @@ pub fn callers_released_together_replay_completed_keys<T: TicketTool + Send>(
     let tool = fresh.tool()?;
     let probe = Probe::new(&tool);
     let scope = caller();
-    let keys: Vec<_> = (0..options.completed_key_rounds)
-        .map(|round| key(&format!("stress-done-{round}")))
-        .collect();
-    let payloads: Vec<_> = (0..options.completed_key_rounds)
-        .map(|round| payload_of(serde_json::json!({"title": "Stress, done", "round": round})))
-        .collect();
+    let operations = round_operations("stress-done", options.completed_key_rounds);
     let mut ids = Vec::new();
-    for (key, payload) in keys.iter().zip(&payloads) {
+    for (key, payload) in &operations {
         ids.push(probe.created(
             CreateRequest::keyed(&scope, key, payload),
             &format!("the first create of {key}"),
@@ -101,11 +89,7 @@ pub fn callers_released_together_replay_completed_keys<T: TicketTool + Send>(
         )?);
     }
     let mut callers = connect_all(&tool, options.callers)?;
-    let requests: Vec<_> = keys
-        .iter()
-        .zip(&payloads)
-        .map(|(key, payload)| CreateRequest::keyed(&scope, key, payload))
-        .collect();
+    let requests = requests(&scope, &operations);
     let rounds = release_together(&mut callers, &requests, options.seed.rotate_left(7));
     for (round, (answers, id)) in rounds.iter().zip(&ids).enumerate() {
         let got = converged(answers, round, false)?;
@@ -123,6 +107,27 @@ pub fn callers_released_together_replay_completed_keys<T: TicketTool + Send>(
         options.completed_key_rounds as u64,
         "concurrent retries of completed keys wrote tickets or records",
     )
+}
+
+/// One key and payload per round, named after the point.
+fn round_operations(name: &str, rounds: usize) -> Vec<(OperationKey, Payload)> {
+    (0..rounds)
+        .map(|round| {
+            let payload = payload_of(serde_json::json!({"title": name, "round": round}));
+            (key(&format!("{name}-{round}")), payload)
+        })
+        .collect()
+}
+
+/// The keyed requests for `operations`, in order.
+fn requests<'a>(
+    scope: &'a Scope,
+    operations: &'a [(OperationKey, Payload)],
+) -> Vec<CreateRequest<'a>> {
+    operations
+        .iter()
+        .map(|(key, payload)| CreateRequest::keyed(scope, key, payload))
+        .collect()
 }
 
 fn connect_all<T: TicketTool>(tool: &T, callers: usize) -> std::result::Result<Vec<T>, Failure> {

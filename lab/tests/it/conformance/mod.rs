@@ -234,3 +234,62 @@ fn one_failure_does_not_hide_another() {
         "{message}"
     );
 }
+
+#[test]
+fn an_adapters_own_error_converts_without_boilerplate() {
+    fn call_the_service() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        Err("503 from the sandbox".into())
+    }
+    fn create() -> lab::Result<()> {
+        call_the_service()?;
+        Ok(())
+    }
+    let err = create().unwrap_err();
+    assert!(matches!(err, lab::Error::Adapter { .. }), "{err:?}");
+    assert_eq!(err.to_string(), "adapter: 503 from the sandbox");
+    let io = std::io::Error::other("connection reset");
+    assert_eq!(
+        lab::Error::adapter(io).to_string(),
+        "adapter: connection reset"
+    );
+}
+
+#[test]
+fn a_textual_ticket_id_works_through_the_whole_run() {
+    let _cores = one_at_a_time();
+    // The in-memory adapter numbers its tickets; this one names them as a tracker would.
+    struct Named(Memory);
+    impl TicketTool for Named {
+        fn create(&self, request: lab::CreateRequest<'_>) -> lab::Result<lab::Outcome> {
+            let named = |id: &lab::TicketId| lab::TicketId::from(format!("PROJ-{id}"));
+            Ok(match self.0.create(request)? {
+                lab::Outcome::Created(id) => lab::Outcome::Created(named(&id)),
+                lab::Outcome::Replayed(id) => lab::Outcome::Replayed(named(&id)),
+            })
+        }
+        fn ticket_ids(&self) -> lab::Result<Vec<lab::TicketId>> {
+            let ids = self.0.ticket_ids()?;
+            Ok(ids
+                .iter()
+                .map(|id| lab::TicketId::from(format!("PROJ-{id}")))
+                .collect())
+        }
+        fn count_records(&self) -> lab::Result<u64> {
+            self.0.count_records()
+        }
+        fn forget_record(&self, scope: &lab::Scope, key: &lab::OperationKey) -> lab::Result<bool> {
+            self.0.forget_record(scope, key)
+        }
+        fn connect(&self) -> lab::Result<Self> {
+            Ok(Named(self.0.connect()?))
+        }
+    }
+    conformance::run(|| Ok(Named(Memory::new(Bug::None)))).assert_passed();
+    let observed = lab::suite::run(&lab::Operation::example(), |_| {
+        Ok(Named(Memory::new(Bug::None)))
+    })
+    .unwrap();
+    assert_eq!(observed.stable_key_retry.replay_ticket_id, "PROJ-1");
+    let line = observed.lines()[1].clone();
+    assert!(line.contains(r#""replay_ticket_id": "PROJ-1""#), "{line}");
+}
