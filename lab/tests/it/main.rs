@@ -6,6 +6,7 @@ mod bench;
 mod book;
 mod check;
 mod cli;
+mod clients;
 mod conformance;
 mod crash;
 mod evidence;
@@ -16,6 +17,7 @@ mod http_hostile;
 mod http_postgres;
 #[cfg(feature = "postgres")]
 mod postgres;
+mod proxy;
 mod refusals;
 mod retention;
 mod runner;
