@@ -255,13 +255,9 @@ fn wrk_with_64_connections_sharing_20_keys_makes_exactly_20_tickets() {
 const BASELINE: &str = "schemathesis-baseline.json";
 
 /// Why each baseline entry is there, printed on every run so an accepted failure is never silent.
-/// Both belong to the server rewrite (issue #14's branch http), which answers 405 for a method a
-/// path does not have and keeps the test-only `Lab-Fault` header out of the public description.
-const KNOWN_FAILURES: &[&str] = &[
-    "positive_data_acceptance on POST /tickets: the description offers Lab-Fault, which a server \
-     without --faults refuses with 400",
-    "unsupported_method on POST /tickets: TRACE /tickets answers 404, not 405 with Allow",
-];
+/// Empty since the server runs on hyper: it answers 405 for a method a path does not have and
+/// keeps the test-only `Lab-Fault` header out of the public description.
+const KNOWN_FAILURES: &[&str] = &[];
 
 #[test]
 fn schemathesis_with_every_check_finds_no_failure_in_the_openapi_contract_beyond_the_baseline() {
