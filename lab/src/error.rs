@@ -63,6 +63,15 @@ pub enum Error {
         key: String,
     },
 
+    /// The tool cannot do what the request asks, and says so rather than do something else: an
+    /// adapter that speaks for one caller asked to act for another, or a fault its service has
+    /// no hook for. The conformance run reports the point as not covered.
+    #[error("unsupported by this tool: {what}")]
+    Unsupported {
+        /// What the tool cannot do, and why.
+        what: String,
+    },
+
     /// A fault injected on purpose before the commit; the transaction was rolled back.
     #[error("injected failure before commit; the transaction was rolled back")]
     InjectedFailure,

@@ -8,6 +8,8 @@
 //! 3. The seven-scenario run against the reference Python lab, timed by `hyperfine` where it is
 //!    installed. The Python lab is extracted from the seed document into a temporary folder at
 //!    bench time, never into the repository.
+//! 4. Keyed against unkeyed creates over HTTP through `lab serve` ([`crate::bench_http`]);
+//!    `cargo xtask bench --http` runs only this part and replaces only the `http` section.
 //!
 //! Nothing here asserts on a number: the targets are printed beside the ratios.
 
@@ -30,8 +32,8 @@ const PROBES: [&str; 7] = [
 const FEWER_CALLS: u32 = 1_000;
 const MORE_CALLS: u32 = 3_000;
 
-/// Runs the benchmarks and writes `bench.json`; `quick` uses the small plan.
-pub fn run(root: &Path, quick: bool) -> Result<()> {
+/// Builds the lab in release mode and returns the binary's path.
+fn release_lab(root: &Path) -> Result<PathBuf> {
     let status = crate::cargo()
         .args(["build", "--release", "-q", "-p", "lab"])
         .current_dir(root)
@@ -39,7 +41,31 @@ pub fn run(root: &Path, quick: bool) -> Result<()> {
     if !status.success() {
         bail!("building the lab in release mode failed");
     }
-    let lab = root.join("target/release/lab");
+    Ok(root.join("target/release/lab"))
+}
+
+/// Runs only the HTTP measurements and replaces the `http` section of `bench.json`, keeping the
+/// other sections of the run that wrote them; `quick` uses the small plan.
+pub fn run_http(root: &Path, quick: bool) -> Result<()> {
+    let lab = release_lab(root)?;
+    let scratch = tempfile_dir("lab-bench-http-")?;
+    let path = root.join("bench.json");
+    let mut report: Value = serde_json::from_str(
+        &std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?,
+    )
+    .with_context(|| format!("parsing {}", path.display()))?;
+    report["http"] = crate::bench_http::run(&lab, &scratch, quick)?;
+    let text = format!("{}\n", serde_json::to_string_pretty(&report)?);
+    lab::evidence::AtomicFile::create(&path)?.commit(text.as_bytes())?;
+    std::fs::remove_dir_all(&scratch).ok();
+    crate::bench_http::print_targets(&report["http"]);
+    println!("wrote the http section of {}", path.display());
+    Ok(())
+}
+
+/// Runs the benchmarks and writes `bench.json`; `quick` uses the small plan.
+pub fn run(root: &Path, quick: bool) -> Result<()> {
+    let lab = release_lab(root)?;
     let scratch = tempfile_dir("lab-bench-")?;
 
     let lab_json = scratch.join("lab.json");
@@ -55,11 +81,13 @@ pub fn run(root: &Path, quick: bool) -> Result<()> {
 
     let instructions = instruction_counts(&lab)?;
     let python = python_comparison(root, &lab, &scratch, quick)?;
+    let http = crate::bench_http::run(&lab, &scratch, quick)?;
 
     let report = json!({
         "lab": lab_report,
         "instructions": instructions,
         "python": python,
+        "http": http,
     });
     let text = format!("{}\n", serde_json::to_string_pretty(&report)?);
     lab::evidence::AtomicFile::create(&root.join("bench.json"))?.commit(text.as_bytes())?;
@@ -264,6 +292,7 @@ fn print_targets(report: &Value) {
             ratio(&python["lab_median_s"], &python["python_median_s"])
         );
     }
+    crate::bench_http::print_targets(&report["http"]);
 }
 
 fn burst<'v>(lab: &'v Value, callers: u64, one_key: bool, coordination: &str) -> Option<&'v Value> {

@@ -7,7 +7,8 @@
 //! - `{{#lab-bench PATH}}` becomes one value of `bench.json` (written by `cargo xtask bench`);
 //!   `{{#lab-bench-ratio A / B}}` the ratio of two of its values, to two decimals.
 //! - `{{#lab-plot NAME}}` becomes an SVG chart drawn from `bench.json` (`bursts`, `retained`), and
-//!   `{{#lab-table NAME}}` a Markdown table (`sequential`, `instructions`, `bursts`, `retained`).
+//!   `{{#lab-table NAME}}` a Markdown table (`sequential`, `instructions`, `bursts`, `retained`,
+//!   `http`).
 //! - `{{#lab-conformance NAME}}` becomes the report of a conformance run: `sqlite` for the lab's
 //!   store, or the name of a bug switched on in the tests' in-memory adapter.
 //! - A backslash before any of them (`\{{#lab-output}}`) leaves the directive as text.

@@ -6,13 +6,14 @@
 //!   a doctest, then the book test (`mdbook test` through mdBook's library).
 //! - `cargo xtask book-test`: the book test alone.
 //! - `cargo xtask bench [--quick]`: every measurement of the performance chapter, into
-//!   `bench.json`.
+//!   `bench.json`; `cargo xtask bench --http [--quick]` only the HTTP one, into its section.
 //! - `cargo xtask book-deps`: fill `target/book-deps` for a plain `mdbook test -L target/book-deps`.
 //! - `cargo xtask browser-check`: build the book, serve it on 127.0.0.1 and check every page in
 //!   Chromium (see `browser.rs`); screenshots go to `target/browser-screenshots/`.
 //! - `cargo xtask preprocess`: the `lab` preprocessor, as the `mdbook` command line calls it.
 
 mod bench;
+mod bench_http;
 mod browser;
 mod checks;
 mod conformance;
@@ -31,7 +32,7 @@ use anyhow::{Context, Result, bail};
 use mdbook_driver::MDBook;
 use mdbook_driver::config::Config;
 
-const USAGE: &str = "usage: cargo xtask <book | test | book-test | book-deps | bench [--quick] | browser-check | preprocess [supports RENDERER]>";
+const USAGE: &str = "usage: cargo xtask <book | test | book-test | book-deps | bench [--http] [--quick] | browser-check | preprocess [supports RENDERER]>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -43,6 +44,8 @@ fn main() -> ExitCode {
             .map(|blocks| println!("book: {blocks} passed, 0 failed")),
         ["bench"] => bench::run(&root(), false),
         ["bench", "--quick"] => bench::run(&root(), true),
+        ["bench", "--http"] => bench::run_http(&root(), false),
+        ["bench", "--http", "--quick"] => bench::run_http(&root(), true),
         ["browser-check"] => browser::run(&root()),
         ["book-deps"] => {
             deps::library_folder(&root()).map(|folder| println!("{}", folder.display()))

@@ -410,8 +410,63 @@ pub fn table(name: &str, bench: &Value) -> Result<String> {
                 "speed",
             ]
         }
+        "http" => {
+            let runs = bench["http"]["runs"]
+                .as_array()
+                .context("bench.json has no http section (run cargo xtask bench --http)")?;
+            // A share is missing (null) when the median connection got no answer at all.
+            let shown = |value: &Value| value.as_f64().map_or("n/a".to_owned(), format_value);
+            let find = |connections: &Value, keyed: bool| {
+                runs.iter()
+                    .find(|run| run["connections"] == *connections && run["keyed"] == keyed)
+            };
+            for run in runs {
+                let keyed = run["keyed"] == true;
+                let ratio = if keyed {
+                    find(&run["connections"], false).map_or("n/a".to_owned(), |unkeyed| {
+                        format!(
+                            "{:.2}",
+                            number(&run["requests_per_second"], "a rate").unwrap_or(f64::NAN)
+                                / number(&unkeyed["requests_per_second"], "a rate")
+                                    .unwrap_or(f64::NAN)
+                        )
+                    })
+                } else {
+                    String::new()
+                };
+                rows.push(vec![
+                    run["connections"].to_string(),
+                    if keyed { "keyed" } else { "unkeyed" }.to_owned(),
+                    format_value(number(&run["requests_per_second"], "a rate")?),
+                    ratio,
+                    format_value(number(&run["p50_ms"], "p50")?),
+                    format_value(number(&run["p99_ms"], "p99")?),
+                    format!(
+                        "{:.2}",
+                        number(&run["p99_ms"], "p99")? / number(&run["p50_ms"], "p50")?
+                    ),
+                    shown(&run["least_served_share"]),
+                    shown(&run["most_served_share"]),
+                    run["errors"].to_string(),
+                ]);
+            }
+            vec![
+                "connections",
+                "creates",
+                "answers/s",
+                "keyed ÷ unkeyed",
+                "p50 ms",
+                "p99 ms",
+                "p99 ÷ p50",
+                "least-served ÷ median",
+                "most-served ÷ median",
+                "errors",
+            ]
+        }
         other => {
-            bail!("unknown table `{other}` (known: sequential, instructions, bursts, retained)")
+            bail!(
+                "unknown table `{other}` (known: sequential, instructions, bursts, retained, http)"
+            )
         }
     };
     let mut out = format!(
@@ -519,6 +574,26 @@ mod tests {
             table.contains("| 1000000 | 28.0 | 0.93 | 4.70 | 0.74 | 9.00 | 2.00 | 0.60 |"),
             "{table}"
         );
+    }
+
+    #[test]
+    fn the_http_table_shows_each_run_and_the_keyed_to_unkeyed_ratio() {
+        let bench = json!({"http": {"runs": [
+            {"connections": 8, "keyed": true, "requests_per_second": 800.0, "p50_ms": 1.0,
+             "p99_ms": 3.0, "least_served_share": 0.9, "most_served_share": 1.1, "errors": 0},
+            {"connections": 8, "keyed": false, "requests_per_second": 1000.0, "p50_ms": 1.0,
+             "p99_ms": 2.0, "least_served_share": null, "most_served_share": 7.5, "errors": 0}
+        ]}});
+        let table = table("http", &bench).unwrap();
+        assert!(
+            table.contains("| 8 | keyed | 800 | 0.80 | 1.00 | 3.00 | 3.00 | 0.90 | 1.10 | 0 |"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| 8 | unkeyed | 1000 |  | 1.00 | 2.00 | 2.00 | n/a | 7.50 | 0 |"),
+            "{table}"
+        );
+        assert!(super::table("http", &json!({})).is_err());
     }
 
     #[test]

@@ -134,7 +134,12 @@ where
         // A panicking adapter fails its point; the other points still run.
         let verdict = match catch_unwind(AssertUnwindSafe(|| (point.check)(&mut fresh))) {
             Ok(Ok(())) => Verdict::Passed,
-            Ok(Err(failure)) => Verdict::Failed(failure),
+            Ok(Err(failure)) => match failure.unsupported() {
+                Some(reason) => Verdict::NotCovered {
+                    reason: reason.to_owned(),
+                },
+                None => Verdict::Failed(failure),
+            },
             Err(panic) => Verdict::Failed(Failure::new(
                 "the tool to answer without panicking",
                 format!("a panic: {}", panic_text(&panic)),

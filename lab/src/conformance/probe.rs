@@ -208,6 +208,9 @@ impl<'a, T: TicketTool> Probe<'a, T> {
 
 /// An error where the contract expects something else.
 pub fn unexpected_error(expected: String, err: &Error) -> Failure {
+    if let Error::Unsupported { what } = err {
+        return Failure::from(Error::Unsupported { what: what.clone() });
+    }
     let cause = match err {
         Error::PayloadConflict { .. } => {
             "the payload is compared as the text received, or the lookup finds another caller's \

@@ -15,6 +15,8 @@ pub struct Failure {
     pub observed: String,
     /// The mistake in an adapter that most often produces this observation.
     pub likely_cause: String,
+    /// Set when the tool answered [`Error::Unsupported`]: the point is not covered, not failed.
+    unsupported: Option<String>,
 }
 
 impl Failure {
@@ -28,18 +30,28 @@ impl Failure {
             expected: expected.into(),
             observed: observed.into(),
             likely_cause: likely_cause.into(),
+            unsupported: None,
         }
+    }
+
+    /// What the tool said it cannot do, when this is a declared gap rather than a failure.
+    pub(super) fn unsupported(&self) -> Option<&str> {
+        self.unsupported.as_deref()
     }
 }
 
 /// A call that should have succeeded returned an error of the tool's own.
 impl From<Error> for Failure {
     fn from(err: Error) -> Failure {
-        Failure::new(
+        let mut failure = Failure::new(
             "the call to succeed",
             format!("error: {err}"),
             "the tool reported an error of its own (see the error)",
-        )
+        );
+        if let Error::Unsupported { what } = err {
+            failure.unsupported = Some(what);
+        }
+        failure
     }
 }
 
@@ -60,6 +72,12 @@ pub enum Verdict {
     Passed,
     /// The tool broke it.
     Failed(Failure),
+    /// The tool declared that it cannot do what the point needs ([`Error::Unsupported`]); the
+    /// point says nothing about the tool, and the report says so.
+    NotCovered {
+        /// What the tool said it cannot do.
+        reason: String,
+    },
 }
 
 /// One contract point, checked on a fresh tool.
@@ -79,6 +97,11 @@ impl PointReport {
     /// True when the tool kept this point.
     pub fn passed(&self) -> bool {
         self.verdict == Verdict::Passed
+    }
+
+    /// True when the tool broke this point (a point not covered is not broken).
+    pub fn failed(&self) -> bool {
+        matches!(self.verdict, Verdict::Failed(_))
     }
 }
 
@@ -115,16 +138,25 @@ pub struct Report {
 }
 
 impl Report {
-    /// True when every contract point passed.
+    /// True when no contract point failed. Points the tool declared it cannot support are not
+    /// failures; [`Report::not_covered`] lists them, and the report prints them.
     pub fn passed(&self) -> bool {
-        self.points.iter().all(PointReport::passed)
+        !self.points.iter().any(PointReport::failed)
     }
 
     /// The points that failed, with how.
     pub fn failures(&self) -> impl Iterator<Item = (&PointReport, &Failure)> {
         self.points.iter().filter_map(|point| match &point.verdict {
             Verdict::Failed(failure) => Some((point, failure)),
-            Verdict::Passed => None,
+            _ => None,
+        })
+    }
+
+    /// The points the tool declared it cannot support, with its reason.
+    pub fn not_covered(&self) -> impl Iterator<Item = (&PointReport, &str)> {
+        self.points.iter().filter_map(|point| match &point.verdict {
+            Verdict::NotCovered { reason } => Some((point, reason.as_str())),
+            _ => None,
         })
     }
 
@@ -133,8 +165,9 @@ impl Report {
         self.points.iter().find(|point| point.name == name)
     }
 
-    /// For a `#[test]` in an adapter's crate: returns when every point passed, and panics with
-    /// every failure otherwise, so one broken point does not hide another.
+    /// For a `#[test]` in an adapter's crate: returns when no point failed, and panics with
+    /// every failure otherwise, so one broken point does not hide another. Points the tool
+    /// declared unsupported do not fail it; check [`Report::not_covered`] to forbid them.
     ///
     /// # Panics
     /// When any contract point failed; the message lists each failure.
@@ -150,6 +183,10 @@ impl fmt::Display for Report {
         for point in &self.points {
             match &point.verdict {
                 Verdict::Passed => writeln!(f, "PASS {}", point.name)?,
+                Verdict::NotCovered { reason } => {
+                    writeln!(f, "NOT COVERED {}: {}", point.name, point.promise)?;
+                    writeln!(f, "     the tool says: {reason}")?;
+                }
                 Verdict::Failed(failure) => {
                     writeln!(f, "FAIL {}: {}", point.name, point.promise)?;
                     writeln!(f, "     expected {}", failure.expected)?;
@@ -159,6 +196,7 @@ impl fmt::Display for Report {
             }
         }
         let failed = self.failures().count();
+        let not_covered = self.not_covered().count();
         writeln!(f, "a pass covers:")?;
         for line in COVERED {
             writeln!(f, "  - {line}")?;
@@ -167,12 +205,11 @@ impl fmt::Display for Report {
         for line in NOT_COVERED {
             writeln!(f, "  - {line}")?;
         }
-        write!(
-            f,
-            "conformance: {} passed, {} failed in {:.2} s",
-            self.points.len() - failed,
-            failed,
-            self.elapsed.as_secs_f64()
-        )
+        let passed = self.points.len() - failed - not_covered;
+        write!(f, "conformance: {passed} passed, {failed} failed")?;
+        if not_covered > 0 {
+            write!(f, ", {not_covered} not covered")?;
+        }
+        write!(f, " in {:.2} s", self.elapsed.as_secs_f64())
     }
 }

@@ -1,6 +1,7 @@
 //! The HTTP client adapter: [`TicketTool`] over real connections to `lab serve` (or any service
 //! that keeps the same contract), so the seven scenarios run against it unchanged.
 
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -62,9 +63,15 @@ impl HttpTarget {
 
 /// A [`TicketTool`] that calls a ticket service over HTTP. Each value keeps its own connection
 /// pool; [`TicketTool::connect`] makes another, as a second caller would have.
+///
+/// The service takes the caller from the bearer token, and its contract has one operation type,
+/// so this adapter speaks for one scope: the first a request names. A request in another scope
+/// is refused with [`Error::Unsupported`], never sent under the wrong caller.
 pub struct HttpTool {
     target: HttpTarget,
     agent: ureq::Agent,
+    /// The scope this adapter (and every connection made from it) speaks for.
+    scope: Arc<Mutex<Option<Scope>>>,
 }
 
 impl HttpTool {
@@ -74,7 +81,33 @@ impl HttpTool {
             .timeout_connect(Duration::from_secs(5))
             .timeout(Duration::from_secs(30))
             .build();
-        HttpTool { target, agent }
+        HttpTool {
+            target,
+            agent,
+            scope: Arc::default(),
+        }
+    }
+
+    /// Takes `scope` as this adapter's own on first use; refuses any other afterwards.
+    fn speaks_for(&self, scope: &Scope) -> Result<()> {
+        let mut own = self.scope.lock().unwrap_or_else(PoisonError::into_inner);
+        match own.as_ref() {
+            None => {
+                *own = Some(scope.clone());
+                Ok(())
+            }
+            Some(own) if own == scope => Ok(()),
+            Some(own) => Err(Error::Unsupported {
+                what: format!(
+                    "a request for caller {:?}, operation {:?}: the service takes the caller \
+                     from the bearer token, which speaks for {:?}, and its contract has one \
+                     operation type",
+                    scope.caller(),
+                    scope.operation(),
+                    own.caller()
+                ),
+            }),
+        }
     }
 
     /// The target this adapter calls.
@@ -207,6 +240,7 @@ impl HttpTool {
 
 impl TicketTool for HttpTool {
     fn create(&self, request: CreateRequest<'_>) -> Result<Outcome> {
+        self.speaks_for(request.scope)?;
         // Bounded: a key still in flight after this many waits is reported unknown.
         for _ in 0..=IN_FLIGHT_RETRIES {
             match self.send_create(request) {
@@ -238,7 +272,8 @@ impl TicketTool for HttpTool {
             .ok_or_else(|| self.unexpected("GET", "/admin/records", 200, &body.to_string()))
     }
 
-    fn forget_record(&self, _scope: &Scope, key: &OperationKey) -> Result<bool> {
+    fn forget_record(&self, scope: &Scope, key: &OperationKey) -> Result<bool> {
+        self.speaks_for(scope)?;
         // The scope on the server is the token's caller; the key travels in its usual header.
         let body = self.admin("DELETE", "/admin/records", Some(key))?;
         body["forgotten"]
@@ -247,6 +282,9 @@ impl TicketTool for HttpTool {
     }
 
     fn connect(&self) -> Result<HttpTool> {
-        Ok(HttpTool::new(self.target.clone()))
+        Ok(HttpTool {
+            scope: Arc::clone(&self.scope),
+            ..HttpTool::new(self.target.clone())
+        })
     }
 }

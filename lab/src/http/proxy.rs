@@ -2,38 +2,78 @@
 //! to the service, reads the whole response, and for the first N requests closes the caller's
 //! connection instead of passing the response on. The service committed; the caller saw its
 //! connection close. That is a lost reply made by the transport, not by the handler.
+//!
+//! Every caller's connection is its own task on a small tokio runtime, so an idle or slow caller
+//! holds up nobody else. Requests are numbered in the order their bodies are complete, with one
+//! atomic counter, so "the first N requests" means the same under concurrency as one at a time.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
+use hyper::{Request, Response, StatusCode, Version};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, oneshot};
+
 use crate::error::{Error, Result};
 
-/// The most header bytes the proxy reads from one request or response.
+/// The most header bytes the proxy reads from one request (hyper's read buffer).
 const MAX_HEAD_BYTES: usize = 64 * 1024;
 
 /// The most body bytes the proxy forwards in one request or response.
-const MAX_BODY_BYTES: u64 = 1024 * 1024;
+const MAX_BODY_BYTES: usize = 1024 * 1024;
 
-/// How long the proxy waits on either side before giving up on a connection.
-const IO_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a caller has to send a request's head, counted from the moment the proxy starts
+/// waiting for it (so an idle kept-alive connection is closed after this too).
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a caller has to send a request's body once its head is in.
+const BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long the service has to answer one forwarded request, connecting included.
+const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The most caller connections served at once; more wait in the listen backlog, so a flood of
+/// idle connections costs a bounded number of tasks.
+const MAX_CONNECTIONS: usize = 1024;
+
+/// The `error` codes of the proxy's own answers, `{"error": CODE, "message": TEXT}`, in the shape
+/// of the service's error bodies.
+pub mod code {
+    /// 400: the caller's request body could not be read.
+    pub const BAD_BODY: &str = "unreadable_body";
+    /// 408: the caller did not send its body within the proxy's time limit.
+    pub const BODY_TIMEOUT: &str = "body_timeout";
+    /// 413: the request body is larger than the proxy forwards.
+    pub const TOO_LARGE: &str = "body_too_large";
+    /// 502: the service could not be reached, or its answer could not be read.
+    pub const UPSTREAM_FAILED: &str = "upstream_failed";
+    /// 504: the service did not answer within the proxy's time limit.
+    pub const UPSTREAM_TIMEOUT: &str = "upstream_timeout";
+}
 
 /// A running `lab proxy`.
 pub struct DroppingProxy {
     address: SocketAddr,
-    stopping: Arc<AtomicBool>,
     counts: Arc<Counts>,
-    acceptor: Option<JoinHandle<()>>,
+    /// Tells the accepting task to stop; taken when the proxy is dropped.
+    stop: Option<oneshot::Sender<()>>,
+    /// The thread that runs the tokio runtime; it ends when the accepting task stops.
+    runtime: Option<JoinHandle<()>>,
 }
 
 /// How many requests the proxy forwarded and how many replies it dropped.
 #[derive(Debug, Default)]
 struct Counts {
     to_drop: u32,
-    seen: AtomicU32,
+    forwarded: AtomicU32,
     dropped: AtomicU32,
 }
 
@@ -43,7 +83,7 @@ impl DroppingProxy {
     ///
     /// # Errors
     /// [`Error::InputInvalid`] when `upstream` is not on loopback; [`Error::Io`] when the port
-    /// cannot be bound or the accepting thread cannot start.
+    /// cannot be bound or the runtime or its thread cannot start.
     pub fn start(upstream: SocketAddr, port: u16, drop_first: u32) -> Result<DroppingProxy> {
         if !upstream.ip().is_loopback() {
             return Err(Error::InputInvalid {
@@ -51,34 +91,45 @@ impl DroppingProxy {
                 problem: format!("{upstream}: only loopback addresses"),
             });
         }
-        let listener = TcpListener::bind(("127.0.0.1", port)).map_err(|source| Error::Io {
-            action: format!("binding the proxy to 127.0.0.1:{port}"),
-            source,
-        })?;
-        let address = listener.local_addr().map_err(|source| Error::Io {
-            action: "reading the proxy's address".to_owned(),
-            source,
-        })?;
-        let stopping = Arc::new(AtomicBool::new(false));
+        let io_error = |action: String| move |source| Error::Io { action, source };
+        // Bound here, before any thread starts, so a taken port is an error of `start`.
+        let listener = std::net::TcpListener::bind(("127.0.0.1", port))
+            .map_err(io_error(format!("binding the proxy to 127.0.0.1:{port}")))?;
+        let address = listener
+            .local_addr()
+            .map_err(io_error("reading the proxy's address".to_owned()))?;
+        listener.set_nonblocking(true).map_err(io_error(
+            "making the proxy's socket non-blocking".to_owned(),
+        ))?;
+        // Two workers: the proxy waits on sockets, it does not compute.
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("lab-proxy")
+            .enable_all()
+            .build()
+            .map_err(io_error("starting the proxy's runtime".to_owned()))?;
+        let listener = {
+            let _inside = runtime.enter();
+            TcpListener::from_std(listener)
+                .map_err(io_error("registering the proxy's socket".to_owned()))?
+        };
         let counts = Arc::new(Counts {
             to_drop: drop_first,
             ..Counts::default()
         });
-        let acceptor = {
-            let (stopping, counts) = (stopping.clone(), counts.clone());
+        let (stop, stopped) = oneshot::channel();
+        let thread = {
+            let counts = counts.clone();
             std::thread::Builder::new()
-                .name("lab-proxy".to_owned())
-                .spawn(move || accept(&listener, upstream, &stopping, &counts))
-                .map_err(|source| Error::Io {
-                    action: "starting the proxy thread".to_owned(),
-                    source,
-                })?
+                .name("lab-proxy-accept".to_owned())
+                .spawn(move || runtime.block_on(accept(listener, upstream, counts, stopped)))
+                .map_err(io_error("starting the proxy thread".to_owned()))?
         };
         Ok(DroppingProxy {
             address,
-            stopping,
             counts,
-            acceptor: Some(acceptor),
+            stop: Some(stop),
+            runtime: Some(thread),
         })
     }
 
@@ -107,100 +158,277 @@ impl DroppingProxy {
         self.counts.dropped.load(Ordering::SeqCst)
     }
 
+    /// How many requests the proxy has forwarded to the service so far, dropped replies included.
+    pub fn forwarded(&self) -> u32 {
+        self.counts.forwarded.load(Ordering::SeqCst)
+    }
+
     /// Serves until the process is stopped.
     pub fn wait(mut self) {
-        if let Some(acceptor) = self.acceptor.take() {
-            let _ = acceptor.join();
+        if let Some(thread) = self.runtime.take() {
+            let _ = thread.join();
         }
     }
 }
 
 impl Drop for DroppingProxy {
     fn drop(&mut self) {
-        self.stopping.store(true, Ordering::SeqCst);
-        // Wake the accepting thread with one connection of our own, so it sees the flag.
-        let _ = TcpStream::connect(self.address);
-        if let Some(acceptor) = self.acceptor.take() {
-            let _ = acceptor.join();
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        // The runtime is dropped at the end of its thread, which cancels every connection task.
+        if let Some(thread) = self.runtime.take() {
+            let _ = thread.join();
         }
     }
 }
 
-fn accept(listener: &TcpListener, upstream: SocketAddr, stopping: &AtomicBool, counts: &Counts) {
-    for caller in listener.incoming() {
-        if stopping.load(Ordering::SeqCst) {
-            return;
-        }
-        // One connection at a time: the proxy is a test fixture, and one request per connection
-        // keeps "the first N requests" well defined.
-        if let Ok(caller) = caller {
-            let _ = forward(caller, upstream, counts);
+/// Accepts callers until told to stop; each connection is served by its own task.
+async fn accept(
+    listener: TcpListener,
+    upstream: SocketAddr,
+    counts: Arc<Counts>,
+    mut stopped: oneshot::Receiver<()>,
+) {
+    let open = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        // A permit first, so past the limit the proxy stops accepting rather than accepting and
+        // closing at once.
+        let permit = tokio::select! {
+            _ = &mut stopped => return,
+            permit = open.clone().acquire_owned() => permit,
+        };
+        let Ok(permit) = permit else { return }; // the semaphore is never closed
+        let accepted = tokio::select! {
+            _ = &mut stopped => return,
+            accepted = listener.accept() => accepted,
+        };
+        match accepted {
+            Ok((caller, _)) => {
+                let counts = counts.clone();
+                tokio::spawn(async move {
+                    serve(caller, upstream, counts).await;
+                    drop(permit);
+                });
+            }
+            // Out of file descriptors, or a connection reset before it was accepted: wait a
+            // little rather than spin, then go on.
+            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
         }
     }
+}
+
+/// Serves one caller's connection: its requests one after another, as HTTP/1.1 keep-alive allows.
+async fn serve(caller: TcpStream, upstream: SocketAddr, counts: Arc<Counts>) {
+    let service = hyper::service::service_fn(move |request| {
+        let counts = counts.clone();
+        async move { forward(request, upstream, &counts).await }
+    });
+    let _ = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .max_buf_size(MAX_HEAD_BYTES)
+        .serve_connection(TokioIo::new(caller), service)
+        .await;
+}
+
+/// Why the proxy closed a caller's connection without an answer.
+#[derive(Debug, thiserror::Error)]
+enum Unanswered {
+    /// On purpose: one of the first N requests, whose reply is lost on the wire.
+    #[error("reply dropped on purpose")]
+    LostReply,
+    /// The caller's connection broke while its body was being read.
+    #[error("the caller's body could not be read: {0}")]
+    CallerBroke(hyper::Error),
 }
 
 // ANCHOR: proxy_forward
 /// Forwards one request and either passes the response on or closes the connection unanswered.
-fn forward(mut caller: TcpStream, upstream: SocketAddr, counts: &Counts) -> std::io::Result<()> {
-    caller.set_read_timeout(Some(IO_TIMEOUT))?;
-    let request = read_message(&mut caller, true)?;
-    let mut service = TcpStream::connect_timeout(&upstream, IO_TIMEOUT)?;
-    service.set_read_timeout(Some(IO_TIMEOUT))?;
-    service.write_all(&request)?;
-    let response = read_message(&mut service, false)?;
-    // The service has answered, so whatever it committed is committed.
-    let number = counts.seen.fetch_add(1, Ordering::SeqCst);
+/// Returning an error from a hyper HTTP/1 service closes the connection without writing a byte.
+async fn forward(
+    request: Request<Incoming>,
+    upstream: SocketAddr,
+    counts: &Counts,
+) -> std::result::Result<Response<Full<Bytes>>, Unanswered> {
+    let (parts, body) = request.into_parts();
+    // The whole body, chunked or not, before anything is sent: the service gets one request with
+    // a Content-Length, and a caller that stops sending is timed out here.
+    let body = match tokio::time::timeout(
+        BODY_READ_TIMEOUT,
+        Limited::new(body, MAX_BODY_BYTES).collect(),
+    )
+    .await
+    {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Err(error)) => {
+            return match error.downcast::<hyper::Error>() {
+                Ok(broken) => Err(Unanswered::CallerBroke(*broken)),
+                Err(_) => Ok(answer(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    code::TOO_LARGE,
+                    &format!("the proxy forwards bodies of at most {MAX_BODY_BYTES} bytes"),
+                )),
+            };
+        }
+        Err(_) => {
+            return Ok(answer(
+                StatusCode::REQUEST_TIMEOUT,
+                code::BODY_TIMEOUT,
+                &format!("the body did not arrive within {BODY_READ_TIMEOUT:?}"),
+            ));
+        }
+    };
+    let mut outgoing = Request::from_parts(parts, Full::new(body));
+    prepare_upstream_request(&mut outgoing, upstream);
+    // Numbered when complete, in one atomic step: the first N are the first N to be forwarded.
+    let number = counts.forwarded.fetch_add(1, Ordering::SeqCst);
+    let response = match tokio::time::timeout(UPSTREAM_TIMEOUT, send(outgoing, upstream)).await {
+        Ok(Ok(response)) => response,
+        Ok(Err(problem)) => {
+            return Ok(answer(
+                StatusCode::BAD_GATEWAY,
+                code::UPSTREAM_FAILED,
+                &problem,
+            ));
+        }
+        Err(_) => {
+            return Ok(answer(
+                StatusCode::GATEWAY_TIMEOUT,
+                code::UPSTREAM_TIMEOUT,
+                &format!("the service did not answer within {UPSTREAM_TIMEOUT:?}"),
+            ));
+        }
+    };
+    // The service has answered in full, so whatever it committed is committed.
     if number < counts.to_drop {
         counts.dropped.fetch_add(1, Ordering::SeqCst);
-        return caller.shutdown(Shutdown::Both); // not a byte of the response
+        return Err(Unanswered::LostReply); // not a byte of the response
     }
-    caller.write_all(&response)?;
-    caller.shutdown(Shutdown::Both)
+    Ok(response)
 }
 // ANCHOR_END: proxy_forward
 
-/// Reads one HTTP/1.1 message (head and a `Content-Length` body). A request is rewritten to ask
-/// for `Connection: close`, so the service ends its response by closing, and the proxy handles
-/// one request per connection.
-fn read_message(stream: &mut TcpStream, is_request: bool) -> std::io::Result<Vec<u8>> {
-    let mut reader = BufReader::new(stream);
-    let mut head = Vec::new();
-    let mut length: u64 = 0;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line)? == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        if head.len() + line.len() > MAX_HEAD_BYTES {
-            return Err(std::io::ErrorKind::InvalidData.into());
-        }
-        let lower = line.to_ascii_lowercase();
-        if let Some(value) = lower.strip_prefix("content-length:") {
-            length = value
-                .trim()
-                .parse()
-                .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidData))?;
-        }
-        if line == "\r\n" {
-            if is_request {
-                head.extend_from_slice(b"Connection: close\r\n");
-            }
-            head.extend_from_slice(b"\r\n");
-            break;
-        }
-        if is_request && lower.starts_with("connection:") {
-            continue; // replaced by Connection: close above
-        }
-        head.extend_from_slice(line.as_bytes());
+/// Sends one request to the service on a connection of its own and reads the whole answer. One
+/// connection per request keeps each forwarded request a single attempt: a pooled connection the
+/// service had just closed could fail after the service read it, and nothing here may resend.
+async fn send(
+    request: Request<Full<Bytes>>,
+    upstream: SocketAddr,
+) -> std::result::Result<Response<Full<Bytes>>, String> {
+    let stream = TcpStream::connect(upstream)
+        .await
+        .map_err(|error| format!("connecting to {upstream}: {error}"))?;
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|error| format!("starting HTTP/1.1 with {upstream}: {error}"))?;
+    tokio::spawn(connection);
+    let response = sender
+        .send_request(request)
+        .await
+        .map_err(|error| format!("sending to {upstream}: {error}"))?;
+    let (mut parts, body) = response.into_parts();
+    let body = Limited::new(body, MAX_BODY_BYTES)
+        .collect()
+        .await
+        .map_err(|error| format!("reading the answer of {upstream}: {error}"))?
+        .to_bytes();
+    remove_hop_by_hop(&mut parts.headers);
+    Ok(Response::from_parts(parts, Full::new(body)))
+}
+
+/// Rewrites a caller's request for the service: HTTP/1.1, `Host` the service's address, the
+/// body's exact length, no `Expect`, and `Connection: close`, so the service ends its side after
+/// answering.
+fn prepare_upstream_request(request: &mut Request<Full<Bytes>>, upstream: SocketAddr) {
+    *request.version_mut() = Version::HTTP_11;
+    let headers = request.headers_mut();
+    remove_hop_by_hop(headers);
+    headers.remove(header::CONTENT_LENGTH); // hyper writes the length of the full body
+    // The caller's body is already here: the service has nothing to agree to before it is sent.
+    headers.remove(header::EXPECT);
+    if let Ok(host) = HeaderValue::from_str(&upstream.to_string()) {
+        headers.insert(header::HOST, host);
     }
-    if length > MAX_BODY_BYTES {
-        return Err(std::io::ErrorKind::InvalidData.into());
+    headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+}
+
+/// Removes the headers that describe one hop (RFC 9110, section 7.6.1) rather than the message,
+/// including any the `Connection` header names.
+fn remove_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .collect();
+    for name in named {
+        headers.remove(name);
     }
-    let mut body = Vec::new();
-    reader.take(length).read_to_end(&mut body)?;
-    if (body.len() as u64) < length {
-        return Err(std::io::ErrorKind::UnexpectedEof.into());
+    for name in [
+        header::CONNECTION,
+        header::TE,
+        header::TRAILER,
+        header::TRANSFER_ENCODING,
+        header::UPGRADE,
+        header::PROXY_AUTHORIZATION,
+    ] {
+        headers.remove(name);
     }
-    head.extend_from_slice(&body);
-    Ok(head)
+    headers.remove("keep-alive");
+    headers.remove("proxy-connection");
+}
+
+/// One of the proxy's own answers, in the shape of the service's error bodies.
+fn answer(status: StatusCode, error: &str, message: &str) -> Response<Full<Bytes>> {
+    let body = serde_json::json!({"error": error, "message": message}).to_string();
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hop_by_hop_headers_and_those_connection_names_are_not_sent_to_the_service() {
+        let mut request = Request::new(Full::new(Bytes::from_static(b"{}")));
+        let headers = request.headers_mut();
+        for (name, value) in [
+            ("connection", "keep-alive, x-hop"),
+            ("x-hop", "1"),
+            ("keep-alive", "timeout=5"),
+            ("transfer-encoding", "chunked"),
+            ("expect", "100-continue"),
+            ("content-length", "999"),
+            ("host", "caller.example"),
+            ("idempotency-key", "kept-1"),
+            ("authorization", "Bearer token-a"),
+        ] {
+            headers.append(name, HeaderValue::from_static(value));
+        }
+        let upstream: SocketAddr = ([127, 0, 0, 1], 8080).into();
+        prepare_upstream_request(&mut request, upstream);
+        let headers = request.headers();
+        for gone in [
+            "x-hop",
+            "keep-alive",
+            "transfer-encoding",
+            "expect",
+            "content-length",
+        ] {
+            assert!(!headers.contains_key(gone), "{gone} was forwarded");
+        }
+        assert_eq!(headers["connection"], "close");
+        assert_eq!(headers["host"], "127.0.0.1:8080");
+        assert_eq!(headers["idempotency-key"], "kept-1");
+        assert_eq!(headers["authorization"], "Bearer token-a");
+        assert_eq!(request.version(), Version::HTTP_11);
+    }
 }

@@ -362,7 +362,12 @@ fn published_openapi(faults: bool) -> String {
         paths.remove("/unkeyed-tickets");
         for operation in paths.values_mut().filter_map(|path| path.as_object_mut()) {
             for details in operation.values_mut() {
-                if let Some(parameters) = details["parameters"].as_array_mut() {
+                // `get_mut`, not indexing: `details["parameters"]` would insert a null where an
+                // operation has none, and the published document would stop being valid OpenAPI.
+                if let Some(parameters) = details
+                    .get_mut("parameters")
+                    .and_then(serde_json::Value::as_array_mut)
+                {
                     parameters.retain(|parameter| {
                         parameter["name"] != contract::FAULT_HEADER
                             && parameter["$ref"] != "#/components/parameters/LabFault"

@@ -6,6 +6,7 @@ mod bench;
 mod book;
 mod check;
 mod cli;
+mod clients;
 mod conformance;
 mod crash;
 mod evidence;
@@ -17,6 +18,7 @@ mod http_postgres;
 mod mcp;
 #[cfg(feature = "postgres")]
 mod postgres;
+mod proxy;
 mod refusals;
 mod retention;
 mod runner;

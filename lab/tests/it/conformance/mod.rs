@@ -293,3 +293,47 @@ fn a_textual_ticket_id_works_through_the_whole_run() {
     let line = observed.lines()[1].clone();
     assert!(line.contains(r#""replay_ticket_id": "PROJ-1""#), "{line}");
 }
+
+#[test]
+fn a_point_the_tool_declares_unsupported_is_reported_not_covered_never_passed() {
+    let _cores = one_at_a_time();
+    /// Speaks for one caller, and says so for any other.
+    struct OneCaller(Memory);
+    impl TicketTool for OneCaller {
+        fn create(&self, request: lab::CreateRequest<'_>) -> lab::Result<lab::Outcome> {
+            if request.scope.caller() == "bob-agent" {
+                return Err(lab::Error::Unsupported {
+                    what: "one caller per token".to_owned(),
+                });
+            }
+            self.0.create(request)
+        }
+        fn ticket_ids(&self) -> lab::Result<Vec<lab::TicketId>> {
+            self.0.ticket_ids()
+        }
+        fn count_records(&self) -> lab::Result<u64> {
+            self.0.count_records()
+        }
+        fn forget_record(&self, scope: &lab::Scope, key: &lab::OperationKey) -> lab::Result<bool> {
+            self.0.forget_record(scope, key)
+        }
+        fn connect(&self) -> lab::Result<Self> {
+            Ok(OneCaller(self.0.connect()?))
+        }
+    }
+    let report = conformance::run(|| Ok(OneCaller(Memory::new(Bug::None))));
+    assert!(report.passed(), "{report}");
+    let point = report
+        .point("keys_are_scoped_by_caller_and_operation")
+        .unwrap();
+    assert!(!point.passed() && !point.failed(), "{report}");
+    let text = report.to_string();
+    assert!(
+        text.contains("NOT COVERED keys_are_scoped_by_caller_and_operation"),
+        "{text}"
+    );
+    assert!(
+        text.contains("the tool says: one caller per token"),
+        "{text}"
+    );
+}

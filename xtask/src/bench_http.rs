@@ -1,0 +1,417 @@
+//! The HTTP part of `cargo xtask bench`: keyed creates against unkeyed creates through `lab serve`
+//! (release build), at 8 and 64 connections, side by side in one run.
+//!
+//! The load comes from a generator of our own rather than wrk: each connection is a task that
+//! counts its own answers, so the least-served connection's share is measured, not inferred (wrk's
+//! Lua sees threads, not connections). The generator runs on one thread, so on a two-core machine
+//! it cannot take more than one core from the server; the CPU time each side used is recorded
+//! beside the figures, so a reader can see which side was saturated.
+//!
+//! Every measurement gets a fresh server and store. Keyed and unkeyed runs take turns, in the
+//! opposite order each round, so a drift of the machine falls on both. Nothing here asserts on a
+//! number: the targets are printed beside the ratios.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::Request;
+use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HOST};
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+
+/// Connection counts measured, as the issue states its targets.
+const CONNECTIONS: [usize; 2] = [8, 64];
+
+/// The body of every create.
+const PAYLOAD: &str = r#"{"title": "Bench", "priority": "normal"}"#;
+
+/// How long and how often to measure.
+#[derive(Clone, Copy, Debug)]
+struct Plan {
+    /// Answers that arrive in this time after the start are not counted.
+    warmup: Duration,
+    /// The counted part of each measurement.
+    measured: Duration,
+    /// Rounds; each measures every (connections, keyed) pair once.
+    rounds: u32,
+}
+
+impl Plan {
+    fn new(quick: bool) -> Plan {
+        if quick {
+            Plan {
+                warmup: Duration::from_millis(300),
+                measured: Duration::from_secs(1),
+                rounds: 1,
+            }
+        } else {
+            Plan {
+                warmup: Duration::from_millis(500),
+                measured: Duration::from_secs(3),
+                rounds: 2,
+            }
+        }
+    }
+}
+
+/// What one connection saw in one measurement.
+#[derive(Debug, Default)]
+struct ConnectionCounts {
+    /// 2xx answers that arrived inside the counted window, whenever their request was sent.
+    answered: u64,
+    /// Other answers inside the window.
+    other_status: u64,
+    /// Transport errors (the task stops at the first).
+    errors: u64,
+    /// Latency of every counted 2xx answer, in microseconds.
+    latencies_us: Vec<u32>,
+}
+
+/// The sums over every round for one (connections, keyed) pair.
+#[derive(Debug, Default)]
+struct Totals {
+    /// Answers per connection, summed over rounds (connection i of every round adds to slot i).
+    per_connection: Vec<u64>,
+    other_status: u64,
+    errors: u64,
+    latencies_us: Vec<u32>,
+    measured_seconds: f64,
+    client_cpu_seconds: f64,
+    server_cpu_seconds: f64,
+}
+
+/// Runs every measurement and returns the `http` section of `bench.json`.
+///
+/// # Errors
+/// When `lab serve` cannot be started or does not print its URL, or the client's runtime cannot
+/// start.
+pub fn run(lab: &Path, scratch: &Path, quick: bool) -> Result<Value> {
+    let plan = Plan::new(quick);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the load generator's runtime")?;
+    let mut totals: Vec<((usize, bool), Totals)> = CONNECTIONS
+        .iter()
+        .flat_map(|&c| {
+            [
+                ((c, true), Totals::default()),
+                ((c, false), Totals::default()),
+            ]
+        })
+        .collect();
+    let mut serial = 0;
+    for round in 0..plan.rounds {
+        for &connections in &CONNECTIONS {
+            let order = if round % 2 == 0 {
+                [true, false]
+            } else {
+                [false, true]
+            };
+            for keyed in order {
+                serial += 1;
+                eprintln!(
+                    "bench: http round {}/{}, {connections} connections, {}",
+                    round + 1,
+                    plan.rounds,
+                    if keyed { "keyed" } else { "unkeyed" }
+                );
+                let database = scratch.join(format!("http-{serial}.sqlite"));
+                let server = Server::start(lab, &database)?;
+                let client_before = own_cpu_seconds();
+                let counts = runtime.block_on(load(server.address, connections, keyed, plan));
+                let client_cpu = own_cpu_seconds() - client_before;
+                let server_cpu = server.cpu_seconds();
+                drop(server);
+                let total = totals
+                    .iter_mut()
+                    .find(|(pair, _)| *pair == (connections, keyed))
+                    .map(|(_, total)| total)
+                    .context("every measured pair has its totals")?;
+                total.per_connection.resize(connections, 0);
+                for (slot, connection) in total.per_connection.iter_mut().zip(&counts) {
+                    *slot += connection.answered;
+                }
+                for connection in counts {
+                    total.other_status += connection.other_status;
+                    total.errors += connection.errors;
+                    total.latencies_us.extend(connection.latencies_us);
+                }
+                total.measured_seconds += plan.measured.as_secs_f64();
+                total.client_cpu_seconds += client_cpu;
+                total.server_cpu_seconds += server_cpu.unwrap_or(f64::NAN);
+            }
+        }
+    }
+    let runs: Vec<Value> = totals
+        .into_iter()
+        .map(|((connections, keyed), total)| summarise(connections, keyed, total))
+        .collect();
+    Ok(json!({
+        "measured": true,
+        "server": "lab serve --faults (release build), 8 workers, a fresh store per measurement",
+        "client": "xtask's load generator: tokio (one thread) and hyper 1, one task per connection",
+        "plan": {
+            "warmup_s": plan.warmup.as_secs_f64(),
+            "measured_s": plan.measured.as_secs_f64(),
+            "rounds": plan.rounds,
+        },
+        "runs": runs,
+    }))
+}
+
+fn summarise(connections: usize, keyed: bool, mut total: Totals) -> Value {
+    total.latencies_us.sort_unstable();
+    let percentile = |p: usize| {
+        let values = &total.latencies_us;
+        if values.is_empty() {
+            return f64::NAN;
+        }
+        f64::from(values[(values.len() * p / 100).min(values.len() - 1)]) / 1000.0
+    };
+    let answered: u64 = total.per_connection.iter().sum();
+    let mut sorted = total.per_connection.clone();
+    sorted.sort_unstable();
+    let median = sorted.get(sorted.len() / 2).copied().unwrap_or(0) as f64;
+    let share = |count: Option<&u64>| count.map_or(f64::NAN, |&c| c as f64 / median);
+    json!({
+        "connections": connections,
+        "keyed": keyed,
+        "answered": answered,
+        "other_status": total.other_status,
+        "errors": total.errors,
+        "requests_per_second": answered as f64 / total.measured_seconds,
+        "p50_ms": percentile(50),
+        "p99_ms": percentile(99),
+        "max_ms": total.latencies_us.last().map_or(f64::NAN, |&us| f64::from(us) / 1000.0),
+        "least_served_share": share(sorted.first()),
+        "most_served_share": share(sorted.last()),
+        "per_connection_answered": total.per_connection,
+        "client_cpu_s": total.client_cpu_seconds,
+        "server_cpu_s": total.server_cpu_seconds,
+        "measured_s": total.measured_seconds,
+    })
+}
+
+/// Drives `connections` connections for the plan's time and returns what each saw.
+async fn load(
+    address: SocketAddr,
+    connections: usize,
+    keyed: bool,
+    plan: Plan,
+) -> Vec<ConnectionCounts> {
+    let start = tokio::time::Instant::now();
+    let counted_from = start + plan.warmup;
+    let end = counted_from + plan.measured;
+    let tasks: Vec<_> = (0..connections)
+        .map(|number| tokio::spawn(connection(address, number, keyed, counted_from, end)))
+        .collect();
+    let mut counts = Vec::with_capacity(connections);
+    for task in tasks {
+        counts.push(task.await.unwrap_or_else(|_| ConnectionCounts {
+            errors: 1,
+            ..ConnectionCounts::default()
+        }));
+    }
+    counts
+}
+
+/// One connection: creates one after another until `end`, each answer read in full.
+async fn connection(
+    address: SocketAddr,
+    number: usize,
+    keyed: bool,
+    counted_from: tokio::time::Instant,
+    end: tokio::time::Instant,
+) -> ConnectionCounts {
+    let mut counts = ConnectionCounts::default();
+    let Ok(stream) = tokio::net::TcpStream::connect(address).await else {
+        counts.errors += 1;
+        return counts;
+    };
+    let _ = stream.set_nodelay(true);
+    let Ok((mut sender, driver)) =
+        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await
+    else {
+        counts.errors += 1;
+        return counts;
+    };
+    tokio::spawn(driver);
+    let path = if keyed {
+        "/tickets"
+    } else {
+        "/unkeyed-tickets"
+    };
+    let body = Bytes::from_static(PAYLOAD.as_bytes());
+    let mut sent: u64 = 0;
+    // A request still unanswered a while after the end is abandoned, so a stuck server cannot
+    // keep the bench running.
+    let give_up = end + Duration::from_secs(5);
+    while tokio::time::Instant::now() < end {
+        let mut request = Request::post(path)
+            .header(HOST, "127.0.0.1")
+            .header(AUTHORIZATION, "Bearer token-a")
+            .header(CONTENT_TYPE, "application/json");
+        if keyed {
+            request = request.header("Idempotency-Key", format!("bench-{number}-{sent}"));
+        }
+        sent += 1;
+        let Ok(request) = request.body(Full::new(body.clone())) else {
+            counts.errors += 1;
+            return counts;
+        };
+        let started = tokio::time::Instant::now();
+        let answer = tokio::time::timeout_at(give_up, async {
+            let response = sender.send_request(request).await?;
+            let status = response.status();
+            response.into_body().collect().await?;
+            Ok::<_, hyper::Error>(status)
+        })
+        .await;
+        let finished = tokio::time::Instant::now();
+        let Ok(Ok(status)) = answer else {
+            counts.errors += 1;
+            return counts;
+        };
+        // Counted by when the answer came: a slow answer that began in the warm-up still counts,
+        // so the window does not hide the tail.
+        if finished < counted_from || finished > end {
+            continue;
+        }
+        if status.is_success() {
+            counts.answered += 1;
+            let micros = (finished - started).as_micros();
+            counts
+                .latencies_us
+                .push(u32::try_from(micros).unwrap_or(u32::MAX));
+        } else {
+            counts.other_status += 1;
+        }
+    }
+    counts
+}
+
+/// The CPU time (user and system) this process has used, in seconds.
+fn own_cpu_seconds() -> f64 {
+    // SAFETY: getrusage writes into the struct it is given and reads nothing else.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid pointer to a rusage, and RUSAGE_SELF is always a valid target.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return f64::NAN;
+    }
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
+
+/// A `lab serve` child process, killed when dropped.
+struct Server {
+    child: Child,
+    address: SocketAddr,
+}
+
+impl Server {
+    fn start(lab: &Path, database: &Path) -> Result<Server> {
+        let mut child = Command::new(lab)
+            .args([
+                "serve",
+                "--port",
+                "0",
+                "--faults",
+                "--caller",
+                "alice=token-a",
+            ])
+            .arg("--database")
+            .arg(database)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .context("starting lab serve")?;
+        let mut line = String::new();
+        let read = child
+            .stdout
+            .take()
+            .map(|stdout| BufReader::new(stdout).read_line(&mut line));
+        let address = line
+            .trim()
+            .strip_prefix("listening on http://")
+            .and_then(|address| address.parse().ok());
+        match (read, address) {
+            (Some(Ok(_)), Some(address)) => Ok(Server { child, address }),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!("lab serve printed {line:?}, not its URL")
+            }
+        }
+    }
+
+    /// The CPU time the server has used so far, from `/proc` (Linux only).
+    fn cpu_seconds(&self) -> Option<f64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).ok()?;
+        // Fields after the command name, which is in parentheses and may hold spaces.
+        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        let ticks: f64 =
+            fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+        // SAFETY: sysconf only reads a configuration value.
+        let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        (per_second > 0).then(|| ticks / per_second as f64)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Prints the HTTP targets of issue #14 beside the measured figures.
+pub fn print_targets(http: &Value) {
+    let Some(runs) = http["runs"].as_array() else {
+        return;
+    };
+    let find = |connections: u64, keyed: bool| {
+        runs.iter()
+            .find(|run| run["connections"] == connections && run["keyed"] == keyed)
+    };
+    let number = |run: &Value, field: &str| run[field].as_f64().unwrap_or(f64::NAN);
+    println!("\nHTTP targets (measured in this run)");
+    for connections in CONNECTIONS {
+        let connections = connections as u64;
+        let (Some(keyed), Some(unkeyed)) = (find(connections, true), find(connections, false))
+        else {
+            continue;
+        };
+        println!(
+            "  {connections} connections: keyed {:.0}/s, unkeyed {:.0}/s, ratio {:.2} (target >= 0.8)",
+            number(keyed, "requests_per_second"),
+            number(unkeyed, "requests_per_second"),
+            number(keyed, "requests_per_second") / number(unkeyed, "requests_per_second"),
+        );
+        for (label, run) in [("keyed", keyed), ("unkeyed", unkeyed)] {
+            println!(
+                "    {label}: p50 {:.2} ms, p99 {:.2} ms, p99/p50 {:.2}{}; least-served connection {:.2}x the median, most {:.2}x (target within 2x); {} other statuses, {} errors; CPU s client {:.2}, server {:.2}",
+                number(run, "p50_ms"),
+                number(run, "p99_ms"),
+                number(run, "p99_ms") / number(run, "p50_ms"),
+                if connections == 64 {
+                    " (target <= 4)"
+                } else {
+                    ""
+                },
+                number(run, "least_served_share"),
+                number(run, "most_served_share"),
+                run["other_status"],
+                run["errors"],
+                number(run, "client_cpu_s"),
+                number(run, "server_cpu_s"),
+            );
+        }
+    }
+}
