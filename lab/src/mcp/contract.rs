@@ -203,3 +203,40 @@ fn object(value: Value) -> Map<String, Value> {
         _ => Map::new(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_description_names_every_code_a_create_can_fail_with_and_says_to_reuse_the_key() {
+        for failure in [
+            code::CONFLICT,
+            code::IN_PROGRESS,
+            code::EXPIRED,
+            code::INVALID_KEY,
+        ] {
+            assert!(
+                CREATE_TICKET_DESCRIPTION.contains(&format!("- {failure}:")),
+                "{failure} is not explained"
+            );
+        }
+        assert!(CREATE_TICKET_DESCRIPTION.contains("AGAIN WITH THE SAME operation_key"));
+        assert!(CREATE_TICKET_DESCRIPTION.contains("Never invent a new key"));
+    }
+
+    #[test]
+    fn the_fault_argument_is_in_the_schema_only_on_a_test_server() {
+        let listed = |faults: bool| {
+            create_ticket_input(faults)["properties"]
+                .get(FAULT)
+                .is_some()
+        };
+        assert!(listed(true));
+        assert!(!listed(false));
+        assert_eq!(
+            create_ticket_input(false)["required"],
+            json!([OPERATION_KEY, "title"])
+        );
+    }
+}
