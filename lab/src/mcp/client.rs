@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject};
@@ -72,12 +72,19 @@ struct Session {
     peer: Peer<RoleClient>,
     runtime: tokio::runtime::Runtime,
     admin_token: Option<String>,
+    /// The scope this session speaks for: the first a request names.
+    scope: Mutex<Option<Scope>>,
 }
 
 /// A [`TicketTool`] that calls `create_ticket` and the admin tools over an MCP session.
 ///
 /// [`TicketTool::connect`] shares the session: MCP lets one session carry concurrent calls, and
 /// the server gives each its own store connection.
+///
+/// The server acts for one caller (the process's over stdio, the token's over HTTP), and its
+/// contract has one operation type, so this adapter speaks for one scope: the first a request
+/// names. A request in another scope is refused with [`Error::Unsupported`], never sent as
+/// another caller's.
 #[derive(Clone)]
 pub struct McpTool {
     session: Arc<Session>,
@@ -121,6 +128,7 @@ impl McpTool {
                 runtime,
                 _running: running,
                 admin_token: server.admin_token.clone(),
+                scope: Mutex::new(None),
             }),
         })
     }
@@ -156,6 +164,32 @@ impl McpTool {
                 Ok(Ok(result)) => Ok(result),
             }
         })
+    }
+
+    /// Takes `scope` as this session's own on first use; refuses any other afterwards.
+    fn speaks_for(&self, scope: &Scope) -> Result<()> {
+        let mut own = self
+            .session
+            .scope
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match own.as_ref() {
+            None => {
+                *own = Some(scope.clone());
+                Ok(())
+            }
+            Some(own) if own == scope => Ok(()),
+            Some(own) => Err(Error::Unsupported {
+                what: format!(
+                    "a request for caller {:?}, operation {:?}: the MCP server acts for the one \
+                     caller it was started for (or whose token it was given), here {:?}, and \
+                     its contract has one operation type",
+                    scope.caller(),
+                    scope.operation(),
+                    own.caller()
+                ),
+            }),
+        }
     }
 
     fn admin(&self, name: &'static str, mut arguments: JsonObject) -> Result<Value> {
@@ -214,6 +248,7 @@ impl McpTool {
 
 impl TicketTool for McpTool {
     fn create(&self, request: CreateRequest<'_>) -> Result<Outcome> {
+        self.speaks_for(request.scope)?;
         for _ in 0..=IN_PROGRESS_RETRIES {
             if let Some(outcome) = self.create_once(&request)? {
                 return Ok(outcome);
@@ -239,7 +274,8 @@ impl TicketTool for McpTool {
             .ok_or_else(|| mcp_error(contract::ADMIN_COUNT_RECORDS, content))
     }
 
-    fn forget_record(&self, _scope: &Scope, key: &OperationKey) -> Result<bool> {
+    fn forget_record(&self, scope: &Scope, key: &OperationKey) -> Result<bool> {
+        self.speaks_for(scope)?;
         // The scope on the server is the session's caller.
         let mut arguments = JsonObject::new();
         arguments.insert(contract::OPERATION_KEY.to_owned(), json!(key.as_str()));
