@@ -417,3 +417,52 @@ impl TicketTool for Box<dyn TicketTool + Send> {
         (**self).connect_boxed()
     }
 }
+
+/// The one scope an adapter speaks for when its service fixes the caller (a bearer token, a
+/// session): taken from the first request that names one, every other refused with
+/// [`Error::Unsupported`](crate::Error::Unsupported) rather than sent as the wrong caller.
+///
+/// ```
+/// use lab::{Scope, tool::OwnScope};
+///
+/// let own = OwnScope::default();
+/// let alice = Scope::new("alice", "create_ticket")?;
+/// own.check(&alice, "the token names one caller")?;
+/// own.check(&alice, "the token names one caller")?;
+/// let bob = Scope::new("bob", "create_ticket")?;
+/// assert!(matches!(own.check(&bob, "the token names one caller"), Err(lab::Error::Unsupported { .. })));
+/// # Ok::<(), lab::Error>(())
+/// ```
+#[derive(Debug, Default)]
+pub struct OwnScope(std::sync::Mutex<Option<Scope>>);
+
+impl OwnScope {
+    /// Takes `scope` as the adapter's own on first use, and accepts only it afterwards.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`](crate::Error::Unsupported) for another scope, naming both and
+    /// `why` the adapter speaks for one.
+    pub fn check(&self, scope: &Scope, why: &str) -> Result<()> {
+        let mut own = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match own.as_ref() {
+            None => {
+                *own = Some(scope.clone());
+                Ok(())
+            }
+            Some(own) if own == scope => Ok(()),
+            Some(own) => Err(crate::Error::Unsupported {
+                what: format!(
+                    "a request for caller {:?}, operation {:?}, to an adapter that speaks for \
+                     caller {:?}, operation {:?}: {why}",
+                    scope.caller(),
+                    scope.operation(),
+                    own.caller(),
+                    own.operation()
+                ),
+            }),
+        }
+    }
+}

@@ -1,7 +1,7 @@
 //! The HTTP client adapter: [`TicketTool`] over real connections to `lab serve` (or any service
 //! that keeps the same contract), so the seven scenarios run against it unchanged.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -10,7 +10,7 @@ use super::contract::{self, problem};
 use super::sf;
 use crate::error::{Error, Result};
 use crate::key::{OperationKey, Scope};
-use crate::tool::{CreateRequest, Fault, Outcome, TicketId, TicketTool};
+use crate::tool::{CreateRequest, Fault, Outcome, OwnScope, TicketId, TicketTool};
 
 /// How many times a create is sent again after a 409 (key in flight) or a 503 (the service at its
 /// connection limit) before the adapter gives up and reports the outcome unknown.
@@ -71,7 +71,7 @@ pub struct HttpTool {
     target: HttpTarget,
     agent: ureq::Agent,
     /// The scope this adapter (and every connection made from it) speaks for.
-    scope: Arc<Mutex<Option<Scope>>>,
+    scope: Arc<OwnScope>,
 }
 
 impl HttpTool {
@@ -88,26 +88,13 @@ impl HttpTool {
         }
     }
 
-    /// Takes `scope` as this adapter's own on first use; refuses any other afterwards.
+    /// Refuses a scope other than the one this adapter speaks for.
     fn speaks_for(&self, scope: &Scope) -> Result<()> {
-        let mut own = self.scope.lock().unwrap_or_else(PoisonError::into_inner);
-        match own.as_ref() {
-            None => {
-                *own = Some(scope.clone());
-                Ok(())
-            }
-            Some(own) if own == scope => Ok(()),
-            Some(own) => Err(Error::Unsupported {
-                what: format!(
-                    "a request for caller {:?}, operation {:?}: the service takes the caller \
-                     from the bearer token, which speaks for {:?}, and its contract has one \
-                     operation type",
-                    scope.caller(),
-                    scope.operation(),
-                    own.caller()
-                ),
-            }),
-        }
+        self.scope.check(
+            scope,
+            "the service takes the caller from the bearer token, and its contract has one \
+             operation type",
+        )
     }
 
     /// The target this adapter calls.

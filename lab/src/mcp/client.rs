@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject};
@@ -21,7 +21,7 @@ use super::contract::{self, code};
 use crate::error::{Error, Result};
 use crate::http::contract::fault_header_value;
 use crate::key::{OperationKey, Scope};
-use crate::tool::{CreateRequest, Fault, Outcome, TicketId, TicketTool};
+use crate::tool::{CreateRequest, Fault, Outcome, OwnScope, TicketId, TicketTool};
 
 /// How long a call waits for its answer before its outcome is unknown.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -73,7 +73,7 @@ struct Session {
     runtime: tokio::runtime::Runtime,
     admin_token: Option<String>,
     /// The scope this session speaks for: the first a request names.
-    scope: Mutex<Option<Scope>>,
+    scope: OwnScope,
 }
 
 /// A [`TicketTool`] that calls `create_ticket` and the admin tools over an MCP session.
@@ -128,7 +128,7 @@ impl McpTool {
                 runtime,
                 _running: running,
                 admin_token: server.admin_token.clone(),
-                scope: Mutex::new(None),
+                scope: OwnScope::default(),
             }),
         })
     }
@@ -166,30 +166,13 @@ impl McpTool {
         })
     }
 
-    /// Takes `scope` as this session's own on first use; refuses any other afterwards.
+    /// Refuses a scope other than the one this session speaks for.
     fn speaks_for(&self, scope: &Scope) -> Result<()> {
-        let mut own = self
-            .session
-            .scope
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        match own.as_ref() {
-            None => {
-                *own = Some(scope.clone());
-                Ok(())
-            }
-            Some(own) if own == scope => Ok(()),
-            Some(own) => Err(Error::Unsupported {
-                what: format!(
-                    "a request for caller {:?}, operation {:?}: the MCP server acts for the one \
-                     caller it was started for (or whose token it was given), here {:?}, and \
-                     its contract has one operation type",
-                    scope.caller(),
-                    scope.operation(),
-                    own.caller()
-                ),
-            }),
-        }
+        self.session.scope.check(
+            scope,
+            "the MCP server acts for the one caller it was started for (or whose token it was \
+             given), and its contract has one operation type",
+        )
     }
 
     fn admin(&self, name: &'static str, mut arguments: JsonObject) -> Result<Value> {
