@@ -33,6 +33,7 @@ const ALLOWED_HOSTS: &[&str] = &[
     "docs.rs",
     "docs.stripe.com",
     "github.com",
+    "modelcontextprotocol.io",
     "rosettacode.org",
     "rust-lang.github.io",
     "www.postgresql.org",
@@ -479,9 +480,16 @@ mod tests {
                 continue; // src/simulation/ holds generated text the chapters include
             }
             let text = std::fs::read_to_string(&path).unwrap();
-            for (i, _) in text.match_indices("](http") {
+            let inline = text.match_indices("](http").map(|(i, _)| {
                 let link = &text[i + 2..];
-                let link = &link[..link.find(')').unwrap()];
+                &link[..link.find(')').unwrap()]
+            });
+            // Reference-style definitions too: `[name]: https://...` on a line of its own.
+            let defined = text.lines().filter_map(|line| {
+                let (label, link) = line.split_once("]: ")?;
+                label.starts_with('[').then_some(link.trim())
+            });
+            for link in inline.chain(defined) {
                 if !link.starts_with("https:") && !link.starts_with("http:") {
                     continue; // a chapter whose file name starts with "http", such as http-boundary.md
                 }
