@@ -693,3 +693,30 @@ fn the_throughput_table_has_a_ratio_for_each_number_of_clients() {
     }
     assert_eq!(lines.len(), 5, "{stdout}");
 }
+
+#[test]
+fn lab_check_passes_every_contract_point_on_postgres() {
+    let Some(pg) = server::server("lab_check_passes_every_contract_point_on_postgres") else {
+        return;
+    };
+    let _cores = crate::conformance::one_at_a_time();
+    let started = std::time::Instant::now();
+    let output = Command::new(env!("CARGO_BIN_EXE_lab"))
+        .args(["check", "--backend", "postgres", "--database-url", pg.url])
+        .args(["--rounds", "300"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    eprintln!(
+        "lab check on PostgreSQL: {:.2} s",
+        started.elapsed().as_secs_f64()
+    );
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let points = lab::conformance::point_names();
+    let summary = format!("conformance: {} passed, 0 failed in ", points.len());
+    assert!(stdout.contains(&summary), "{stdout}");
+}
