@@ -60,15 +60,7 @@ impl LabServer {
             .stderr(stderr)
             .spawn()
             .expect("lab serve starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let url = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_owned();
+        let url = listening_url(&mut child);
         LabServer {
             child,
             _folder: None,
@@ -356,18 +348,23 @@ fn the_openapi_description_is_served_and_names_every_status() {
     assert!(spec.body["paths"]["/tickets/{id}"]["get"].is_object());
 }
 
-#[test]
-fn the_seven_scenarios_pass_against_lab_serve_with_the_reference_lines() {
-    let server = LabServer::start(&["--faults"]);
+/// The URL a `lab serve` or `lab proxy` child prints on its first line, `listening on URL`.
+pub fn listening_url(child: &mut std::process::Child) -> String {
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("the child's stdout is piped"))
+        .read_line(&mut line)
+        .unwrap();
+    line.trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_owned()
+}
+
+/// Runs the seven scenarios through `lab --adapter http` against `url` (caller `token-a`, admin
+/// `admin-token`) and checks they print the SQLite run's lines.
+pub fn assert_suite_over_http_prints_the_reference_lines(url: &str) {
     let output = Command::new(env!("CARGO_BIN_EXE_lab"))
-        .args([
-            "--adapter",
-            "http",
-            "--url",
-            &server.url,
-            "--token",
-            "token-a",
-        ])
+        .args(["--adapter", "http", "--url", url, "--token", "token-a"])
         .args(["--admin-token", "admin-token"])
         .output()
         .unwrap();
@@ -380,6 +377,12 @@ fn the_seven_scenarios_pass_against_lab_serve_with_the_reference_lines() {
         String::from_utf8(output.stdout).unwrap(),
         crate::cli::REFERENCE_LINES
     );
+}
+
+#[test]
+fn the_seven_scenarios_pass_against_lab_serve_with_the_reference_lines() {
+    let server = LabServer::start(&["--faults"]);
+    assert_suite_over_http_prints_the_reference_lines(&server.url);
 }
 
 #[test]

@@ -271,15 +271,7 @@ fn after_running_out_of_file_descriptors_the_server_accepts_again() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap()
-        .to_owned();
+    let url = crate::http::listening_url(&mut child);
     let address = url.strip_prefix("http://").unwrap().to_owned();
     let held: Vec<TcpStream> = (0..120)
         .filter_map(|_| TcpStream::connect(&address).ok())
