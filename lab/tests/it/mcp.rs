@@ -203,13 +203,18 @@ fn the_python_sdk_over_stdio_lists_creates_replays_conflicts_and_recovers_a_lost
     compare_with_the_book(&transcript, "python-session-stdio.txt");
 }
 
-struct HttpServer {
+/// `lab mcp --transport http --faults` on `database`, for callers support-agent (`token-a`) and
+/// other-agent (`token-b`); killed when dropped.
+pub struct HttpServer {
     child: Child,
-    url: String,
+    /// The endpoint it printed, `http://127.0.0.1:PORT/mcp`.
+    pub url: String,
+    database: PathBuf,
 }
 
 impl HttpServer {
-    fn start(database: &Path) -> HttpServer {
+    /// Starts it and reads the URL it prints.
+    pub fn start(database: &Path) -> HttpServer {
         let mut child = Command::new(LAB)
             .args(["mcp", "--transport", "http", "--faults", "--database"])
             .arg(database)
@@ -229,7 +234,16 @@ impl HttpServer {
         HttpServer {
             child,
             url: line.trim().to_owned(),
+            database: database.to_owned(),
         }
+    }
+
+    /// Every ticket in its database, read behind the server's back.
+    pub fn ticket_ids(&self) -> Vec<lab::TicketId> {
+        SqliteStore::open(&self.database)
+            .unwrap()
+            .ticket_ids()
+            .unwrap()
     }
 }
 
