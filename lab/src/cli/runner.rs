@@ -111,7 +111,11 @@ pub fn exec(args: RunnerArgs) -> lab::Result<Finished> {
     }
     let (tool, check): (Box<dyn TicketTool + Send>, ServiceAt) = match (args.url, args.mcp_url) {
         (Some(url), _) => (
-            Box::new(HttpTool::new(HttpTarget::new(&url.text, &args.token, None)?)),
+            Box::new(HttpTool::new(HttpTarget::new(
+                &url.text,
+                &args.token,
+                None,
+            )?)),
             ServiceAt {
                 url,
                 token: args.token,

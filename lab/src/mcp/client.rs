@@ -281,6 +281,27 @@ impl McpTool {
         Ok(content)
     }
 
+    /// Empties the server's store (the admin tool), so the next ticket is number 1 again.
+    ///
+    /// # Errors
+    /// As [`McpTool::call`]; [`Error::Adapter`] when the server refuses the admin token.
+    pub fn reset(&self) -> Result<()> {
+        self.admin(contract::ADMIN_RESET, JsonObject::new())
+            .map(drop)
+    }
+
+    /// Prunes every replay record on the server now, as retention would after its window (the
+    /// admin tool), and says how many: a retry of any of their keys is then `expired`.
+    ///
+    /// # Errors
+    /// As [`McpTool::reset`].
+    pub fn expire_records(&self) -> Result<u64> {
+        let content = self.admin(contract::ADMIN_EXPIRE_RECORDS, JsonObject::new())?;
+        content["expired"]
+            .as_u64()
+            .ok_or_else(|| mcp_error(contract::ADMIN_EXPIRE_RECORDS, content))
+    }
+
     fn create_once(&self, request: &CreateRequest<'_>) -> Result<Option<Outcome>> {
         let mut arguments = request.payload.as_object().clone();
         let tool = match request.key {

@@ -60,9 +60,7 @@ impl LoopbackHttpClient {
         if uri.scheme_str() != Some("http") {
             return Err(format!("{url:?}: expected an http:// URL"));
         }
-        let authority = uri
-            .authority()
-            .ok_or_else(|| format!("{url:?}: no host"))?;
+        let authority = uri.authority().ok_or_else(|| format!("{url:?}: no host"))?;
         let port = authority.port_u16().unwrap_or(80);
         Ok(LoopbackHttpClient {
             authority: format!("{}:{port}", authority.host()).into(),
@@ -96,10 +94,7 @@ impl LoopbackHttpClient {
             .header(http::header::HOST, self.authority.as_ref())
             .header(http::header::CONNECTION, "close")
             .header(http::header::CONTENT_TYPE, "application/json")
-            .header(
-                http::header::ACCEPT,
-                "application/json, text/event-stream",
-            );
+            .header(http::header::ACCEPT, "application/json, text/event-stream");
         if let Some(token) = auth_token {
             builder = builder.header(http::header::AUTHORIZATION, format!("Bearer {token}"));
         }

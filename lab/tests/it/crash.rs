@@ -23,9 +23,16 @@ struct Service<'a> {
 impl Service<'_> {
     fn over_http(server: &LabServer) -> Service<'_> {
         Service {
-            options: ["--url", &server.url, "--token", "token-a", "--caller", "alice"]
-                .map(str::to_owned)
-                .to_vec(),
+            options: [
+                "--url",
+                &server.url,
+                "--token",
+                "token-a",
+                "--caller",
+                "alice",
+            ]
+            .map(str::to_owned)
+            .to_vec(),
             tickets: Box::new(|| service_tickets(server)),
         }
     }
