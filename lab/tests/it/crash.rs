@@ -96,11 +96,17 @@ fn kill_at(service: &Service<'_>, kill: &Kill, database: &Path, key: &str) {
     assert_eq!(line.trim(), format!("paused at {} for {key}", kill.point));
 }
 
-fn crash_and_restart(service: &Service<'_>, kill: &Kill) {
+/// Kills the runner [`REPETITIONS`] times at `kill` and restarts it; returns the line that says
+/// how many kills converged.
+fn crash_and_restart(service: &Service<'_>, kill: &Kill) -> String {
     let folder = tempfile::tempdir().unwrap();
     let database = folder.path().join("runner.sqlite");
+    let mut converged = 0;
     for repetition in 0..REPETITIONS {
-        let key = format!("{}-{repetition}", kill.point);
+        let key = match kill.first_send_fault {
+            Some(fault) => format!("{}-{fault}-{repetition}", kill.point),
+            None => format!("{}-{repetition}", kill.point),
+        };
         let before = (service.tickets)().len();
         kill_at(service, kill, &database, &key);
         assert_eq!(runner_record(&database, &key), ("pending".to_owned(), None));
@@ -127,16 +133,17 @@ fn crash_and_restart(service: &Service<'_>, kill: &Kill) {
             runner_record(&database, &key),
             ("succeeded".to_owned(), Some(id))
         );
+        converged += 1;
     }
-    // Printed for the book's figures and the report: how many kills converged, at which point.
-    println!(
-        "crash test: {} kills at {}{}, each converged on one ticket",
-        REPETITIONS,
+    let line = format!(
+        "{converged} of {REPETITIONS} SIGKILLs at {}{}: one ticket, one id, runner succeeded",
         kill.point,
         kill.first_send_fault
-            .map(|fault| format!(" after a {fault}"))
-            .unwrap_or_default()
+            .map(|fault| format!(" (first reply: {fault})"))
+            .unwrap_or_default(),
     );
+    println!("{line}");
+    line
 }
 
 const AFTER_SAVE: Kill = Kill {
@@ -174,23 +181,18 @@ fn killed_after_the_service_committed_and_before_recording_the_restart_replays_i
     crash_and_restart(&Service::over_http(&server), &AFTER_COMMIT);
 }
 
+/// The three kills against `lab mcp --transport http`; their figures are the book's
+/// (`src/mcp/crash-over-mcp.txt`, rewritten with `LAB_BLESS=1`).
 #[test]
-fn over_mcp_killed_after_saving_and_before_sending_the_restart_creates_the_one_ticket() {
+fn over_mcp_killed_after_save_after_commit_and_after_a_lost_reply_the_runner_converges() {
     let folder = tempfile::tempdir().unwrap();
     let server = McpHttpServer::start(&folder.path().join("tickets.db"));
-    crash_and_restart(&Service::over_mcp(&server), &AFTER_SAVE);
-}
-
-#[test]
-fn over_mcp_killed_after_the_server_committed_and_before_recording_the_restart_replays_it() {
-    let folder = tempfile::tempdir().unwrap();
-    let server = McpHttpServer::start(&folder.path().join("tickets.db"));
-    crash_and_restart(&Service::over_mcp(&server), &AFTER_COMMIT);
-}
-
-#[test]
-fn over_mcp_a_lost_reply_then_a_kill_before_recording_still_converges_on_one_ticket() {
-    let folder = tempfile::tempdir().unwrap();
-    let server = McpHttpServer::start(&folder.path().join("tickets.db"));
-    crash_and_restart(&Service::over_mcp(&server), &AFTER_A_LOST_REPLY);
+    let service = Service::over_mcp(&server);
+    let mut figures = String::new();
+    for kill in [&AFTER_SAVE, &AFTER_COMMIT, &AFTER_A_LOST_REPLY] {
+        figures.push_str(&crash_and_restart(&service, kill));
+        figures.push('\n');
+    }
+    assert_eq!(server.ticket_ids().len(), 3 * REPETITIONS);
+    crate::mcp::compare_with_the_book(&figures, "crash-over-mcp.txt");
 }

@@ -156,7 +156,7 @@ fn run_python_client(python: &Path, args: &[&str]) -> String {
 
 /// The transcript must match the one the book shows (`src/mcp/python-session-*.txt`), so the
 /// chapter cannot drift from a run. `LAB_BLESS=1` rewrites it.
-fn compare_with_the_book(transcript: &str, name: &str) {
+pub fn compare_with_the_book(transcript: &str, name: &str) {
     let path = repository_root().join("src/mcp").join(name);
     if std::env::var("LAB_BLESS").as_deref() == Ok("1") {
         std::fs::write(&path, transcript).unwrap();

@@ -516,3 +516,75 @@ fn over_mcp_bad_options_are_refused_with_exit_2_before_the_runner_file_exists() 
         assert!(!database.exists(), "{options:?} made the runner file");
     }
 }
+
+/// The runner over MCP as the book shows it (`src/mcp/runner-session.txt`, rewritten with
+/// `LAB_BLESS=1`): a lost first reply, a run with nothing left to do, a refused token held.
+#[test]
+fn over_mcp_the_runner_session_the_book_shows_comes_from_this_run() {
+    let folder = tempfile::tempdir().unwrap();
+    let server = crate::mcp::HttpServer::start(&folder.path().join("tickets.db"));
+    let database = folder.path().join("runner.sqlite");
+    let mut transcript = String::new();
+    let mut run = |token: &str, extra: &[&str], fault: Option<&str>| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_lab"));
+        command
+            .current_dir(folder.path())
+            .args([
+                "runner",
+                "--database",
+                "runner.sqlite",
+                "--mcp-url",
+                &server.url,
+            ])
+            .args(["--token", token, "--caller", "support-agent"])
+            .args(extra);
+        let shown_args: Vec<String> = command
+            .get_args()
+            .map(|arg| arg.to_string_lossy().replace(&server.url, "$MCP_URL"))
+            .map(|arg| {
+                if arg.contains(' ') {
+                    format!("'{arg}'")
+                } else {
+                    arg
+                }
+            })
+            .collect();
+        if let Some(fault) = fault {
+            command.env(lab::runner::FAULT_VARIABLE, fault);
+            transcript.push_str(&format!(
+                "$ {}={fault} \\\n    ",
+                lab::runner::FAULT_VARIABLE
+            ));
+        } else {
+            transcript.push_str("$ ");
+        }
+        let output = command.output().unwrap();
+        transcript.push_str(&format!("lab {}\n", shown_args.join(" ")));
+        for stream in [&output.stdout, &output.stderr] {
+            transcript.push_str(&text(stream).replace(&server.url, "$MCP_URL"));
+        }
+        transcript.push_str(&format!(
+            "exit status {}\n\n",
+            output.status.code().unwrap()
+        ));
+        output.status.code()
+    };
+    let new = [
+        "--key",
+        "disk-full-7",
+        "--payload",
+        r#"{"title": "Disk full"}"#,
+    ];
+    assert_eq!(run("token-a", &new, Some("lose-reply")), Some(0));
+    assert_eq!(run("token-a", &[], None), Some(0));
+    let other = [
+        "--key",
+        "disk-full-8",
+        "--payload",
+        r#"{"title": "Disk full again"}"#,
+    ];
+    assert_eq!(run("token-zz", &other, None), Some(5));
+    assert_eq!(run("token-a", &[], None), Some(0));
+    assert_eq!(server.ticket_ids(), [1, 2]);
+    crate::mcp::compare_with_the_book(transcript.trim_end(), "runner-session.txt");
+}
