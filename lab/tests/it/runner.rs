@@ -523,7 +523,6 @@ fn over_mcp_bad_options_are_refused_with_exit_2_before_the_runner_file_exists() 
 fn over_mcp_the_runner_session_the_book_shows_comes_from_this_run() {
     let folder = tempfile::tempdir().unwrap();
     let server = crate::mcp::HttpServer::start(&folder.path().join("tickets.db"));
-    let database = folder.path().join("runner.sqlite");
     let mut transcript = String::new();
     let mut run = |token: &str, extra: &[&str], fault: Option<&str>| {
         let mut command = Command::new(env!("CARGO_BIN_EXE_lab"));
