@@ -554,10 +554,25 @@ fn a_cancelled_create_whose_reply_was_lost_gets_no_answer_and_its_retry_replays(
         "create_ticket",
         r#"{"operation_key":"cancel-1","title":"t"}"#,
     );
+    // Whether the cancelled call's create committed before the retry ran is a race; either way
+    // the key names one ticket, and both calls name it.
+    let created = &retry["result"]["structuredContent"];
+    assert_eq!(created["ticket_id"], 1, "{retry}");
+    let again = session.call(
+        11,
+        "create_ticket",
+        r#"{"operation_key":"cancel-1","title":"t"}"#,
+    );
     assert_eq!(
-        retry["result"]["structuredContent"],
+        again["result"]["structuredContent"],
         lab::serde_json::json!({"ticket_id": 1, "replayed": true})
     );
+    let listed = session.call(12, "list_tickets", "{}");
+    let tickets = listed["result"]["structuredContent"]["tickets"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(tickets, 1, "{listed}");
     assert_eq!(session.close().code(), Some(0));
 }
 
