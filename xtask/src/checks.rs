@@ -21,6 +21,7 @@ pub fn all(root: &Path) -> Result<()> {
     }
     problems.extend(source_anchor_problems(&root.join("lab/src"))?);
     problems.extend(copied_prose(root, &seeds_folder(root), &chapters)?);
+    problems.extend(crate::claims::problems(root)?);
     if problems.is_empty() {
         Ok(())
     } else {

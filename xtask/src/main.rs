@@ -16,6 +16,7 @@ mod bench;
 mod bench_http;
 mod browser;
 mod checks;
+mod claims;
 mod conformance;
 mod deps;
 mod doctests;
