@@ -15,6 +15,8 @@
 //!   beside it: the one way to quote a figure from outside the lab (the number check in
 //!   `numbers.rs` refuses typed ones).
 //! - `{{#lab-rust-version}}` becomes the `rust-version` the workspace's Cargo.toml declares.
+//! - `{{#lab-map}}` becomes the map of the book's parts and chapters, numbered as the sidebar
+//!   numbers them, generated from SUMMARY.md (`map.rs`).
 //! - A backslash before any of them (`\{{#lab-output}}`) leaves the directive as text.
 //!
 //! An unknown directive or path fails the build, naming the chapter.
@@ -45,6 +47,7 @@ impl Preprocessor for LabFigures {
         let results = Results::read(&ctx.root.join("results.json"))?
             .with_bench_file(&ctx.root.join("bench.json"));
         let mut failure = None;
+        let structure = book.clone();
         book.for_each_mut(|item| {
             let BookItem::Chapter(chapter) = item else {
                 return;
@@ -52,7 +55,11 @@ impl Preprocessor for LabFigures {
             if failure.is_some() {
                 return;
             }
-            match expand(&chapter.content, &results) {
+            let map = chapter
+                .path
+                .as_deref()
+                .map(|path| crate::map::markdown(&structure, path));
+            match expand_in(&chapter.content, &results, map.as_deref()) {
                 Ok(content) => chapter.content = content,
                 Err(err) => {
                     let path = chapter
@@ -231,8 +238,15 @@ fn format_number(value: f64) -> String {
 
 impl Results {}
 
-/// Replaces every directive in `text`.
+/// Replaces every directive in `text` (outside a book build, so without `{{#lab-map}}`).
+#[cfg(test)]
 pub fn expand(text: &str, results: &Results) -> Result<String> {
+    expand_in(text, results, None)
+}
+
+/// Replaces every directive in `text`, with `map` for `{{#lab-map}}` (the book's map as seen from
+/// this chapter).
+fn expand_in(text: &str, results: &Results, map: Option<&str>) -> Result<String> {
     const OPEN: &str = "{{#lab-";
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
@@ -260,10 +274,13 @@ pub fn expand(text: &str, results: &Results) -> Result<String> {
             Some(("conformance", name)) => crate::conformance::report(name.trim())?,
             Some(("outside", quoted)) => outside(quoted)?,
             None if directive == "rust-version" => rust_version(&crate::root())?,
+            None if directive == "map" => map
+                .context("{{#lab-map}} needs the book's structure (it works in a book build)")?
+                .to_owned(),
             _ => bail!(
                 "unknown directive `{{{{#lab-{directive}}}}}` (known: lab-output, lab-value PATH, \
                  lab-bench PATH, lab-bench-ratio A / B, lab-plot NAME, lab-table NAME, lab-timeline NAME, \
-                 lab-conformance NAME, lab-outside TEXT | SOURCE, lab-rust-version)"
+                 lab-conformance NAME, lab-outside TEXT | SOURCE, lab-rust-version, lab-map)"
             ),
         };
         out.push_str(&replacement);

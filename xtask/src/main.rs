@@ -23,6 +23,7 @@ mod copyable;
 mod deps;
 mod doctests;
 mod figures;
+mod map;
 mod markdown;
 mod numbers;
 mod plots;
