@@ -133,6 +133,38 @@ pub fn copied_text(
     }
 }
 
+/// The text the copy button copies from a block, whatever problems it has.
+pub fn visible_text(body: &[String]) -> String {
+    body.iter()
+        .filter_map(|line| match shown(line) {
+            Shown::Visible(text) => Some(text),
+            Shown::Hidden(_) => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Writes `target/copied-blocks/copied.json`, every Rust block's copied text by page, for the
+/// browser check to compare with what the rendered page copies. Returns the file.
+pub fn write_for_browser(root: &Path) -> Result<PathBuf> {
+    let chapters = markdown::chapters(root)?;
+    let blocks: Vec<Copied> = chapters
+        .iter()
+        .flat_map(|chapter| {
+            chapter.rust_blocks().map(|fence| Copied {
+                chapter: chapter.path.clone(),
+                line: fence.line,
+                text: visible_text(&fence.body),
+            })
+        })
+        .collect();
+    let folder = root.join("target").join("copied-blocks");
+    std::fs::create_dir_all(&folder)?;
+    let file = folder.join("copied.json");
+    write_copied_json(&file, &blocks)?;
+    Ok(file)
+}
+
 /// The copied text of every Rust block of the given chapters, and the problems of those that have
 /// none.
 pub fn all_copied(chapters: &[Chapter]) -> (Vec<Copied>, Vec<String>) {
@@ -316,8 +348,8 @@ fn indent(text: &str) -> String {
 }
 
 /// The check as `cargo xtask test` runs it: every Rust block of the book, copied, compiled, run.
-/// Writes the copied texts to `target/copied-blocks/copied.json` for the browser check. Returns how
-/// many blocks passed.
+/// Writes every block's copied text to `target/copied-blocks/copied.json` for the browser check.
+/// Returns how many blocks passed.
 pub fn run(root: &Path, postgres_url: Option<&str>) -> Result<usize> {
     let chapters = markdown::chapters(root)?;
     let (copied, mut problems) = all_copied(&chapters);
@@ -325,8 +357,7 @@ pub fn run(root: &Path, postgres_url: Option<&str>) -> Result<usize> {
     if work.exists() {
         std::fs::remove_dir_all(&work).with_context(|| format!("emptying {}", work.display()))?;
     }
-    std::fs::create_dir_all(&work)?;
-    write_copied_json(&work.join("copied.json"), &copied)?;
+    write_for_browser(root)?;
     let folder = crate::deps::library_folder(root)?;
     let config = mdbook_driver::config::Config::from_disk(root.join("book.toml"))
         .context("reading book.toml")?;

@@ -59,8 +59,18 @@ impl Preprocessor for LabFigures {
                 .path
                 .as_deref()
                 .map(|path| crate::map::markdown(&structure, path));
+            let source = chapter.source_path.as_deref().and_then(|p| {
+                std::fs::read_to_string(ctx.root.join(&ctx.config.book.src).join(p)).ok()
+            });
             match expand_in(&chapter.content, &results, map.as_deref()) {
-                Ok(content) => chapter.content = content,
+                Ok(content) => {
+                    chapter.content = match (&source, &chapter.path) {
+                        (Some(source), Some(page)) => {
+                            crate::listings::caption(&content, source, page)
+                        }
+                        _ => content,
+                    }
+                }
                 Err(err) => {
                     let path = chapter
                         .path

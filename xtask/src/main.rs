@@ -12,6 +12,8 @@
 //! - `cargo xtask book-deps`: fill `target/book-deps` for a plain `mdbook test -L target/book-deps`.
 //! - `cargo xtask browser-check`: build the book, serve it on 127.0.0.1 and check every page in
 //!   Chromium (see `browser.rs`); screenshots go to `target/browser-screenshots/`.
+//! - `cargo xtask overflow-control REV`: the browser check's overflow measurement on the book of
+//!   another revision (the first edition: `6570236`), for the negative control's record.
 //! - `cargo xtask preprocess`: the `lab` preprocessor, as the `mdbook` command line calls it.
 
 mod bench;
@@ -23,6 +25,7 @@ mod copyable;
 mod deps;
 mod doctests;
 mod figures;
+mod listings;
 mod map;
 mod markdown;
 mod numbers;
@@ -37,7 +40,7 @@ use anyhow::{Context, Result, bail};
 use mdbook_driver::MDBook;
 use mdbook_driver::config::Config;
 
-const USAGE: &str = "usage: cargo xtask <book | test | book-test | copy-check | book-deps | bench [--http] [--quick] | browser-check | preprocess [supports RENDERER]>";
+const USAGE: &str = "usage: cargo xtask <book | test | book-test | copy-check | book-deps | bench [--http] [--quick] | browser-check | overflow-control REV | preprocess [supports RENDERER]>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -54,6 +57,7 @@ fn main() -> ExitCode {
         ["bench", "--http"] => bench::run_http(&root(), false),
         ["bench", "--http", "--quick"] => bench::run_http(&root(), true),
         ["browser-check"] => browser::run(&root()),
+        ["overflow-control", revision] => browser::overflow_control(&root(), revision),
         ["book-deps"] => {
             deps::library_folder(&root()).map(|folder| println!("{}", folder.display()))
         }
@@ -117,6 +121,8 @@ fn build_book(root: &Path) -> Result<PathBuf> {
     }
     book.config.build.build_dir = staging.clone();
     book.build().context("rendering the book")?;
+    // The listings' captions link to the lab files they show; the copies make those links work.
+    listings::copy_sources(root, &staging)?;
     if destination.exists() {
         std::fs::rename(&destination, &previous)?;
     }
