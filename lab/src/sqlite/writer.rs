@@ -7,8 +7,16 @@
 //! served by the next leader, so nobody sleeps in SQLite's busy handler and a burst shares one
 //! fsync. An uncontended caller leads its own batch of one: no thread hand-off, no savepoint, and
 //! no write lock until it has something to write.
+//!
+//! A caller that arrives while a commit is in progress may be a retry whose record exists, and
+//! then one read on its own connection answers it without waiting. That read is not free: every
+//! commit on the shared connection invalidates the reader's page cache, so the read starts over
+//! from the root page. The writer therefore reads first only for keys its callers sent recently
+//! ([`RecentKeys`]); a key it has not seen queues at once, and the lookup inside the batch's
+//! transaction, which every create makes, finds a record if there is one all the same.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 
@@ -49,6 +57,45 @@ struct Queue {
     finished: HashMap<u64, Result<Outcome>>,
     leading: bool,
     counters: GroupCommits,
+    recent: RecentKeys,
+}
+
+/// The keys this file's callers sent lately, as hashes of (caller, operation, key): a hint that
+/// decides whether a create waiting for the writer reads its record first, never an answer.
+///
+/// Both of its mistakes are harmless. A key it forgot (sent long ago, by another process, or
+/// before a restart) queues without the early read, and its batch's lookup replays it. A hash
+/// that collides costs one read that finds nothing. Two generations bound its memory: when the
+/// newer holds [`RecentKeys::GENERATION`] keys, the older is dropped, so a key is remembered for
+/// at least that many distinct keys after it was last sent, which covers a retry's usual window.
+#[derive(Default)]
+struct RecentKeys {
+    newer: HashSet<u64>,
+    older: HashSet<u64>,
+}
+
+impl RecentKeys {
+    const GENERATION: usize = 16_384;
+
+    /// Notes that `call`'s key was sent, and says whether it had been sent lately. A call
+    /// without a key has nothing to remember.
+    fn sent(&mut self, call: &Call<'_>) -> bool {
+        let Some(key) = call.key else {
+            return false;
+        };
+        let mut hasher = DefaultHasher::new();
+        (call.caller, call.operation, key).hash(&mut hasher);
+        let hash = hasher.finish();
+        if self.newer.contains(&hash) {
+            return true;
+        }
+        let seen = self.older.contains(&hash);
+        if self.newer.len() >= Self::GENERATION {
+            self.older = std::mem::take(&mut self.newer);
+        }
+        self.newer.insert(hash);
+        seen
+    }
 }
 
 /// How many shared transactions the store's callers ran, and how many creates they held.
@@ -111,11 +158,12 @@ impl Writer {
     /// Runs one create and returns its outcome once the transaction holding it has committed.
     ///
     /// With no commit in progress the caller runs its create at once on the shared connection,
-    /// reading before it takes the write lock ([`create_read_first`]). Otherwise it first reads
-    /// its record on its own connection, `reader` (a retry whose record exists needs no queue),
-    /// then queues and waits to be served by the next batch.
+    /// reading before it takes the write lock ([`create_read_first`]). Otherwise, if its key was
+    /// sent lately, it first reads its record on its own connection, `reader` (a retry whose
+    /// record exists needs no queue); then it queues and waits to be served by the next batch.
     pub(super) fn create(&self, call: &Call<'_>, reader: &Connection) -> Result<Outcome> {
         let mut queue = lock(&self.queue);
+        let sent_lately = queue.recent.sent(call);
         if !queue.leading && queue.waiting.is_empty() {
             queue.leading = true;
             drop(queue);
@@ -127,7 +175,7 @@ impl Writer {
             lead.finish(Vec::new());
             return outcome;
         }
-        if queue.leading {
+        if queue.leading && sent_lately {
             drop(queue);
             if let Some(saved) = lookup(reader, call)? {
                 return saved;
@@ -348,4 +396,120 @@ fn copy_of(err: &rusqlite::Error) -> Error {
         ),
     };
     Error::Store { source }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::key::{OperationKey, Scope};
+    use crate::payload::Payload;
+    use crate::sqlite::SqliteStore;
+    use crate::tool::{CreateRequest, TicketTool};
+
+    fn call<'a>(key: Option<&'a str>) -> Call<'a> {
+        Call {
+            caller: "alice",
+            operation: "create_ticket",
+            key,
+            payload: "{}",
+            fault: Fault::None,
+        }
+    }
+
+    #[test]
+    fn recent_keys_remember_a_key_for_a_generation_and_never_a_call_without_one() {
+        let mut recent = RecentKeys::default();
+        assert!(!recent.sent(&call(Some("first"))));
+        assert!(recent.sent(&call(Some("first"))));
+        assert!(!recent.sent(&call(None)));
+        assert!(!recent.sent(&call(None)));
+        // Another caller's key of the same text is another key.
+        let other = Call {
+            caller: "bob",
+            ..call(Some("first"))
+        };
+        assert!(!recent.sent(&other));
+        // One full generation later the key is still remembered (in the older set); two later,
+        // it is forgotten, and the memory stays bounded.
+        let keys: Vec<String> = (0..2 * RecentKeys::GENERATION)
+            .map(|n| format!("filler-{n}"))
+            .collect();
+        for key in &keys[..RecentKeys::GENERATION] {
+            recent.sent(&call(Some(key)));
+        }
+        assert!(recent.sent(&call(Some("first"))), "forgotten too soon");
+        for key in &keys {
+            recent.sent(&call(Some(key)));
+        }
+        assert!(!recent.sent(&call(Some("first"))), "remembered for ever");
+        assert!(recent.newer.len() + recent.older.len() <= 2 * RecentKeys::GENERATION + 1);
+    }
+
+    /// Waits, bounded, until `done` holds.
+    fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !done() {
+            assert!(Instant::now() < deadline, "never: {what}");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    #[test]
+    fn during_a_commit_a_recent_key_reads_first_and_an_unseen_one_queues_and_still_replays() {
+        let store = SqliteStore::temporary().unwrap();
+        let writer = store.writer.clone().expect("group commit is the default");
+        let scope = Scope::new("alice", "create_ticket").unwrap();
+        let payload = Payload::new(serde_json::json!({"title": "t"})).unwrap();
+        let sent = OperationKey::try_from("sent-here").unwrap();
+        let created = store
+            .create(CreateRequest::keyed(&scope, &sent, &payload))
+            .unwrap();
+        // A record this writer never saw: written on another connection, as another process
+        // on the same file would.
+        let elsewhere = OperationKey::try_from("sent-elsewhere").unwrap();
+        let other = SqliteStore::open_with(
+            store.path(),
+            StoreOptions::default().with_coordination(crate::sqlite::Coordination::BusyHandler),
+        )
+        .unwrap();
+        let created_elsewhere = other
+            .create(CreateRequest::keyed(&scope, &elsewhere, &payload))
+            .unwrap();
+
+        // A commit is in progress for as long as this test says.
+        lock(&writer.queue).leading = true;
+        let retry = store.connect().unwrap();
+        let (sent_c, payload_c, scope_c) = (sent.clone(), payload.clone(), scope.clone());
+        let early = std::thread::spawn(move || {
+            retry.create(CreateRequest::keyed(&scope_c, &sent_c, &payload_c))
+        });
+        eventually("the recent key's retry answers during the commit", || {
+            early.is_finished()
+        });
+        assert_eq!(
+            early.join().unwrap().unwrap(),
+            Outcome::Replayed(created.ticket_id().clone())
+        );
+        assert!(lock(&writer.queue).waiting.is_empty());
+
+        let queued = store.connect().unwrap();
+        let (key_c, payload_c, scope_c) = (elsewhere.clone(), payload.clone(), scope.clone());
+        let late = std::thread::spawn(move || {
+            queued.create(CreateRequest::keyed(&scope_c, &key_c, &payload_c))
+        });
+        eventually("the unseen key queues", || {
+            lock(&writer.queue).waiting.len() == 1
+        });
+        assert!(!late.is_finished());
+        // The commit ends; the queued create leads its own batch and finds the record there.
+        lock(&writer.queue).leading = false;
+        writer.served.notify_all();
+        assert_eq!(
+            late.join().unwrap().unwrap(),
+            Outcome::Replayed(created_elsewhere.ticket_id().clone())
+        );
+        assert_eq!(store.count_tickets().unwrap(), 2);
+    }
 }
