@@ -22,7 +22,12 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 
 use rusqlite::Connection;
 
-use super::{Call, StoreOptions, create_in_transaction, insert_new, lookup, open_connection};
+use rusqlite::params;
+
+use super::{
+    Call, INSERT_RECORD_UNLESS_RECORDED, INSERT_TICKET, StoreOptions, create_in_transaction,
+    insert_new, lookup, open_connection, response_text,
+};
 use crate::error::{Error, Result};
 use crate::tool::{Fault, Outcome, Step};
 
@@ -362,20 +367,65 @@ fn run_alone(db: &Connection, call: &Call<'_>) -> Result<Outcome> {
 }
 
 fn in_savepoint(db: &Connection, call: &Call<'_>) -> Result<Outcome> {
-    // A replay or a conflict writes nothing, so it needs no savepoint.
-    if let Some(saved) = lookup(db, call)? {
-        return saved;
+    if call.key.is_some() {
+        // The lookup this replaces fails here under the same fault.
+        call.fault.inject(Step::Lookup)?;
     }
     run(db, "SAVEPOINT create_call")?;
-    let outcome = insert_new(db, call).and_then(|outcome| {
-        call.fault.inject(Step::Commit)?;
-        Ok(outcome)
+    let inserted = insert_unless_recorded(db, call).and_then(|created| {
+        if created.is_some() {
+            call.fault.inject(Step::Commit)?;
+        }
+        Ok(created)
     });
-    if outcome.is_err() {
+    if !matches!(inserted, Ok(Some(_))) {
         run(db, "ROLLBACK TO create_call")?;
     }
     run(db, "RELEASE create_call")?;
-    outcome
+    match inserted? {
+        Some(created) => Ok(created),
+        // The key had a record: its create is undone, and the record says replay or conflict.
+        None => lookup(db, call)?.unwrap_or_else(|| {
+            Err(Error::OutcomeUnknown {
+                key: call.key.map(str::to_owned),
+                reason: "the record that refused the insert cannot be read".to_owned(),
+            })
+        }),
+    }
+}
+
+/// A batch's create, insert first. The batch holds the write lock, so no record for this key can
+/// be committed meanwhile, and the record's insert is the lookup: it is refused (`DO NOTHING`)
+/// exactly when the key has a record. A first create, the common case, so makes no separate
+/// read; a replay pays for a ticket insert that its savepoint undoes. `None`: the key has a
+/// record.
+///
+/// A fault injected at either insert fails the create only once the key proved new, as it would
+/// have after a lookup that found nothing; the caller's rollback to its savepoint undoes both
+/// inserts.
+fn insert_unless_recorded(db: &Connection, call: &Call<'_>) -> Result<Option<Outcome>> {
+    let Some(key) = call.key else {
+        return insert_new(db, call).map(Some);
+    };
+    db.prepare_cached(INSERT_TICKET)?
+        .execute(params![call.caller, call.payload])?;
+    let ticket_id = db.last_insert_rowid();
+    let recorded = db
+        .prepare_cached(INSERT_RECORD_UNLESS_RECORDED)?
+        .execute(params![
+            call.caller,
+            call.operation,
+            key,
+            call.payload,
+            ticket_id,
+            response_text(ticket_id),
+        ])?;
+    if recorded == 0 {
+        return Ok(None);
+    }
+    call.fault.inject(Step::InsertTicket)?;
+    call.fault.inject(Step::InsertRecord)?;
+    Ok(Some(Outcome::Created(ticket_id.into())))
 }
 
 /// Runs a statement without parameters from the connection's cache, so it is parsed once.
@@ -511,5 +561,71 @@ mod tests {
             Outcome::Replayed(created_elsewhere.ticket_id().clone())
         );
         assert_eq!(store.count_tickets().unwrap(), 2);
+    }
+
+    #[test]
+    fn a_batch_inserts_first_and_still_replays_conflicts_and_fails_alone() {
+        let store = SqliteStore::temporary().unwrap();
+        let db = store.connection();
+        let at = |key: &'static str, payload: &'static str, fault: Fault| Call {
+            key: Some(key),
+            payload,
+            fault,
+            ..call(None)
+        };
+        let committed = commit_together(db, &[at("old", "{\"a\":1}", Fault::None)]);
+        let old = committed.into_iter().next().unwrap().unwrap();
+        let fails = Fault::FailAt(Step::InsertRecord);
+        let batch = [
+            at("new", "{\"b\":1}", Fault::None),
+            // A replay and a conflict of a committed record; a replay reaches no insert, so a
+            // fault at one is never injected.
+            at("old", "{\"a\":1}", Fault::FailAt(Step::InsertTicket)),
+            at("old", "{\"a\":2}", Fault::None),
+            // The same key twice in one batch: the second replays the first.
+            at("new", "{\"b\":1}", Fault::None),
+            at("failing", "{\"c\":1}", fails),
+            at("failing-late", "{\"c\":2}", Fault::FailAt(Step::Commit)),
+            Call {
+                fault: fails,
+                ..call(None)
+            },
+            call(None),
+        ];
+        let outcomes = commit_together(db, &batch);
+        let new = outcomes[0].as_ref().unwrap().clone();
+        assert!(matches!(new, Outcome::Created(_)), "{new:?}");
+        assert_eq!(
+            outcomes[1].as_ref().unwrap(),
+            &Outcome::Replayed(old.ticket_id().clone())
+        );
+        assert!(
+            matches!(outcomes[2], Err(Error::PayloadConflict { .. })),
+            "{:?}",
+            outcomes[2]
+        );
+        assert_eq!(
+            outcomes[3].as_ref().unwrap(),
+            &Outcome::Replayed(new.ticket_id().clone())
+        );
+        for failed in [4, 5, 6] {
+            assert!(
+                matches!(outcomes[failed], Err(Error::InjectedFailure)),
+                "{failed}: {:?}",
+                outcomes[failed]
+            );
+        }
+        assert!(matches!(outcomes[7], Ok(Outcome::Created(_))));
+        // Tickets: old, new and the unkeyed one; records: old and new. Nothing of the failed
+        // or replayed creates is left, and the ids have no gaps.
+        assert_eq!(store.ticket_ids().unwrap().len(), 3);
+        assert_eq!(store.count_records().unwrap(), 2);
+        let ids: Vec<i64> = store
+            .ticket_ids()
+            .unwrap()
+            .iter()
+            .map(|id| id.as_i64().unwrap())
+            .collect();
+        assert_eq!(ids, [1, 2, 3]);
     }
 }
