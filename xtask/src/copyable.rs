@@ -367,15 +367,23 @@ pub fn run(root: &Path, postgres_url: Option<&str>) -> Result<usize> {
             .push((crate::postgres::URL_VARIABLE.to_owned(), url.to_owned()));
     }
     problems.extend(compiler.check_all(&copied, &work)?);
-    settle(&chapters, &copied, problems, PENDING)
+    settle(
+        &chapters,
+        &copied,
+        problems,
+        PENDING,
+        crate::checks::book_complete_required(),
+    )
 }
 
-/// Splits problems into failures and pending chapters' problems, printing the pending ones.
+/// Splits problems into failures and pending chapters' problems, printing the pending ones. With
+/// `required` (`LAB_REQUIRE_BOOK_COMPLETE=1`, as CI sets it) the pending ones fail too.
 fn settle(
     chapters: &[Chapter],
     copied: &[Copied],
     problems: Vec<String>,
     pending_list: &[&str],
+    required: bool,
 ) -> Result<usize> {
     let pending = |problem: &str| {
         pending_list
@@ -396,11 +404,23 @@ fn settle(
     }
     if !waiting.is_empty() {
         println!(
-            "\n!!!!!!!! PENDING: {} copy-check problem(s) in chapters still being converted (copyable::PENDING); they do not fail this run !!!!!!!!",
-            waiting.len()
+            "\n!!!!!!!! PENDING: {} copy-check problem(s) in chapters still being converted (copyable::PENDING); {} !!!!!!!!",
+            waiting.len(),
+            if required {
+                "LAB_REQUIRE_BOOK_COMPLETE=1, so they fail this run"
+            } else {
+                "they do not fail this run (CI sets LAB_REQUIRE_BOOK_COMPLETE=1, and there they fail)"
+            }
         );
         for problem in &waiting {
             println!("pending: {}", problem.lines().next().unwrap_or_default());
+        }
+        if required {
+            failing.extend(waiting.iter().map(|p| {
+                format!(
+                    "{p} (its chapter is on copyable::PENDING, and LAB_REQUIRE_BOOK_COMPLETE=1)"
+                )
+            }));
         }
     }
     if !failing.is_empty() {
@@ -585,12 +605,16 @@ mod tests {
         let pending = ["src/theirs.md"];
         let chapters = [chapter("src/theirs.md"), chapter("src/mine.md")];
         let waiting = vec!["src/theirs.md:1: the copied block has no visible `fn main`".to_owned()];
-        assert!(settle(&chapters, &[], waiting, &pending).is_ok());
-        let err = settle(&chapters, &[], Vec::new(), &pending)
+        assert!(settle(&chapters, &[], waiting.clone(), &pending, false).is_ok());
+        let err = settle(&chapters, &[], waiting, &pending, true)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("LAB_REQUIRE_BOOK_COMPLETE=1"), "{err}");
+        let err = settle(&chapters, &[], Vec::new(), &pending, false)
             .unwrap_err()
             .to_string();
         assert!(err.contains("remove it from copyable::PENDING"), "{err}");
         let mine = vec!["src/mine.md:1: the copied program failed".to_owned()];
-        assert!(settle(&chapters, &[], mine, &pending).is_err());
+        assert!(settle(&chapters, &[], mine, &pending, false).is_err());
     }
 }

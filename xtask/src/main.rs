@@ -32,6 +32,7 @@ mod markdown;
 mod numbers;
 mod plots;
 mod postgres;
+mod shell;
 mod timeline;
 
 use std::path::{Path, PathBuf};

@@ -132,17 +132,32 @@ pub fn typed_figures(chapter: &Chapter) -> Vec<String> {
     problems
 }
 
-/// Every chapter's typed figures, split into failures and the pending chapters' (printed).
-pub fn problems(chapters: &[Chapter]) -> Vec<String> {
-    let (failing, waiting) = split(chapters, PENDING);
+/// Every chapter's typed figures, split into failures and the pending chapters' (printed). With
+/// `required` (`LAB_REQUIRE_BOOK_COMPLETE=1`, as CI sets it) the pending chapters' figures fail too.
+pub fn problems(chapters: &[Chapter], required: bool) -> Vec<String> {
+    problems_with(chapters, PENDING, required)
+}
+
+fn problems_with(chapters: &[Chapter], pending: &[&str], required: bool) -> Vec<String> {
+    let (mut failing, waiting) = split(chapters, pending);
     if !waiting.is_empty() {
         println!(
-            "\n!!!!!!!! PENDING: {} typed figure(s) in chapters still being rewritten (numbers::PENDING); they do not fail this run !!!!!!!!",
-            waiting.len()
+            "\n!!!!!!!! PENDING: {} typed figure(s) in chapters still being rewritten (numbers::PENDING); {} !!!!!!!!",
+            waiting.len(),
+            if required {
+                "LAB_REQUIRE_BOOK_COMPLETE=1, so they fail this run"
+            } else {
+                "they do not fail this run (CI sets LAB_REQUIRE_BOOK_COMPLETE=1, and there they fail)"
+            }
         );
         for problem in &waiting {
             let short = problem.split(" is typed").next().unwrap_or(problem);
             println!("pending: {short}");
+        }
+        if required {
+            failing.extend(waiting.into_iter().map(|p| {
+                format!("{p} (its chapter is on numbers::PENDING, and LAB_REQUIRE_BOOK_COMPLETE=1)")
+            }));
         }
     }
     failing
@@ -234,6 +249,19 @@ mod tests {
         );
         let (failing, _) = split(&[chapter("src/mine.md", "It took 5 days.\n")], &[]);
         assert_eq!(failing.len(), 1);
+    }
+
+    #[test]
+    fn a_pending_chapter_fails_when_the_book_must_be_complete() {
+        let dirty = chapter("src/theirs.md", "It took 5 days.\n");
+        let pending = ["src/theirs.md"];
+        assert!(problems_with(std::slice::from_ref(&dirty), &pending, false).is_empty());
+        let failing = problems_with(&[dirty], &pending, true);
+        assert_eq!(failing.len(), 1, "{failing:?}");
+        assert!(
+            failing[0].contains("LAB_REQUIRE_BOOK_COMPLETE=1"),
+            "{failing:?}"
+        );
     }
 
     #[test]

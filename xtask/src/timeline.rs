@@ -1,6 +1,6 @@
 //! Sequence diagrams drawn from traces of real runs (`{{#lab-timeline NAME}}`).
 //!
-//! NAME is one of the seven scenarios of `lab::suite` or one of the field notes' five stories
+//! NAME is one of the seven scenarios of `lab::suite` or one of the book's five stories
 //! (`lab::trace::STORIES`). The preprocessor runs it on a fresh temporary SQLite store through
 //! `lab::trace::Traced` and draws what the trace recorded, so the picture cannot show a ticket the
 //! lab did not write. Like the charts, the SVG has no script, draws text in `currentColor` so it

@@ -321,6 +321,7 @@ pub(super) fn commit_together(db: &Connection, batch: &[Call<'_>]) -> Vec<Result
     transaction(db, "BEGIN IMMEDIATE", batch)
 }
 
+// ANCHOR: one_transaction
 /// The batch in one transaction opened by `begin`.
 fn transaction(db: &Connection, begin: &str, batch: &[Call<'_>]) -> Vec<Result<Outcome>> {
     if !db.is_autocommit() {
@@ -365,6 +366,7 @@ fn run_alone(db: &Connection, call: &Call<'_>) -> Result<Outcome> {
     }
     Ok(outcome)
 }
+// ANCHOR_END: one_transaction
 
 fn in_savepoint(db: &Connection, call: &Call<'_>) -> Result<Outcome> {
     if call.key.is_some() {
