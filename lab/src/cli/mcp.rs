@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
-use lab::http::CallerToken;
+use lab::http::{CallerToken, StopSignals};
 use lab::mcp::server::serve_stdio;
 use lab::mcp::{McpOptions, McpServer, Transport};
 
@@ -82,9 +82,12 @@ pub fn exec(args: McpArgs) -> lab::Result<()> {
         Transport::Stdio { .. } => serve_stdio(&options),
         Transport::Http { .. } => {
             let server = McpServer::start(&options)?;
+            // Caught before the URL is printed, as `lab serve` does.
+            let signals = StopSignals::install()?;
             println!("{}", server.url());
             flush_stdout()?;
-            server.wait_for_signal()
+            signals.wait()?;
+            server.stop()
         }
     }
 }

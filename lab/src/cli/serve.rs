@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::Args;
 use lab::Error;
-use lab::http::{CallerToken, Retention, ServeOptions, TicketServer};
+use lab::http::{CallerToken, Retention, ServeOptions, StopSignals, TicketServer};
 
 use super::value;
 use super::{bad_arguments, file_option, flush_stdout};
@@ -94,10 +94,13 @@ pub fn exec(args: ServeArgs) -> lab::Result<()> {
         (Some(path), err @ Error::Store { .. }) => file_option("--database", path, err),
         (_, err) => err,
     })?;
+    // Caught before the URL is printed: a script that stops the server as soon as it has read
+    // the URL must get a clean stop, not a killed process.
+    let signals = StopSignals::install()?;
     // The first line is the URL, so a script (or a test) can read where to connect.
     println!("listening on {}", server.url());
     flush_stdout()?;
-    server.wait()
+    server.wait_until(signals)
 }
 
 /// The PostgreSQL store `--backend` names, or `None` for SQLite.

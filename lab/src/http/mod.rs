@@ -15,4 +15,4 @@ pub use proxy::DroppingProxy;
 pub use retention::{Clock, ManualClock, Retention, SystemClock};
 #[cfg(feature = "postgres")]
 pub use server::ServePostgres;
-pub use server::{CallerToken, Limits, ServeOptions, TicketServer};
+pub use server::{CallerToken, Limits, ServeOptions, StopSignals, TicketServer};

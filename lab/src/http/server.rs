@@ -258,10 +258,18 @@ impl TicketServer {
     ///
     /// # Errors
     /// [`Error::Io`] if the signal handlers cannot be installed.
-    pub fn wait(mut self) -> Result<()> {
-        if let Some(runtime) = &self.runtime {
-            runtime.block_on(stop_signal())?;
-        }
+    pub fn wait(self) -> Result<()> {
+        self.wait_until(StopSignals::install()?)
+    }
+
+    /// Like [`TicketServer::wait`], with handlers installed earlier: a program that announces
+    /// its address installs them first, so a SIGTERM sent as soon as the address is read stops
+    /// the server cleanly instead of killing the process.
+    ///
+    /// # Errors
+    /// [`Error::Io`] if waiting for the signals fails.
+    pub fn wait_until(mut self, signals: StopSignals) -> Result<()> {
+        signals.wait()?;
         self.shut_down();
         Ok(())
     }
@@ -332,20 +340,58 @@ fn open_connections(
         .collect()
 }
 
-/// Waits for SIGTERM or SIGINT.
-async fn stop_signal() -> Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let io = |source| Error::Io {
-        action: "installing the SIGTERM and SIGINT handlers".to_owned(),
-        source,
-    };
-    let mut terminate = signal(SignalKind::terminate()).map_err(io)?;
-    let mut interrupt = signal(SignalKind::interrupt()).map_err(io)?;
-    tokio::select! {
-        _ = terminate.recv() => {}
-        _ = interrupt.recv() => {}
+/// SIGTERM and SIGINT, caught from the moment [`StopSignals::install`] returns: from then on
+/// neither kills the process, and [`StopSignals::wait`] returns once either has arrived (also
+/// when it arrived before the wait began).
+pub struct StopSignals {
+    runtime: tokio::runtime::Runtime,
+    terminate: tokio::signal::unix::Signal,
+    interrupt: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    /// Installs the handlers.
+    ///
+    /// # Errors
+    /// [`Error::Io`] if the runtime or the handlers cannot be set up.
+    pub fn install() -> Result<StopSignals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let io = |source| Error::Io {
+            action: "installing the SIGTERM and SIGINT handlers".to_owned(),
+            source,
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()
+            .map_err(io)?;
+        let (terminate, interrupt) = {
+            let _entered = runtime.enter();
+            (
+                signal(SignalKind::terminate()).map_err(io)?,
+                signal(SignalKind::interrupt()).map_err(io)?,
+            )
+        };
+        Ok(StopSignals {
+            runtime,
+            terminate,
+            interrupt,
+        })
     }
-    Ok(())
+
+    /// Waits until SIGTERM or SIGINT has arrived.
+    ///
+    /// # Errors
+    /// None today; the signature leaves room for a platform that can fail here.
+    pub fn wait(mut self) -> Result<()> {
+        let (terminate, interrupt) = (&mut self.terminate, &mut self.interrupt);
+        self.runtime.block_on(async {
+            tokio::select! {
+                _ = terminate.recv() => {}
+                _ = interrupt.recv() => {}
+            }
+        });
+        Ok(())
+    }
 }
 
 /// The OpenAPI description as published: without `--faults`, the test-only header and endpoint

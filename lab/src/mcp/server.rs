@@ -890,21 +890,7 @@ impl McpServer {
     /// # Errors
     /// As [`McpServer::stop`].
     pub fn wait_for_signal(self) -> Result<()> {
-        let signals = runtime()?;
-        signals.block_on(async {
-            let mut term =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(
-                    |source| Error::Io {
-                        action: "listening for SIGTERM".to_owned(),
-                        source,
-                    },
-                )?;
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-            Ok::<(), Error>(())
-        })?;
+        crate::http::StopSignals::install()?.wait()?;
         self.stop()
     }
 }
