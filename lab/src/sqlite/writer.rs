@@ -14,7 +14,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 
 use rusqlite::Connection;
 
-use super::{Call, StoreOptions, create_in_transaction, insert_new, lookup, open_connection};
+use super::{
+    Call, Lifetime, StoreOptions, create_in_transaction, insert_new, lookup, open_connection,
+};
 use crate::error::{Error, Result};
 use crate::tool::{Fault, Outcome, Step};
 
@@ -83,7 +85,11 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Writer {
     /// The writer for `path`, made if no store in this process has one.
-    pub(super) fn for_file(path: &Path, options: StoreOptions) -> Result<Arc<Writer>> {
+    pub(super) fn for_file(
+        path: &Path,
+        options: StoreOptions,
+        lifetime: Lifetime,
+    ) -> Result<Arc<Writer>> {
         let canonical = path.canonicalize().map_err(|source| Error::Io {
             action: format!("cannot resolve the database path {}", path.display()),
             source,
@@ -96,7 +102,7 @@ impl Writer {
         let writer = Arc::new(Writer {
             queue: Mutex::default(),
             served: Condvar::new(),
-            connection: Mutex::new(open_connection(path, options)?),
+            connection: Mutex::new(open_connection(path, options, lifetime)?),
             max_batch: options.max_batch.max(1),
         });
         writers.insert(canonical, Arc::downgrade(&writer));
