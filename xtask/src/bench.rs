@@ -93,7 +93,7 @@ pub fn run(root: &Path, quick: bool) -> Result<()> {
     }
     let lab_report: Value = serde_json::from_str(&std::fs::read_to_string(&lab_json)?)?;
 
-    let instructions = instruction_counts(&lab)?;
+    let instructions = instruction_counts(&lab, &scratch)?;
     let python = python_comparison(root, &lab, &scratch, quick)?;
     let postgres = postgres_comparison(&lab, &scratch, quick)?;
     let http = crate::bench_http::run(&lab, &scratch, quick)?;
@@ -127,7 +127,7 @@ fn available(program: &str) -> bool {
 }
 
 /// Instructions per call of each probe, or a note saying why there are none.
-fn instruction_counts(lab: &Path) -> Result<Value> {
+fn instruction_counts(lab: &Path, scratch: &Path) -> Result<Value> {
     if !available("valgrind") {
         eprintln!("\n*** instruction counts SKIPPED: valgrind is not installed ***\n");
         return Ok(json!({"measured": false, "reason": "valgrind is not installed"}));
@@ -140,13 +140,99 @@ fn instruction_counts(lab: &Path) -> Result<Value> {
         let each = (more.saturating_sub(fewer)) as f64 / f64::from(MORE_CALLS - FEWER_CALLS);
         per_call.insert(probe.to_owned(), json!(each.round()));
     }
+    eprintln!("bench: callgrind profile of keyed-create...");
+    let profile = keyed_create_profile(lab, scratch)?;
     Ok(json!({
         "measured": true,
         "tool": "valgrind --tool=callgrind",
         "fewer_calls": FEWER_CALLS,
         "more_calls": MORE_CALLS,
         "per_call": per_call,
+        "keyed_create_profile": profile,
     }))
+}
+
+/// The functions of the store's create path whose inclusive instructions per keyed create the
+/// profile reports, by the name the chapter's table gives them.
+const PROFILED: [(&str, &str); 5] = [
+    (
+        "create",
+        "<lab::sqlite::SqliteStore as lab::tool::TicketTool>::create",
+    ),
+    ("transaction", "lab::sqlite::writer::transaction"),
+    ("lookup", "lab::sqlite::lookup"),
+    ("inserts", "lab::sqlite::insert_new"),
+    ("begin_and_commit", "lab::sqlite::writer::run"),
+];
+
+/// Inclusive instructions per keyed create of each function in [`PROFILED`], from two callgrind
+/// runs (as for the totals) read by `callgrind_annotate --inclusive=yes`.
+fn keyed_create_profile(lab: &Path, scratch: &Path) -> Result<Value> {
+    let mut runs = Vec::new();
+    for calls in [FEWER_CALLS, MORE_CALLS] {
+        let out = scratch.join(format!("callgrind-keyed-create-{calls}.out"));
+        let output = Command::new("valgrind")
+            .arg("--tool=callgrind")
+            .arg(format!("--callgrind-out-file={}", out.display()))
+            .arg(format!(
+                "--toggle-collect=*{}*",
+                lab::bench::probe::MEASURED_FUNCTION
+            ))
+            .arg(lab)
+            .args(["bench-probe", "keyed-create", &calls.to_string()])
+            .output()
+            .context("running valgrind")?;
+        if !output.status.success() {
+            bail!(
+                "valgrind keyed-create {calls} failed: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        let annotated = Command::new("callgrind_annotate")
+            .arg("--inclusive=yes")
+            .arg(&out)
+            .output()
+            .context("running callgrind_annotate")?;
+        if !annotated.status.success() {
+            bail!("callgrind_annotate failed on {}", out.display());
+        }
+        runs.push(inclusive_counts(&String::from_utf8_lossy(
+            &annotated.stdout,
+        ))?);
+    }
+    let mut per_call = serde_json::Map::new();
+    for (name, _) in PROFILED {
+        let more = runs[1][name];
+        let fewer = runs[0][name];
+        let each = more.saturating_sub(fewer) as f64 / f64::from(MORE_CALLS - FEWER_CALLS);
+        per_call.insert(name.to_owned(), json!(each.round()));
+    }
+    Ok(json!({
+        "tool": "callgrind_annotate --inclusive=yes",
+        "functions": PROFILED.iter().map(|(name, function)| (name.to_string(), json!(function))).collect::<serde_json::Map<_, _>>(),
+        "per_call": per_call,
+    }))
+}
+
+/// The inclusive count of each function in [`PROFILED`] in `callgrind_annotate` output, whose
+/// lines read `11,324,670 (100.0%)  ???:name [binary]`.
+fn inclusive_counts(annotated: &str) -> Result<std::collections::HashMap<&'static str, u64>> {
+    let mut counts = std::collections::HashMap::new();
+    for (name, function) in PROFILED {
+        let count = annotated
+            .lines()
+            .find_map(|line| {
+                let (number, rest) = line.trim_start().split_once(' ')?;
+                let symbol = rest.split_once(":")?.1;
+                let symbol = symbol.rsplit_once(" [").map_or(symbol, |(s, _)| s);
+                (symbol.trim() == function)
+                    .then(|| number.replace(',', "").parse::<u64>().ok())
+                    .flatten()
+            })
+            .with_context(|| format!("callgrind_annotate did not list {function}"))?;
+        counts.insert(name, count);
+    }
+    Ok(counts)
 }
 
 /// The total instructions callgrind counted for one probe run.
@@ -487,6 +573,27 @@ fn burst<'v>(lab: &'v Value, callers: u64, one_key: bool, coordination: &str) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_profile_reads_each_function_s_inclusive_count() {
+        let annotated = "\
+--------------------------------------------------------------------------------
+Ir
+--------------------------------------------------------------------------------
+11,324,670 (100.0%)  PROGRAM TOTALS
+11,312,914 (99.90%)  ???:<lab::sqlite::SqliteStore as lab::tool::TicketTool>::create [/tmp/lab]
+11,181,214 (98.73%)  ???:lab::sqlite::writer::transaction [/tmp/lab]
+ 5,006,149 (44.21%)  ???:lab::sqlite::insert_new [/tmp/lab]
+ 3,699,692 (32.67%)  ???:lab::sqlite::writer::run [/tmp/lab]
+ 2,415,073 (21.33%)  ???:lab::sqlite::lookup [/tmp/lab]
+ 2,000,000 (17.00%)  ???:lab::sqlite::lookup_other [/tmp/lab]
+";
+        let counts = inclusive_counts(annotated).unwrap();
+        assert_eq!(counts["create"], 11_312_914);
+        assert_eq!(counts["lookup"], 2_415_073);
+        assert_eq!(counts["begin_and_commit"], 3_699_692);
+        assert!(inclusive_counts("no such lines").is_err());
+    }
 
     #[test]
     fn syncs_are_counted_once_each_by_the_kind_of_file() {

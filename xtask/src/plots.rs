@@ -463,6 +463,45 @@ pub fn table(name: &str, bench: &Value) -> Result<String> {
                 "errors",
             ]
         }
+        "keyed-create-profile" => {
+            let profile = &bench["instructions"]["keyed_create_profile"]["per_call"];
+            if !profile.is_object() {
+                bail!(
+                    "bench.json has no keyed-create profile (valgrind was not installed for that run)"
+                );
+            }
+            let part = |name: &str| number(&profile[name], name);
+            let create = part("create")?;
+            let rest = create - part("lookup")? - part("inserts")? - part("begin_and_commit")?;
+            let floor = number(
+                &bench["instructions"]["per_call"]["ticket-and-record"],
+                "ticket-and-record",
+            )?;
+            for (label, value) in [
+                ("the whole keyed create (`TicketTool::create`)", create),
+                ("the lookup (`lookup`)", part("lookup")?),
+                (
+                    "the ticket's and the record's inserts (`insert_new`)",
+                    part("inserts")?,
+                ),
+                (
+                    "`BEGIN` and `COMMIT` (`writer::run`)",
+                    part("begin_and_commit")?,
+                ),
+                ("the rest: queue, locks, outcome", rest),
+                (
+                    "for comparison: the two inserts alone, bare SQL in one transaction",
+                    floor,
+                ),
+            ] {
+                rows.push(vec![
+                    label.to_owned(),
+                    format!("{value:.0}"),
+                    format!("{:.2}", value / create),
+                ]);
+            }
+            vec!["part", "instructions per call", "share of the keyed create"]
+        }
         "postgres" => {
             let runs = bench["postgres"]["rows"]
                 .as_array()
@@ -546,7 +585,7 @@ pub fn table(name: &str, bench: &Value) -> Result<String> {
         other => {
             bail!(
                 "unknown table `{other}` (known: sequential, instructions, bursts, retained, http, \
-                 postgres, postgres-race, syncs)"
+                 postgres, postgres-race, syncs, keyed-create-profile)"
             )
         }
     };
@@ -701,6 +740,29 @@ mod tests {
             "{race}"
         );
         assert!(table("postgres", &json!({})).is_err());
+    }
+
+    #[test]
+    fn the_profile_table_splits_the_keyed_create_and_names_what_is_left() {
+        let bench = json!({"instructions": {
+            "per_call": {"ticket-and-record": 30000.0},
+            "keyed_create_profile": {"per_call": {"create": 40000.0, "lookup": 8000.0,
+                "inserts": 17000.0, "begin_and_commit": 12000.0}},
+        }});
+        let profile = table("keyed-create-profile", &bench).unwrap();
+        assert!(
+            profile.contains("| the lookup (`lookup`) | 8000 | 0.20 |"),
+            "{profile}"
+        );
+        assert!(
+            profile.contains("| the rest: queue, locks, outcome | 3000 | 0.07 |"),
+            "{profile}"
+        );
+        assert!(
+            profile.contains("one transaction | 30000 | 0.75 |"),
+            "{profile}"
+        );
+        assert!(table("keyed-create-profile", &json!({})).is_err());
     }
 
     #[test]
