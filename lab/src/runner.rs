@@ -17,11 +17,32 @@ use crate::error::{Error, Result};
 use crate::key::{OperationKey, Scope};
 use crate::payload::Payload;
 use crate::suite::Operation;
-use crate::tool::{CreateRequest, TicketId, TicketTool};
+use crate::tool::{CreateRequest, Fault, TicketId, TicketTool};
 
 /// The environment variable that makes the runner pause at a [`PausePoint`], so a crash test can
 /// kill it there: `after-save` or `after-reply`.
 pub const PAUSE_VARIABLE: &str = "LAB_RUNNER_PAUSE_AT";
+
+/// The environment variable that makes the runner ask, on the first send of each operation's
+/// run, for its reply to be lost (`lose-reply`), from a service started with faults on, so a
+/// test sees the retry with the same key end in a replay. Test only, like [`PAUSE_VARIABLE`].
+pub const FAULT_VARIABLE: &str = "LAB_RUNNER_FIRST_SEND_FAULT";
+
+/// The fault [`FAULT_VARIABLE`] asks for on the first send of each run: [`Fault::None`] when it
+/// is unset.
+///
+/// # Errors
+/// [`Error::InputInvalid`] for a value other than `lose-reply`.
+pub fn first_send_fault_from_environment() -> Result<Fault> {
+    match std::env::var(FAULT_VARIABLE).ok().as_deref() {
+        None | Some("") => Ok(Fault::None),
+        Some("lose-reply") => Ok(Fault::LoseReply),
+        Some(other) => Err(Error::InputInvalid {
+            path: PathBuf::from(FAULT_VARIABLE),
+            problem: format!("{other:?}: expected lose-reply"),
+        }),
+    }
+}
 
 /// The runner's schema: one row per operation, keyed by its whole identity.
 pub const RUNNER_SCHEMA: &str = "
@@ -203,6 +224,7 @@ pub struct Runner<T> {
     tool: T,
     policy: RetryPolicy,
     pause: Option<PausePoint>,
+    first_send_fault: Fault,
     check: Option<Box<dyn ServiceCheck>>,
 }
 
@@ -235,6 +257,7 @@ impl<T: TicketTool> Runner<T> {
             tool,
             policy,
             pause: None,
+            first_send_fault: Fault::None,
             check: None,
         })
     }
@@ -251,6 +274,15 @@ impl<T: TicketTool> Runner<T> {
     /// The same runner, pausing at `pause` (for crash tests).
     pub fn with_pause(self, pause: Option<PausePoint>) -> Runner<T> {
         Runner { pause, ..self }
+    }
+
+    /// The same runner, asking for `fault` on the first send of each operation's run (for tests
+    /// against a service with faults on; see [`FAULT_VARIABLE`]).
+    pub fn with_first_send_fault(self, fault: Fault) -> Runner<T> {
+        Runner {
+            first_send_fault: fault,
+            ..self
+        }
     }
 
     /// The runner's file.
@@ -417,7 +449,12 @@ impl<T: TicketTool> Runner<T> {
             }
             saved.attempts += 1;
             self.count_send(&saved)?;
-            let final_state = match self.tool.create(request) {
+            let sent = if send == 1 {
+                request.with_fault(self.first_send_fault)
+            } else {
+                request
+            };
+            let final_state = match self.tool.create(sent) {
                 Ok(outcome) => {
                     self.pause_at(PausePoint::AfterReply, &saved.key);
                     State::Succeeded {

@@ -425,6 +425,14 @@ pub(crate) const INSERT_RECORD: &str = "INSERT INTO operation_records
      (caller, operation, key, payload, ticket_id, response)
      VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
 
+/// The record's insert where a record for the key may exist: it then writes nothing, and says
+/// so by changing no row. Only the primary key's conflict is meant; any other constraint still
+/// fails the statement.
+pub(crate) const INSERT_RECORD_UNLESS_RECORDED: &str = "INSERT INTO operation_records
+     (caller, operation, key, payload, ticket_id, response)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+     ON CONFLICT (key, caller, operation) DO NOTHING";
+
 /// The ticket, then the record that points to it: the two writes of a first create.
 fn insert_new(db: &Connection, call: &Call<'_>) -> Result<Outcome> {
     call.fault.inject(Step::InsertTicket)?;

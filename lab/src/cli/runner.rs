@@ -1,4 +1,7 @@
-//! `lab runner`: the durable caller, against a ticket service over HTTP.
+//! `lab runner`: the durable caller, against a ticket service over HTTP (`--url`), or against
+//! the ticket tools over MCP's Streamable HTTP (`--mcp-url`, such as `lab mcp --transport
+//! http`). Both carry the same guarantees: the runner and its checks do not depend on the
+//! transport, only the tool and the configuration check do.
 //!
 //! Everything is checked before the runner's file is opened: the options by clap (see
 //! [`super::value`]), the pause point, then the file itself. Only then does it resume what is
@@ -12,8 +15,9 @@ use std::time::Duration;
 
 use clap::Args;
 use lab::http::{HttpTarget, HttpTool, contract};
+use lab::mcp::{HttpEndpoint, McpTool};
 use lab::runner::{PausePoint, RetryPolicy, Runner, SavedOperation, ServiceCheck, State};
-use lab::{Error, Operation, OperationKey, Payload, Scope};
+use lab::{Error, Operation, OperationKey, Payload, Scope, TicketTool};
 
 use super::value::{self, LoopbackUrl};
 use super::{Finished, file_option};
@@ -29,8 +33,18 @@ pub struct RunnerArgs {
     #[arg(long, value_name = "FILE")]
     pub database: PathBuf,
     /// The ticket service's base URL on loopback
+    #[arg(
+        long,
+        value_name = "URL",
+        value_parser = value::loopback_url,
+        required_unless_present = "mcp_url",
+        conflicts_with = "mcp_url"
+    )]
+    pub url: Option<LoopbackUrl>,
+    /// Instead of --url: an MCP server's Streamable HTTP endpoint on loopback (such as the URL
+    /// `lab mcp --transport http` prints); the runner calls its create_ticket tool
     #[arg(long, value_name = "URL", value_parser = value::loopback_url)]
-    pub url: LoopbackUrl,
+    pub mcp_url: Option<LoopbackUrl>,
     /// The caller's bearer token
     #[arg(long, value_name = "TOKEN", value_parser = value::token)]
     pub token: String,
@@ -77,6 +91,7 @@ pub fn exec(args: RunnerArgs) -> lab::Result<Finished> {
         ..RetryPolicy::default()
     };
     let pause = PausePoint::from_environment()?;
+    let first_send_fault = lab::runner::first_send_fault_from_environment()?;
     let new_operation = match args.key.zip(args.payload) {
         Some((operation_key, payload)) => Some(Operation {
             scope: Scope::new(args.caller.as_str(), contract::CREATE_TICKET)?,
@@ -94,14 +109,38 @@ pub fn exec(args: RunnerArgs) -> lab::Result<Finished> {
             ),
         });
     }
-    let tool = HttpTool::new(HttpTarget::new(&args.url.text, &args.token, None)?);
-    let check = HttpServiceCheck {
-        url: args.url,
-        token: args.token,
+    let (tool, check): (Box<dyn TicketTool + Send>, ServiceAt) = match (args.url, args.mcp_url) {
+        (Some(url), _) => (
+            Box::new(HttpTool::new(HttpTarget::new(
+                &url.text,
+                &args.token,
+                None,
+            )?)),
+            ServiceAt {
+                url,
+                token: args.token,
+                protocol: Protocol::Http,
+            },
+        ),
+        (None, Some(url)) => (
+            Box::new(McpTool::over_http(&HttpEndpoint {
+                url: url.text.clone(),
+                token: args.token.clone(),
+                admin_token: None,
+            })?),
+            ServiceAt {
+                url,
+                token: args.token,
+                protocol: Protocol::Mcp,
+            },
+        ),
+        // clap requires one of the two.
+        (None, None) => return Err(super::bad_arguments("--url or --mcp-url is needed")),
     };
     let runner = Runner::open(&args.database, tool, policy)
         .map_err(|err| file_option("--database", &args.database, err))?
         .with_pause(pause)
+        .with_first_send_fault(first_send_fault)
         .with_check(check);
     if let Some(operation) = &new_operation
         && let Some(saved) = runner.saved(&operation.scope, &operation.operation_key)?
@@ -176,14 +215,26 @@ fn what_to_do(saved: &SavedOperation, database: &Path) -> Option<String> {
     }
 }
 
-/// Tells the runner whether the service it was given can be reached, and whether it takes the
-/// token, without sending anything that could create a ticket.
-struct HttpServiceCheck {
-    url: LoopbackUrl,
-    token: String,
+/// What the runner calls: the HTTP contract, or the ticket tools over MCP.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Protocol {
+    Http,
+    Mcp,
 }
 
-impl ServiceCheck for HttpServiceCheck {
+/// Tells the runner whether the service it was given can be reached, and whether it takes the
+/// token, without sending anything that could create a ticket.
+struct ServiceAt {
+    url: LoopbackUrl,
+    token: String,
+    protocol: Protocol,
+}
+
+/// An MCP `initialize`: the probe that tells an MCP server that takes the token (200) from one
+/// that refuses it (401) or something else at the address. It creates nothing.
+const MCP_PROBE: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"lab-runner-check","version":"0"}}}"#;
+
+impl ServiceCheck for ServiceAt {
     fn unreachable(&self) -> Option<String> {
         // A connection without a request: nothing for the service (or a proxy) to act on.
         let mut refused = None;
@@ -197,26 +248,49 @@ impl ServiceCheck for HttpServiceCheck {
             err.to_string()
         });
         Some(format!(
-            "nothing accepts connections at {} ({why}): start the service, or fix --url",
-            self.url.text
+            "nothing accepts connections at {} ({why}): start the service, or fix {}",
+            self.url.text,
+            self.url_option()
         ))
     }
 
     fn refused_configuration(&self, _answer: &Error) -> Option<String> {
-        // Ask for ticket 0, which never exists: a known token gets 404, an unknown one 401.
-        let tickets = format!("{}/tickets/0", self.url.path);
-        let status = self.status_of(&tickets)?;
-        if matches!(status, 401 | 403) {
-            return Some(format!(
+        match self.protocol {
+            Protocol::Http => self.http_refusal(),
+            Protocol::Mcp => self.mcp_refusal(),
+        }
+    }
+}
+
+impl ServiceAt {
+    fn url_option(&self) -> &'static str {
+        match self.protocol {
+            Protocol::Http => "--url",
+            Protocol::Mcp => "--mcp-url",
+        }
+    }
+
+    fn token_refused(&self, status: u16) -> Option<String> {
+        matches!(status, 401 | 403).then(|| {
+            format!(
                 "the service at {} refuses the token given with --token (status {status}): fix \
                  --token",
                 self.url.text
-            ));
+            )
+        })
+    }
+
+    fn http_refusal(&self) -> Option<String> {
+        // Ask for ticket 0, which never exists: a known token gets 404, an unknown one 401.
+        let tickets = format!("{}/tickets/0", self.url.path);
+        let status = self.status_of("GET", &tickets, "")?;
+        if let Some(reason) = self.token_refused(status) {
+            return Some(reason);
         }
         // A ticket service serves its contract; anything else at --url is the wrong address
         // (such as a path before /tickets that the service does not have).
         let contract = format!("{}/openapi.json", self.url.path);
-        match self.status_of(&contract)? {
+        match self.status_of("GET", &contract, "")? {
             200 => None,
             status => Some(format!(
                 "no ticket service answers at {} (GET {contract} got status {status}): fix --url",
@@ -224,11 +298,35 @@ impl ServiceCheck for HttpServiceCheck {
             )),
         }
     }
-}
 
-impl HttpServiceCheck {
-    /// The status of `GET path` with the caller's token, or `None` when there is no answer.
-    fn status_of(&self, path: &str) -> Option<u16> {
+    fn mcp_refusal(&self) -> Option<String> {
+        let path = if self.url.path.is_empty() {
+            "/"
+        } else {
+            &self.url.path
+        };
+        let Some(status) = self.status_of("POST", path, MCP_PROBE) else {
+            return Some(format!(
+                "the MCP server at {} did not answer an initialize: start it, or fix --mcp-url",
+                self.url.text
+            ));
+        };
+        if let Some(reason) = self.token_refused(status) {
+            return Some(reason);
+        }
+        match status {
+            // An MCP server that takes the token: what it answered goes to a person.
+            200 => None,
+            status => Some(format!(
+                "no MCP server answers at {} (an initialize got status {status}): fix --mcp-url",
+                self.url.text
+            )),
+        }
+    }
+
+    /// The status of `method path` with the caller's token and `body` (JSON), or `None` when
+    /// there is no answer.
+    fn status_of(&self, method: &str, path: &str, body: &str) -> Option<u16> {
         let mut stream = self
             .url
             .addresses()
@@ -237,9 +335,12 @@ impl HttpServiceCheck {
         stream.set_read_timeout(Some(CHECK_TIMEOUT)).ok()?;
         stream.set_write_timeout(Some(CHECK_TIMEOUT)).ok()?;
         let request = format!(
-            "GET {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nConnection: \
-             close\r\n\r\n",
-            self.url.authority, self.token
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Type: \
+             application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: \
+             {}\r\nConnection: close\r\n\r\n{body}",
+            self.url.authority,
+            self.token,
+            body.len()
         );
         stream.write_all(request.as_bytes()).ok()?;
         let mut status_line = String::new();

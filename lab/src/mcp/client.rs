@@ -2,22 +2,25 @@
 //! keeps the same tools and codes), on rmcp's client, so the seven scenarios run through MCP
 //! unchanged.
 //!
-//! The adapter starts the server as a child process and talks to it over stdio. Over Streamable
-//! HTTP the lab is driven by the official Python SDK in the tests instead (rmcp's HTTP client
-//! needs reqwest, a second HTTP stack the lab would carry only for this).
+//! The adapter either starts the server as a child process and talks to it over stdio
+//! ([`McpTool::spawn`]), or calls a running server over Streamable HTTP with a bearer token
+//! ([`McpTool::over_http`]), through rmcp's client transport on the lab's own hyper
+//! ([`super::http_client`]) rather than on reqwest.
 
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject};
 use rmcp::service::{Peer, RunningService};
-use rmcp::transport::TokioChildProcess;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
 use super::contract::{self, code};
+use super::http_client::LoopbackHttpClient;
 use crate::error::{Error, Result};
 use crate::http::contract::fault_header_value;
 use crate::key::{OperationKey, Scope};
@@ -65,11 +68,31 @@ impl StdioServer {
     }
 }
 
-// Fields drop in order: the session before the runtime it runs on.
+/// A running `lab mcp` (or a server with the same tools) over Streamable HTTP.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpEndpoint {
+    /// The endpoint, `http://127.0.0.1:PORT/mcp`.
+    pub url: String,
+    /// The caller's bearer token; the server takes the caller from it.
+    pub token: String,
+    /// The admin token the server was started with, for the inspection hooks.
+    pub admin_token: Option<String>,
+}
+
+/// An open MCP session: the running client and its handle for calls.
 struct Session {
-    // Kept so the session (and the child) lives as long as the last connection.
+    // Kept so the session (and a child server) lives as long as the last connection.
     _running: RunningService<RoleClient, ()>,
     peer: Peer<RoleClient>,
+}
+
+// Fields drop in order: the session before the runtime it runs on.
+struct Shared {
+    /// The session; over HTTP opened by the first call, so that a server that is down or
+    /// refuses the token fails that call rather than the construction.
+    session: Mutex<Option<Arc<Session>>>,
+    /// Where to open the session when there is none yet (HTTP only).
+    endpoint: Option<HttpEndpoint>,
     runtime: tokio::runtime::Runtime,
     admin_token: Option<String>,
     /// The scope this session speaks for: the first a request names.
@@ -87,13 +110,24 @@ struct Session {
 /// another caller's.
 #[derive(Clone)]
 pub struct McpTool {
-    session: Arc<Session>,
+    shared: Arc<Shared>,
 }
 
 fn mcp_error(action: &str, err: impl std::fmt::Display) -> Error {
     Error::from(Box::<dyn std::error::Error + Send + Sync>::from(format!(
         "MCP {action}: {err}"
     )))
+}
+
+fn client_runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .map_err(|source| Error::Io {
+            action: "starting the MCP client's runtime".to_owned(),
+            source,
+        })
 }
 
 impl McpTool {
@@ -103,14 +137,7 @@ impl McpTool {
     /// [`Error::Io`] when the runtime cannot start; [`Error::Adapter`] when the program cannot
     /// be started or the MCP handshake fails.
     pub fn spawn(server: &StdioServer) -> Result<McpTool> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .map_err(|source| Error::Io {
-                action: "starting the MCP client's runtime".to_owned(),
-                source,
-            })?;
+        let runtime = client_runtime()?;
         let mut command = tokio::process::Command::new(&server.program);
         command.args(&server.args);
         let running = runtime.block_on(async {
@@ -122,15 +149,79 @@ impl McpTool {
                 .await
                 .map_err(|err| mcp_error("handshake", err))
         })?;
+        let session = Session {
+            peer: running.peer().clone(),
+            _running: running,
+        };
         Ok(McpTool {
-            session: Arc::new(Session {
-                peer: running.peer().clone(),
+            shared: Arc::new(Shared {
+                session: Mutex::new(Some(Arc::new(session))),
+                endpoint: None,
                 runtime,
-                _running: running,
                 admin_token: server.admin_token.clone(),
                 scope: OwnScope::default(),
             }),
         })
+    }
+
+    /// A tool for the server at `endpoint`, over Streamable HTTP. Nothing is sent yet: the first
+    /// call opens the session (the MCP handshake), and a handshake that fails is
+    /// [`Error::Http`], since no tool was called.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the runtime cannot start; [`Error::InputInvalid`] naming the URL when
+    /// it is not `http://HOST:PORT/PATH`.
+    pub fn over_http(endpoint: &HttpEndpoint) -> Result<McpTool> {
+        LoopbackHttpClient::for_url(&endpoint.url).map_err(|problem| Error::InputInvalid {
+            path: PathBuf::from("MCP endpoint"),
+            problem,
+        })?;
+        Ok(McpTool {
+            shared: Arc::new(Shared {
+                session: Mutex::new(None),
+                endpoint: Some(endpoint.clone()),
+                runtime: client_runtime()?,
+                admin_token: endpoint.admin_token.clone(),
+                scope: OwnScope::default(),
+            }),
+        })
+    }
+
+    /// The open session, opening it over HTTP if there is none yet.
+    fn session(&self) -> Result<Arc<Session>> {
+        let mut slot = self
+            .shared
+            .session
+            .lock()
+            .map_err(|_| mcp_error("session", "a caller panicked while opening the session"))?;
+        if let Some(session) = slot.as_ref() {
+            return Ok(Arc::clone(session));
+        }
+        let Some(endpoint) = &self.shared.endpoint else {
+            return Err(mcp_error("session", "the stdio session is gone"));
+        };
+        let handshake_failed = |problem: String| Error::Http {
+            method: "POST",
+            url: endpoint.url.clone(),
+            problem: format!("the MCP handshake failed, so no tool was called: {problem}"),
+        };
+        let client = LoopbackHttpClient::for_url(&endpoint.url).map_err(&handshake_failed)?;
+        let config = StreamableHttpClientTransportConfig::with_uri(endpoint.url.as_str())
+            .auth_header(endpoint.token.as_str());
+        let running = self.shared.runtime.block_on(async {
+            // The transport spawns its worker on the runtime it is made in.
+            let transport = StreamableHttpClientTransport::with_client(client, config);
+            tokio::time::timeout(CALL_TIMEOUT, ().serve(transport))
+                .await
+                .map_err(|_| handshake_failed(format!("no answer within {CALL_TIMEOUT:?}")))?
+                .map_err(|err| handshake_failed(err.to_string()))
+        })?;
+        let session = Arc::new(Session {
+            peer: running.peer().clone(),
+            _running: running,
+        });
+        *slot = Some(Arc::clone(&session));
+        Ok(session)
     }
 
     /// Calls one tool and waits at most `timeout`.
@@ -149,8 +240,9 @@ impl McpTool {
             .and_then(Value::as_str)
             .map(str::to_owned);
         let request = CallToolRequestParams::new(name).with_arguments(arguments);
-        let peer = &self.session.peer;
-        self.session.runtime.block_on(async {
+        let session = self.session()?;
+        let peer = &session.peer;
+        self.shared.runtime.block_on(async {
             match tokio::time::timeout(timeout, peer.call_tool(request)).await {
                 Err(_) => Err(Error::OutcomeUnknown {
                     key,
@@ -168,7 +260,7 @@ impl McpTool {
 
     /// Refuses a scope other than the one this session speaks for.
     fn speaks_for(&self, scope: &Scope) -> Result<()> {
-        self.session.scope.check(
+        self.shared.scope.check(
             scope,
             "the MCP server acts for the one caller it was started for (or whose token it was \
              given), and its contract has one operation type",
@@ -177,7 +269,7 @@ impl McpTool {
 
     fn admin(&self, name: &'static str, mut arguments: JsonObject) -> Result<Value> {
         let token =
-            self.session.admin_token.clone().ok_or_else(|| {
+            self.shared.admin_token.clone().ok_or_else(|| {
                 mcp_error(name, "the inspection hooks need the server's admin token")
             })?;
         arguments.insert(contract::ADMIN_TOKEN.to_owned(), Value::String(token));
@@ -187,6 +279,27 @@ impl McpTool {
             return Err(mcp_error(name, content));
         }
         Ok(content)
+    }
+
+    /// Empties the server's store (the admin tool), so the next ticket is number 1 again.
+    ///
+    /// # Errors
+    /// As [`McpTool::call`]; [`Error::Adapter`] when the server refuses the admin token.
+    pub fn reset(&self) -> Result<()> {
+        self.admin(contract::ADMIN_RESET, JsonObject::new())
+            .map(drop)
+    }
+
+    /// Prunes every replay record on the server now, as retention would after its window (the
+    /// admin tool), and says how many: a retry of any of their keys is then `expired`.
+    ///
+    /// # Errors
+    /// As [`McpTool::reset`].
+    pub fn expire_records(&self) -> Result<u64> {
+        let content = self.admin(contract::ADMIN_EXPIRE_RECORDS, JsonObject::new())?;
+        content["expired"]
+            .as_u64()
+            .ok_or_else(|| mcp_error(contract::ADMIN_EXPIRE_RECORDS, content))
     }
 
     fn create_once(&self, request: &CreateRequest<'_>) -> Result<Option<Outcome>> {

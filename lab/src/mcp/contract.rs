@@ -22,13 +22,22 @@ pub const ADMIN_COUNT_RECORDS: &str = "lab_admin_count_records";
 pub const ADMIN_FORGET_RECORD: &str = "lab_admin_forget_record";
 /// Test-only: deletes every ticket and record, so the next ticket is number 1 again.
 pub const ADMIN_RESET: &str = "lab_admin_reset";
+/// Test-only: one retention pass with a window of zero (`lab/src/http/retention.rs`): every
+/// replay record is pruned and leaves a tombstone, so a retry of any key gets `expired`.
+pub const ADMIN_EXPIRE_RECORDS: &str = "lab_admin_expire_records";
 /// The admin tools, listed only when the server was started with an admin token.
-pub const ADMIN_TOOLS: [&str; 4] = [
+pub const ADMIN_TOOLS: [&str; 5] = [
     ADMIN_TICKET_IDS,
     ADMIN_COUNT_RECORDS,
     ADMIN_FORGET_RECORD,
     ADMIN_RESET,
+    ADMIN_EXPIRE_RECORDS,
 ];
+
+/// What an `expired` failure tells the model, after naming the key.
+pub const EXPIRED_ADVICE: &str = "the server no longer keeps this key's record, so it cannot \
+tell whether the ticket was created. Do not retry with a new key: call list_tickets to look for \
+the ticket, and ask a person before creating it again.";
 
 /// The argument that carries the operation key.
 pub const OPERATION_KEY: &str = "operation_key";

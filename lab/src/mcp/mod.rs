@@ -4,7 +4,8 @@
 
 pub mod client;
 pub mod contract;
+pub mod http_client;
 pub mod server;
 
-pub use client::McpTool;
+pub use client::{HttpEndpoint, McpTool};
 pub use server::{McpOptions, McpServer, Transport};

@@ -34,10 +34,19 @@ use super::contract::{self, code};
 use crate::error::{Error, Result};
 use crate::http::CallerToken;
 use crate::http::contract::parse_fault_header;
+use crate::http::retention::{self, Clock, Retention, SystemClock};
 use crate::key::{OperationKey, Scope};
 use crate::payload::Payload;
 use crate::sqlite::SqliteStore;
 use crate::tool::{CreateRequest, Fault, Outcome, TicketId, TicketTool};
+
+/// The most a tool call's arguments may take as JSON text: the body limit of `lab serve`. More is
+/// refused with a JSON-RPC error (invalid params) before any work, over either transport.
+pub const MAX_ARGUMENT_BYTES: usize = 1024 * 1024;
+
+/// The largest HTTP request body read: the arguments' limit, with room for the JSON-RPC frame.
+/// A larger body gets 413 before rmcp reads it.
+const MAX_BODY_BYTES: usize = 2 * MAX_ARGUMENT_BYTES;
 
 /// The longest token compared; longer ones never match.
 const MAX_TOKEN_BYTES: usize = 256;
@@ -123,6 +132,10 @@ impl Stores {
             Some(path) => SqliteStore::open(path)?,
             None => SqliteStore::temporary()?,
         };
+        // Records are dated as `lab serve` dates them, so a pruned key answers `expired`.
+        first
+            .connection()
+            .execute_batch(retention::RETENTION_SCHEMA)?;
         Ok(Stores {
             first: Mutex::new(first),
             idle: Mutex::new(Vec::new()),
@@ -357,12 +370,26 @@ impl TicketTools {
         };
         let result = self
             .blocking(move |store| {
-                store.create(CreateRequest {
+                // A key whose record was pruned is not created again: its outcome is unknown.
+                if let Some(key) = &key
+                    && retention::is_expired(store.connection(), &scope, key)?
+                {
+                    return Err(Error::KeyExpired {
+                        key: key.as_str().to_owned(),
+                    });
+                }
+                let outcome = store.create(CreateRequest {
                     scope: &scope,
                     key: key.as_ref(),
                     payload: &payload,
                     fault: store_fault,
-                })
+                })?;
+                if let (Some(key), Outcome::Created(_)) = (&key, &outcome) {
+                    // Without a date the next pass dates the record: kept longer, never shorter.
+                    let _ =
+                        retention::note_record(store.connection(), &scope, key, SystemClock.now());
+                }
+                Ok(outcome)
             })
             .await;
         let answer = match result {
@@ -374,7 +401,10 @@ impl TicketTools {
                 }))
             }
             Err(err @ Error::PayloadConflict { .. }) => failure(code::CONFLICT, &err.to_string()),
-            Err(err @ Error::KeyExpired { .. }) => failure(code::EXPIRED, &err.to_string()),
+            Err(Error::KeyExpired { key }) => failure(
+                code::EXPIRED,
+                &format!("operation_key {key:?}: {}", contract::EXPIRED_ADVICE),
+            ),
             Err(err @ Error::InjectedFailure) => failure(code::INJECTED_FAILURE, &err.to_string()),
             // The store's wait for another writer of this key ran out.
             Err(err @ Error::OutcomeUnknown { .. }) => failure(code::IN_PROGRESS, &err.to_string()),
@@ -495,8 +525,30 @@ impl TicketTools {
                     .await
                     .map(|forgotten| json!({"forgotten": forgotten}))
             }
+            contract::ADMIN_EXPIRE_RECORDS => {
+                let window = Retention {
+                    records: std::time::Duration::ZERO,
+                    tombstones: std::time::Duration::from_secs(24 * 60 * 60),
+                };
+                self.blocking(move |store| {
+                    retention::prune(
+                        store.connection(),
+                        SystemClock.now(),
+                        window,
+                        &std::collections::HashSet::new(),
+                    )
+                })
+                .await
+                .map(|pruned| json!({"expired": pruned.records}))
+            }
             _ => self
-                .blocking(|store| store.clear())
+                .blocking(|store| {
+                    store.clear()?;
+                    store
+                        .connection()
+                        .execute_batch("DELETE FROM record_times; DELETE FROM expired_keys;")?;
+                    Ok(())
+                })
                 .await
                 .map(|()| json!({"reset": true})),
         };
@@ -546,6 +598,12 @@ impl ServerHandler for TicketTools {
         context: RequestContext<RoleServer>,
     ) -> std::result::Result<CallToolResponse, ErrorData> {
         let arguments = request.arguments.unwrap_or_default();
+        let size = serde_json::to_vec(&arguments).map_or(usize::MAX, |text| text.len());
+        if size > MAX_ARGUMENT_BYTES {
+            return Err(bad_arguments(format!(
+                "the arguments are {size} bytes of JSON; at most {MAX_ARGUMENT_BYTES} are read"
+            )));
+        }
         let admin_enabled = self.shared.admin.is_some();
         let answer = match request.name.as_ref() {
             contract::CREATE_TICKET => self.create_ticket(arguments, true, context).await,
@@ -599,7 +657,9 @@ fn mcp_error(action: &str, err: impl std::fmt::Display) -> Error {
     )))
 }
 
-/// Serves over stdio until the client closes stdin.
+/// Serves over stdio until the client closes stdin, or SIGTERM or SIGINT arrives; either way
+/// the calls in progress are cancelled, the store is closed, and it returns `Ok` (exit 0). A
+/// client that closes stdin before `initialize` has simply gone: that is not an error either.
 ///
 /// # Errors
 /// [`Error::InvalidIdentifier`] for a bad caller name; [`Error::Store`] when the database cannot
@@ -608,17 +668,46 @@ pub fn serve_stdio(options: &McpOptions) -> Result<()> {
     let handler = TicketTools {
         shared: shared(options)?,
     };
-    runtime()?.block_on(async move {
-        let running = handler
-            .serve(rmcp::transport::stdio())
-            .await
-            .map_err(|err| mcp_error("starting the stdio session", err))?;
-        running
-            .waiting()
-            .await
-            .map_err(|err| mcp_error("serving stdio", err))?;
-        Ok(())
-    })
+    let runtime = runtime()?;
+    let served = runtime.block_on(async move {
+        let stop = CancellationToken::new();
+        let signals = signal_stop(stop.clone())?;
+        let started = handler
+            .serve_with_ct(rmcp::transport::stdio(), stop.child_token())
+            .await;
+        let running = match started {
+            Ok(running) => running,
+            Err(
+                rmcp::service::ServerInitializeError::ConnectionClosed(_)
+                | rmcp::service::ServerInitializeError::Cancelled,
+            ) => return Ok(()),
+            Err(err) => return Err(mcp_error("starting the stdio session", err)),
+        };
+        let quit = running.waiting().await;
+        signals.abort();
+        quit.map(drop)
+            .map_err(|err| mcp_error("serving stdio", err))
+    });
+    // The session and its store are closed by now. tokio reads stdin on a blocking thread that
+    // a signal does not wake: leave it rather than wait for a line that may never come.
+    runtime.shutdown_background();
+    served
+}
+
+/// Cancels `stop` on the first SIGTERM or SIGINT.
+fn signal_stop(stop: CancellationToken) -> Result<tokio::task::JoinHandle<()>> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|source| Error::Io {
+            action: "listening for SIGTERM".to_owned(),
+            source,
+        })?;
+    Ok(tokio::spawn(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+        stop.cancel();
+    }))
 }
 
 /// The token layer's state: the callers' secrets.
@@ -753,6 +842,9 @@ impl McpServer {
                 );
                 let router = axum::Router::new()
                     .nest_service("/mcp", service)
+                    .layer(tower_http::limit::RequestBodyLimitLayer::new(
+                        MAX_BODY_BYTES,
+                    ))
                     .layer(middleware::from_fn_with_state(callers, authenticate));
                 axum::serve(listener, router)
                     .with_graceful_shutdown(async move { stopped.cancelled().await })

@@ -7,15 +7,26 @@
 //! served by the next leader, so nobody sleeps in SQLite's busy handler and a burst shares one
 //! fsync. An uncontended caller leads its own batch of one: no thread hand-off, no savepoint, and
 //! no write lock until it has something to write.
+//!
+//! A caller that arrives while a commit is in progress may be a retry whose record exists, and
+//! then one read on its own connection answers it without waiting. That read is not free: every
+//! commit on the shared connection invalidates the reader's page cache, so the read starts over
+//! from the root page. The writer therefore reads first only for keys its callers sent recently
+//! ([`RecentKeys`]); a key it has not seen queues at once, and the lookup inside the batch's
+//! transaction, which every create makes, finds a record if there is one all the same.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 
 use rusqlite::Connection;
 
+use rusqlite::params;
+
 use super::{
-    Call, Lifetime, StoreOptions, create_in_transaction, insert_new, lookup, open_connection,
+    Call, INSERT_RECORD_UNLESS_RECORDED, INSERT_TICKET, Lifetime, StoreOptions,
+    create_in_transaction, insert_new, lookup, open_connection, response_text,
 };
 use crate::error::{Error, Result};
 use crate::tool::{Fault, Outcome, Step};
@@ -51,6 +62,45 @@ struct Queue {
     finished: HashMap<u64, Result<Outcome>>,
     leading: bool,
     counters: GroupCommits,
+    recent: RecentKeys,
+}
+
+/// The keys this file's callers sent lately, as hashes of (caller, operation, key): a hint that
+/// decides whether a create waiting for the writer reads its record first, never an answer.
+///
+/// Both of its mistakes are harmless. A key it forgot (sent long ago, by another process, or
+/// before a restart) queues without the early read, and its batch's lookup replays it. A hash
+/// that collides costs one read that finds nothing. Two generations bound its memory: when the
+/// newer holds [`RecentKeys::GENERATION`] keys, the older is dropped, so a key is remembered for
+/// at least that many distinct keys after it was last sent, which covers a retry's usual window.
+#[derive(Default)]
+struct RecentKeys {
+    newer: HashSet<u64>,
+    older: HashSet<u64>,
+}
+
+impl RecentKeys {
+    const GENERATION: usize = 16_384;
+
+    /// Notes that `call`'s key was sent, and says whether it had been sent lately. A call
+    /// without a key has nothing to remember.
+    fn sent(&mut self, call: &Call<'_>) -> bool {
+        let Some(key) = call.key else {
+            return false;
+        };
+        let mut hasher = DefaultHasher::new();
+        (call.caller, call.operation, key).hash(&mut hasher);
+        let hash = hasher.finish();
+        if self.newer.contains(&hash) {
+            return true;
+        }
+        let seen = self.older.contains(&hash);
+        if self.newer.len() >= Self::GENERATION {
+            self.older = std::mem::take(&mut self.newer);
+        }
+        self.newer.insert(hash);
+        seen
+    }
 }
 
 /// How many shared transactions the store's callers ran, and how many creates they held.
@@ -117,11 +167,12 @@ impl Writer {
     /// Runs one create and returns its outcome once the transaction holding it has committed.
     ///
     /// With no commit in progress the caller runs its create at once on the shared connection,
-    /// reading before it takes the write lock ([`create_read_first`]). Otherwise it first reads
-    /// its record on its own connection, `reader` (a retry whose record exists needs no queue),
-    /// then queues and waits to be served by the next batch.
+    /// reading before it takes the write lock ([`create_read_first`]). Otherwise, if its key was
+    /// sent lately, it first reads its record on its own connection, `reader` (a retry whose
+    /// record exists needs no queue); then it queues and waits to be served by the next batch.
     pub(super) fn create(&self, call: &Call<'_>, reader: &Connection) -> Result<Outcome> {
         let mut queue = lock(&self.queue);
+        let sent_lately = queue.recent.sent(call);
         if !queue.leading && queue.waiting.is_empty() {
             queue.leading = true;
             drop(queue);
@@ -133,7 +184,7 @@ impl Writer {
             lead.finish(Vec::new());
             return outcome;
         }
-        if queue.leading {
+        if queue.leading && sent_lately {
             drop(queue);
             if let Some(saved) = lookup(reader, call)? {
                 return saved;
@@ -320,20 +371,65 @@ fn run_alone(db: &Connection, call: &Call<'_>) -> Result<Outcome> {
 }
 
 fn in_savepoint(db: &Connection, call: &Call<'_>) -> Result<Outcome> {
-    // A replay or a conflict writes nothing, so it needs no savepoint.
-    if let Some(saved) = lookup(db, call)? {
-        return saved;
+    if call.key.is_some() {
+        // The lookup this replaces fails here under the same fault.
+        call.fault.inject(Step::Lookup)?;
     }
     run(db, "SAVEPOINT create_call")?;
-    let outcome = insert_new(db, call).and_then(|outcome| {
-        call.fault.inject(Step::Commit)?;
-        Ok(outcome)
+    let inserted = insert_unless_recorded(db, call).and_then(|created| {
+        if created.is_some() {
+            call.fault.inject(Step::Commit)?;
+        }
+        Ok(created)
     });
-    if outcome.is_err() {
+    if !matches!(inserted, Ok(Some(_))) {
         run(db, "ROLLBACK TO create_call")?;
     }
     run(db, "RELEASE create_call")?;
-    outcome
+    match inserted? {
+        Some(created) => Ok(created),
+        // The key had a record: its create is undone, and the record says replay or conflict.
+        None => lookup(db, call)?.unwrap_or_else(|| {
+            Err(Error::OutcomeUnknown {
+                key: call.key.map(str::to_owned),
+                reason: "the record that refused the insert cannot be read".to_owned(),
+            })
+        }),
+    }
+}
+
+/// A batch's create, insert first. The batch holds the write lock, so no record for this key can
+/// be committed meanwhile, and the record's insert is the lookup: it is refused (`DO NOTHING`)
+/// exactly when the key has a record. A first create, the common case, so makes no separate
+/// read; a replay pays for a ticket insert that its savepoint undoes. `None`: the key has a
+/// record.
+///
+/// A fault injected at either insert fails the create only once the key proved new, as it would
+/// have after a lookup that found nothing; the caller's rollback to its savepoint undoes both
+/// inserts.
+fn insert_unless_recorded(db: &Connection, call: &Call<'_>) -> Result<Option<Outcome>> {
+    let Some(key) = call.key else {
+        return insert_new(db, call).map(Some);
+    };
+    db.prepare_cached(INSERT_TICKET)?
+        .execute(params![call.caller, call.payload])?;
+    let ticket_id = db.last_insert_rowid();
+    let recorded = db
+        .prepare_cached(INSERT_RECORD_UNLESS_RECORDED)?
+        .execute(params![
+            call.caller,
+            call.operation,
+            key,
+            call.payload,
+            ticket_id,
+            response_text(ticket_id),
+        ])?;
+    if recorded == 0 {
+        return Ok(None);
+    }
+    call.fault.inject(Step::InsertTicket)?;
+    call.fault.inject(Step::InsertRecord)?;
+    Ok(Some(Outcome::Created(ticket_id.into())))
 }
 
 /// Runs a statement without parameters from the connection's cache, so it is parsed once.
@@ -354,4 +450,186 @@ fn copy_of(err: &rusqlite::Error) -> Error {
         ),
     };
     Error::Store { source }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::key::{OperationKey, Scope};
+    use crate::payload::Payload;
+    use crate::sqlite::SqliteStore;
+    use crate::tool::{CreateRequest, TicketTool};
+
+    fn call<'a>(key: Option<&'a str>) -> Call<'a> {
+        Call {
+            caller: "alice",
+            operation: "create_ticket",
+            key,
+            payload: "{}",
+            fault: Fault::None,
+        }
+    }
+
+    #[test]
+    fn recent_keys_remember_a_key_for_a_generation_and_never_a_call_without_one() {
+        let mut recent = RecentKeys::default();
+        assert!(!recent.sent(&call(Some("first"))));
+        assert!(recent.sent(&call(Some("first"))));
+        assert!(!recent.sent(&call(None)));
+        assert!(!recent.sent(&call(None)));
+        // Another caller's key of the same text is another key.
+        let other = Call {
+            caller: "bob",
+            ..call(Some("first"))
+        };
+        assert!(!recent.sent(&other));
+        // One full generation later the key is still remembered (in the older set); two later,
+        // it is forgotten, and the memory stays bounded.
+        let keys: Vec<String> = (0..2 * RecentKeys::GENERATION)
+            .map(|n| format!("filler-{n}"))
+            .collect();
+        for key in &keys[..RecentKeys::GENERATION] {
+            recent.sent(&call(Some(key)));
+        }
+        assert!(recent.sent(&call(Some("first"))), "forgotten too soon");
+        for key in &keys {
+            recent.sent(&call(Some(key)));
+        }
+        assert!(!recent.sent(&call(Some("first"))), "remembered for ever");
+        assert!(recent.newer.len() + recent.older.len() <= 2 * RecentKeys::GENERATION + 1);
+    }
+
+    /// Waits, bounded, until `done` holds.
+    fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !done() {
+            assert!(Instant::now() < deadline, "never: {what}");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    #[test]
+    fn during_a_commit_a_recent_key_reads_first_and_an_unseen_one_queues_and_still_replays() {
+        let store = SqliteStore::temporary().unwrap();
+        let writer = store.writer.clone().expect("group commit is the default");
+        let scope = Scope::new("alice", "create_ticket").unwrap();
+        let payload = Payload::new(serde_json::json!({"title": "t"})).unwrap();
+        let sent = OperationKey::try_from("sent-here").unwrap();
+        let created = store
+            .create(CreateRequest::keyed(&scope, &sent, &payload))
+            .unwrap();
+        // A record this writer never saw: written on another connection, as another process
+        // on the same file would.
+        let elsewhere = OperationKey::try_from("sent-elsewhere").unwrap();
+        let other = SqliteStore::open_with(
+            store.path(),
+            StoreOptions::default().with_coordination(crate::sqlite::Coordination::BusyHandler),
+        )
+        .unwrap();
+        let created_elsewhere = other
+            .create(CreateRequest::keyed(&scope, &elsewhere, &payload))
+            .unwrap();
+
+        // A commit is in progress for as long as this test says.
+        lock(&writer.queue).leading = true;
+        let retry = store.connect().unwrap();
+        let (sent_c, payload_c, scope_c) = (sent.clone(), payload.clone(), scope.clone());
+        let early = std::thread::spawn(move || {
+            retry.create(CreateRequest::keyed(&scope_c, &sent_c, &payload_c))
+        });
+        eventually("the recent key's retry answers during the commit", || {
+            early.is_finished()
+        });
+        assert_eq!(
+            early.join().unwrap().unwrap(),
+            Outcome::Replayed(created.ticket_id().clone())
+        );
+        assert!(lock(&writer.queue).waiting.is_empty());
+
+        let queued = store.connect().unwrap();
+        let (key_c, payload_c, scope_c) = (elsewhere.clone(), payload.clone(), scope.clone());
+        let late = std::thread::spawn(move || {
+            queued.create(CreateRequest::keyed(&scope_c, &key_c, &payload_c))
+        });
+        eventually("the unseen key queues", || {
+            lock(&writer.queue).waiting.len() == 1
+        });
+        assert!(!late.is_finished());
+        // The commit ends; the queued create leads its own batch and finds the record there.
+        lock(&writer.queue).leading = false;
+        writer.served.notify_all();
+        assert_eq!(
+            late.join().unwrap().unwrap(),
+            Outcome::Replayed(created_elsewhere.ticket_id().clone())
+        );
+        assert_eq!(store.count_tickets().unwrap(), 2);
+    }
+
+    #[test]
+    fn a_batch_inserts_first_and_still_replays_conflicts_and_fails_alone() {
+        let store = SqliteStore::temporary().unwrap();
+        let db = store.connection();
+        let at = |key: &'static str, payload: &'static str, fault: Fault| Call {
+            key: Some(key),
+            payload,
+            fault,
+            ..call(None)
+        };
+        let committed = commit_together(db, &[at("old", "{\"a\":1}", Fault::None)]);
+        let old = committed.into_iter().next().unwrap().unwrap();
+        let fails = Fault::FailAt(Step::InsertRecord);
+        let batch = [
+            at("new", "{\"b\":1}", Fault::None),
+            // A replay and a conflict of a committed record; a replay reaches no insert, so a
+            // fault at one is never injected.
+            at("old", "{\"a\":1}", Fault::FailAt(Step::InsertTicket)),
+            at("old", "{\"a\":2}", Fault::None),
+            // The same key twice in one batch: the second replays the first.
+            at("new", "{\"b\":1}", Fault::None),
+            at("failing", "{\"c\":1}", fails),
+            at("failing-late", "{\"c\":2}", Fault::FailAt(Step::Commit)),
+            Call {
+                fault: fails,
+                ..call(None)
+            },
+            call(None),
+        ];
+        let outcomes = commit_together(db, &batch);
+        let new = outcomes[0].as_ref().unwrap().clone();
+        assert!(matches!(new, Outcome::Created(_)), "{new:?}");
+        assert_eq!(
+            outcomes[1].as_ref().unwrap(),
+            &Outcome::Replayed(old.ticket_id().clone())
+        );
+        assert!(
+            matches!(outcomes[2], Err(Error::PayloadConflict { .. })),
+            "{:?}",
+            outcomes[2]
+        );
+        assert_eq!(
+            outcomes[3].as_ref().unwrap(),
+            &Outcome::Replayed(new.ticket_id().clone())
+        );
+        for failed in [4, 5, 6] {
+            assert!(
+                matches!(outcomes[failed], Err(Error::InjectedFailure)),
+                "{failed}: {:?}",
+                outcomes[failed]
+            );
+        }
+        assert!(matches!(outcomes[7], Ok(Outcome::Created(_))));
+        // Tickets: old, new and the unkeyed one; records: old and new. Nothing of the failed
+        // or replayed creates is left, and the ids have no gaps.
+        assert_eq!(store.ticket_ids().unwrap().len(), 3);
+        assert_eq!(store.count_records().unwrap(), 2);
+        let ids: Vec<i64> = store
+            .ticket_ids()
+            .unwrap()
+            .iter()
+            .map(|id| id.as_i64().unwrap())
+            .collect();
+        assert_eq!(ids, [1, 2, 3]);
+    }
 }

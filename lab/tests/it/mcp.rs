@@ -156,7 +156,7 @@ fn run_python_client(python: &Path, args: &[&str]) -> String {
 
 /// The transcript must match the one the book shows (`src/mcp/python-session-*.txt`), so the
 /// chapter cannot drift from a run. `LAB_BLESS=1` rewrites it.
-fn compare_with_the_book(transcript: &str, name: &str) {
+pub fn compare_with_the_book(transcript: &str, name: &str) {
     let path = repository_root().join("src/mcp").join(name);
     if std::env::var("LAB_BLESS").as_deref() == Ok("1") {
         std::fs::write(&path, transcript).unwrap();
@@ -203,13 +203,23 @@ fn the_python_sdk_over_stdio_lists_creates_replays_conflicts_and_recovers_a_lost
     compare_with_the_book(&transcript, "python-session-stdio.txt");
 }
 
-struct HttpServer {
+/// `lab mcp --transport http --faults` on `database`, for callers support-agent (`token-a`) and
+/// other-agent (`token-b`); killed when dropped.
+pub struct HttpServer {
     child: Child,
-    url: String,
+    /// The endpoint it printed, `http://127.0.0.1:PORT/mcp`.
+    pub url: String,
+    database: PathBuf,
 }
 
 impl HttpServer {
-    fn start(database: &Path) -> HttpServer {
+    /// Starts it and reads the URL it prints.
+    pub fn start(database: &Path) -> HttpServer {
+        HttpServer::start_with(database, &[])
+    }
+
+    /// Starts it with `extra` options (such as `--admin-token T`).
+    pub fn start_with(database: &Path, extra: &[&str]) -> HttpServer {
         let mut child = Command::new(LAB)
             .args(["mcp", "--transport", "http", "--faults", "--database"])
             .arg(database)
@@ -219,6 +229,7 @@ impl HttpServer {
                 "--caller",
                 "other-agent=token-b",
             ])
+            .args(extra)
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
@@ -229,7 +240,16 @@ impl HttpServer {
         HttpServer {
             child,
             url: line.trim().to_owned(),
+            database: database.to_owned(),
         }
+    }
+
+    /// Every ticket in its database, read behind the server's back.
+    pub fn ticket_ids(&self) -> Vec<lab::TicketId> {
+        SqliteStore::open(&self.database)
+            .unwrap()
+            .ticket_ids()
+            .unwrap()
     }
 }
 
@@ -294,4 +314,381 @@ fn lab_check_over_mcp_passes_every_point_and_declares_per_request_scopes_not_cov
         "{stdout}"
     );
     assert!(stdout.contains("0 failed, 1 not covered"), "{stdout}");
+}
+
+/// A raw JSON-RPC session with `lab mcp --faults` over stdio, for what no SDK would send: each
+/// line written as given, each answer read with a bound on the wait.
+struct RawStdio {
+    child: Child,
+    stdin: Option<std::process::ChildStdin>,
+    answers: std::sync::mpsc::Receiver<lab::serde_json::Value>,
+}
+
+/// How long a raw session waits for an answer before the test fails (never reached when the
+/// server answers; a hang fails instead of blocking the suite).
+const ANSWER_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
+
+impl RawStdio {
+    fn start(initialize: bool) -> RawStdio {
+        let mut child = Command::new(LAB)
+            .args(["mcp", "--faults"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (send, answers) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                if send
+                    .send(lab::serde_json::from_str(&line).unwrap())
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        });
+        let mut session = RawStdio {
+            stdin: child.stdin.take(),
+            child,
+            answers,
+        };
+        if initialize {
+            session.send(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#);
+            assert_eq!(session.answer()["id"], 0);
+            session.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        }
+        session
+    }
+
+    fn send(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn answer(&self) -> lab::serde_json::Value {
+        self.answers
+            .recv_timeout(ANSWER_WAIT)
+            .expect("the server answered nothing: a hang")
+    }
+
+    /// Calls `name` with `arguments` (any JSON text) as request `id`, and returns the answer.
+    fn call(&mut self, id: u64, name: &str, arguments: &str) -> lab::serde_json::Value {
+        self.send(&format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{name}","arguments":{arguments}}}}}"#
+        ));
+        let answer = self.answer();
+        assert_eq!(answer["id"], id, "{answer}");
+        answer
+    }
+
+    /// A ping, answered: the session is still alive after whatever came before.
+    fn still_answers(&mut self, id: u64) {
+        self.send(&format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#));
+        let answer = self.answer();
+        assert_eq!(
+            (&answer["id"], &answer["result"]),
+            (&lab::serde_json::json!(id), &lab::serde_json::json!({})),
+            "{answer}"
+        );
+    }
+
+    /// Closes stdin and waits (bounded) for the exit status.
+    fn close(mut self) -> std::process::ExitStatus {
+        drop(self.stdin.take());
+        wait_bounded(&mut self.child)
+    }
+}
+
+impl Drop for RawStdio {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Waits at most [`ANSWER_WAIT`] for `child` to exit; a server that does not is killed and the
+/// test fails.
+fn wait_bounded(child: &mut Child) -> std::process::ExitStatus {
+    let deadline = std::time::Instant::now() + ANSWER_WAIT;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the server did not exit");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+fn error_code(answer: &lab::serde_json::Value) -> i64 {
+    answer["error"]["code"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("expected a JSON-RPC error, got {answer}"))
+}
+
+#[test]
+fn protocol_faults_over_stdio_get_json_rpc_errors_and_the_session_goes_on() {
+    let mut session = RawStdio::start(true);
+    let huge = format!(
+        r#"{{"operation_key":"huge-1","title":"{}"}}"#,
+        "x".repeat(lab::mcp::server::MAX_ARGUMENT_BYTES)
+    );
+    let faults: [(&str, &str, String, i64); 6] = [
+        (
+            "an unknown tool",
+            "delete_everything",
+            "{}".to_owned(),
+            -32602,
+        ),
+        (
+            "a missing operation_key",
+            "create_ticket",
+            r#"{"title":"t"}"#.to_owned(),
+            -32602,
+        ),
+        (
+            "a mistyped title",
+            "create_ticket",
+            r#"{"operation_key":"k-1","title":7}"#.to_owned(),
+            -32602,
+        ),
+        (
+            "a mistyped operation_key",
+            "create_ticket",
+            r#"{"operation_key":["k"],"title":"t"}"#.to_owned(),
+            -32602,
+        ),
+        ("huge arguments", "create_ticket", huge, -32602),
+        // rmcp refuses params it cannot read as a tools/call before the handler runs.
+        (
+            "arguments that are not an object",
+            "create_ticket",
+            "[1, 2]".to_owned(),
+            -32601,
+        ),
+    ];
+    for (id, (what, tool, arguments, code)) in (1..).zip(faults) {
+        let answer = session.call(id, tool, &arguments);
+        assert_eq!(error_code(&answer), code, "{what}: {answer}");
+        session.still_answers(100 + id);
+    }
+    // An unknown method, a batch (MCP has none since 2025-06-18), an unknown notification and a
+    // line that is not JSON: errors for the first two, nothing for the others, and the session
+    // goes on after each.
+    session.send(r#"{"jsonrpc":"2.0","id":20,"method":"tickets/steal"}"#);
+    let unknown = session.answer();
+    assert_eq!(
+        (error_code(&unknown), &unknown["id"]),
+        (-32601, &lab::serde_json::json!(20))
+    );
+    session.send(
+        r#"[{"jsonrpc":"2.0","id":21,"method":"ping"},{"jsonrpc":"2.0","id":22,"method":"ping"}]"#,
+    );
+    assert_eq!(error_code(&session.answer()), -32600);
+    session.send(r#"{"jsonrpc":"2.0","method":"notifications/whatever"}"#);
+    session.send("{not json");
+    session.still_answers(23);
+    // Nothing was written by any of it: the first ticket is still to come.
+    let created = session.call(
+        24,
+        "create_ticket",
+        r#"{"operation_key":"k-1","title":"t","extra":1}"#,
+    );
+    assert_eq!(
+        created["result"]["structuredContent"],
+        lab::serde_json::json!({"ticket_id": 1, "replayed": false})
+    );
+    assert_eq!(session.close().code(), Some(0));
+}
+
+#[test]
+fn an_operation_key_that_breaks_the_key_rule_is_an_invalid_key_result_and_writes_nothing() {
+    let mut session = RawStdio::start(true);
+    let too_long = "k".repeat(256);
+    let bad_keys = ["", too_long.as_str(), "clé-1", " key-1", "key-1 ", "key\t1"];
+    for (id, key) in (1..).zip(bad_keys) {
+        let arguments = lab::serde_json::json!({"operation_key": key, "title": "t"});
+        let answer = session.call(id, "create_ticket", &arguments.to_string());
+        let result = &answer["result"];
+        assert_eq!(result["isError"], true, "{key:?}: {answer}");
+        assert_eq!(
+            result["structuredContent"]["code"], "invalid_key",
+            "{key:?}"
+        );
+    }
+    let listed = session.call(10, "list_tickets", "{}");
+    assert_eq!(
+        listed["result"]["structuredContent"]["tickets"],
+        lab::serde_json::json!([])
+    );
+    assert_eq!(session.close().code(), Some(0));
+}
+
+#[test]
+fn a_call_before_initialize_is_refused_and_stdin_closing_then_exits_0() {
+    let mut session = RawStdio::start(false);
+    session.send(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_tickets","arguments":{}}}"#);
+    let answer = session.answer();
+    assert_eq!(
+        (error_code(&answer), &answer["id"]),
+        (-32602, &lab::serde_json::json!(1))
+    );
+    assert_eq!(session.close().code(), Some(0));
+}
+
+#[test]
+fn a_cancelled_create_whose_reply_was_lost_gets_no_answer_and_its_retry_replays() {
+    let mut session = RawStdio::start(true);
+    session.send(r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"create_ticket","arguments":{"operation_key":"cancel-1","title":"t","lab_fault":"lose-reply"}}}"#);
+    session.send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9,"reason":"timed out"}}"#);
+    // The next answer is the retry's: the cancelled request gets none (as MCP asks).
+    let retry = session.call(
+        10,
+        "create_ticket",
+        r#"{"operation_key":"cancel-1","title":"t"}"#,
+    );
+    // Whether the cancelled call's create committed before the retry ran is a race; either way
+    // the key names one ticket, and both calls name it.
+    let created = &retry["result"]["structuredContent"];
+    assert_eq!(created["ticket_id"], 1, "{retry}");
+    let again = session.call(
+        11,
+        "create_ticket",
+        r#"{"operation_key":"cancel-1","title":"t"}"#,
+    );
+    assert_eq!(
+        again["result"]["structuredContent"],
+        lab::serde_json::json!({"ticket_id": 1, "replayed": true})
+    );
+    let listed = session.call(12, "list_tickets", "{}");
+    let tickets = listed["result"]["structuredContent"]["tickets"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(tickets, 1, "{listed}");
+    assert_eq!(session.close().code(), Some(0));
+}
+
+#[test]
+fn sigterm_stops_the_stdio_server_and_the_http_server_with_exit_0() {
+    let mut session = RawStdio::start(true);
+    session.still_answers(1);
+    // SAFETY: kill(2) on the pid of a child this test started and has not reaped.
+    unsafe { libc::kill(session.child.id() as i32, libc::SIGTERM) };
+    assert_eq!(wait_bounded(&mut session.child).code(), Some(0));
+
+    let folder = tempfile::tempdir().unwrap();
+    let mut server = HttpServer::start(&folder.path().join("tickets.db"));
+    // SAFETY: as above.
+    unsafe { libc::kill(server.child.id() as i32, libc::SIGTERM) };
+    assert_eq!(wait_bounded(&mut server.child).code(), Some(0));
+}
+
+#[test]
+fn protocol_faults_over_http_are_answered_and_the_server_goes_on() {
+    let folder = tempfile::tempdir().unwrap();
+    let server = HttpServer::start(&folder.path().join("tickets.db"));
+    let post = |body: &str| {
+        let response = ureq::post(&server.url)
+            .set("Authorization", "Bearer token-a")
+            .set("Content-Type", "application/json")
+            .set("Accept", "application/json, text/event-stream")
+            .send_string(body);
+        match response {
+            Ok(response) => (response.status(), response.into_string().unwrap()),
+            Err(ureq::Error::Status(status, response)) => {
+                (status, response.into_string().unwrap_or_default())
+            }
+            Err(other) => panic!("no answer: {other}"),
+        }
+    };
+    let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    for (what, body) in [
+        ("malformed JSON", "{not json".to_owned()),
+        ("a batch", format!("[{ping},{ping}]")),
+    ] {
+        let (status, text) = post(&body);
+        assert!((400..500).contains(&status), "{what}: {status} {text}");
+        let (status, text) = post(ping);
+        assert_eq!(status, 200, "after {what}: {text}");
+    }
+    // A body over the limit is refused from its Content-Length, before a byte of it is read.
+    let authority = server
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp");
+    let mut stream = std::net::TcpStream::connect(authority).unwrap();
+    stream.set_read_timeout(Some(ANSWER_WAIT)).unwrap();
+    write!(
+        stream,
+        "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nAuthorization: Bearer token-a\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Length: {}\r\n\r\n",
+        64 * 1024 * 1024
+    )
+    .unwrap();
+    let mut status_line = String::new();
+    BufReader::new(stream).read_line(&mut status_line).unwrap();
+    assert!(status_line.starts_with("HTTP/1.1 413"), "{status_line}");
+    let (status, text) = post(ping);
+    assert_eq!(status, 200, "after a huge body: {text}");
+}
+
+#[test]
+fn an_expired_key_over_mcp_is_an_expired_result_that_tells_the_model_what_to_do() {
+    let tool = lab_server("admin-token");
+    let (scope, key, payload) = crate::sample();
+    let request = CreateRequest::keyed(&scope, &key, &payload);
+    assert_eq!(tool.create(request).unwrap(), Outcome::Created(1.into()));
+    // Retention prunes the record (a window of zero); a tombstone is left.
+    assert_eq!(tool.expire_records().unwrap(), 1);
+    let expired = tool.create(request);
+    assert!(
+        matches!(expired, Err(Error::KeyExpired { .. })),
+        "{expired:?}"
+    );
+    // What the model reads: the code, and what to do.
+    let mut arguments = payload.as_object().clone();
+    arguments.insert("operation_key".to_owned(), key.as_str().into());
+    let result = tool
+        .call("create_ticket", arguments, lab::mcp::client::CALL_TIMEOUT)
+        .unwrap();
+    assert_eq!(result.is_error, Some(true));
+    let content = result.structured_content.unwrap();
+    assert_eq!(content["code"], "expired");
+    let message = content["message"].as_str().unwrap();
+    assert!(message.contains("Do not retry with a new key"), "{message}");
+    assert!(message.contains("list_tickets"), "{message}");
+    // Nothing was created again.
+    assert_eq!(tool.ticket_ids().unwrap(), [1]);
+}
+
+#[test]
+fn the_suite_over_mcp_streamable_http_observes_what_the_sqlite_run_observes() {
+    let folder = tempfile::tempdir().unwrap();
+    let server = HttpServer::start_with(
+        &folder.path().join("tickets.db"),
+        &["--admin-token", "admin-token"],
+    );
+    let operation = lab::fixture::built_in().unwrap();
+    let endpoint = lab::mcp::HttpEndpoint {
+        url: server.url.clone(),
+        token: "token-a".to_owned(),
+        admin_token: Some("admin-token".to_owned()),
+    };
+    let over_mcp = lab::suite::run(&operation, |_scenario| {
+        let tool = McpTool::over_http(&endpoint)?;
+        tool.reset()?;
+        Ok(tool)
+    })
+    .unwrap();
+    let over_sqlite = lab::backend::Backend::Sqlite.run_suite(&operation).unwrap();
+    assert_eq!(over_mcp, over_sqlite);
 }

@@ -323,3 +323,267 @@ fn a_key_the_service_saw_with_another_payload_is_rejected_and_not_retried() {
     assert_eq!(runner.operations().unwrap(), [saved]);
     assert_eq!(direct.ticket_ids().unwrap(), [1]);
 }
+
+/// Runs `lab runner` against the MCP server at `url` with `token`, for caller support-agent.
+fn runner_over_mcp(database: &Path, url: &str, token: &str, extra: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lab"))
+        .args(["runner", "--database"])
+        .arg(database)
+        .args([
+            "--mcp-url",
+            url,
+            "--token",
+            token,
+            "--caller",
+            "support-agent",
+        ])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn over_mcp_the_runner_creates_replays_and_rejects_as_over_http() {
+    let folder = tempfile::tempdir().unwrap();
+    let server = crate::mcp::HttpServer::start(&folder.path().join("tickets.db"));
+    let database = folder.path().join("runner.sqlite");
+    let new = ["--key", "mcp-1", "--payload", PAYLOAD];
+
+    // The first reply is lost on purpose; the retry with the same key replays the one ticket.
+    let lost = Command::new(env!("CARGO_BIN_EXE_lab"))
+        .args(["runner", "--database"])
+        .arg(&database)
+        .args([
+            "--mcp-url",
+            &server.url,
+            "--token",
+            "token-a",
+            "--caller",
+            "support-agent",
+        ])
+        .args(new)
+        .env(lab::runner::FAULT_VARIABLE, "lose-reply")
+        .output()
+        .unwrap();
+    assert_eq!(lost.status.code(), Some(0), "{lost:?}");
+    assert_eq!(
+        text(&lost.stdout),
+        "mcp-1: succeeded, ticket 1, after 2 send(s)\n"
+    );
+    assert_eq!(
+        runner_record(&database, "mcp-1"),
+        ("succeeded".to_owned(), Some(1.into()))
+    );
+    assert_eq!(server.ticket_ids(), [1]);
+
+    // Another runner file, the same key, another payload: rejected, exit 3, nothing written.
+    let other = folder.path().join("other.sqlite");
+    let conflict = runner_over_mcp(
+        &other,
+        &server.url,
+        "token-a",
+        &["--key", "mcp-1", "--payload", r#"{"title": "Else"}"#],
+    );
+    assert_eq!(conflict.status.code(), Some(3), "{conflict:?}");
+    assert_eq!(runner_record(&other, "mcp-1").0, "rejected");
+    assert_eq!(server.ticket_ids(), [1]);
+}
+
+#[test]
+fn over_mcp_no_server_and_a_refused_token_hold_the_operation_and_a_fixed_run_sends_it_once() {
+    let unused = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let nowhere = format!("http://{}/mcp", unused.local_addr().unwrap());
+    drop(unused);
+    let folder = tempfile::tempdir().unwrap();
+    let database = folder.path().join("runner.sqlite");
+    let new = ["--key", "mcp-held", "--payload", PAYLOAD];
+
+    let down = runner_over_mcp(&database, &nowhere, "token-a", &new);
+    assert_eq!(down.status.code(), Some(5), "{down:?}");
+    assert!(text(&down.stderr).contains("fix --mcp-url"), "{down:?}");
+    assert_eq!(
+        runner_record(&database, "mcp-held"),
+        ("pending".to_owned(), None)
+    );
+
+    let server = crate::mcp::HttpServer::start(&folder.path().join("tickets.db"));
+    let refused = runner_over_mcp(&database, &server.url, "token-zz", &[]);
+    assert_eq!(refused.status.code(), Some(5), "{refused:?}");
+    assert!(
+        text(&refused.stderr)
+            .contains("refuses the token given with --token (status 401): fix --token"),
+        "{refused:?}"
+    );
+    assert_eq!(
+        runner_record(&database, "mcp-held"),
+        ("pending".to_owned(), None)
+    );
+    assert_eq!(server.ticket_ids(), Vec::<i64>::new());
+
+    let fixed = runner_over_mcp(&database, &server.url, "token-a", &[]);
+    assert_eq!(fixed.status.code(), Some(0), "{fixed:?}");
+    assert_eq!(
+        text(&fixed.stdout),
+        "resumed mcp-held: succeeded, ticket 1, after 2 send(s)\n"
+    );
+    assert_eq!(server.ticket_ids(), [1]);
+}
+
+#[test]
+fn over_mcp_an_expired_key_needs_review_and_exits_4() {
+    let folder = tempfile::tempdir().unwrap();
+    let server = crate::mcp::HttpServer::start_with(
+        &folder.path().join("tickets.db"),
+        &["--admin-token", "admin-token"],
+    );
+    let first = folder.path().join("first.sqlite");
+    let new = ["--key", "mcp-old", "--payload", PAYLOAD];
+    assert_eq!(
+        runner_over_mcp(&first, &server.url, "token-a", &new)
+            .status
+            .code(),
+        Some(0)
+    );
+    let admin = lab::mcp::McpTool::over_http(&lab::mcp::HttpEndpoint {
+        url: server.url.clone(),
+        token: "token-a".to_owned(),
+        admin_token: Some("admin-token".to_owned()),
+    })
+    .unwrap();
+    assert_eq!(admin.expire_records().unwrap(), 1);
+
+    // A second runner file that never heard the answer sends the key again: expired.
+    let second = folder.path().join("second.sqlite");
+    let late = runner_over_mcp(&second, &server.url, "token-a", &new);
+    assert_eq!(late.status.code(), Some(4), "{late:?}");
+    assert!(
+        text(&late.stdout).starts_with("mcp-old: needs review:"),
+        "{late:?}"
+    );
+    assert_eq!(
+        runner_record(&second, "mcp-old"),
+        ("needs_review".to_owned(), None)
+    );
+    assert_eq!(server.ticket_ids(), [1]);
+}
+
+#[test]
+fn over_mcp_bad_options_are_refused_with_exit_2_before_the_runner_file_exists() {
+    let folder = tempfile::tempdir().unwrap();
+    let database = folder.path().join("runner.sqlite");
+    let new = ["--key", "k", "--payload", PAYLOAD];
+    let cases: [(&[&str], Option<&str>, &str); 4] = [
+        (
+            &["--mcp-url", "http://example.com/mcp"],
+            None,
+            "not loopback",
+        ),
+        (&["--mcp-url", "http://127.0.0.1:0/mcp"], None, "port \"0\""),
+        (
+            &[
+                "--mcp-url",
+                "http://127.0.0.1:9/mcp",
+                "--url",
+                "http://127.0.0.1:9",
+            ],
+            None,
+            "cannot be used with",
+        ),
+        (
+            &["--mcp-url", "http://127.0.0.1:9/mcp"],
+            Some("lose-everything"),
+            "expected lose-reply",
+        ),
+    ];
+    for (options, fault, why) in cases {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_lab"));
+        command
+            .args(["runner", "--database"])
+            .arg(&database)
+            .args(options)
+            .args(["--token", "token-a", "--caller", "support-agent"])
+            .args(new);
+        if let Some(fault) = fault {
+            command.env(lab::runner::FAULT_VARIABLE, fault);
+        }
+        let output = command.output().unwrap();
+        assert_eq!(output.status.code(), Some(2), "{options:?}: {output:?}");
+        assert!(
+            text(&output.stderr).contains(why),
+            "{options:?}: {}",
+            text(&output.stderr)
+        );
+        assert!(!database.exists(), "{options:?} made the runner file");
+    }
+}
+
+/// The runner over MCP as the book shows it (`src/mcp/runner-session.txt`, rewritten with
+/// `LAB_BLESS=1`): a lost first reply, a run with nothing left to do, a refused token held.
+#[test]
+fn over_mcp_the_runner_session_the_book_shows_comes_from_this_run() {
+    let folder = tempfile::tempdir().unwrap();
+    let server = crate::mcp::HttpServer::start(&folder.path().join("tickets.db"));
+    let mut transcript = String::new();
+    let mut run = |token: &str, extra: &[&str], fault: Option<&str>| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_lab"));
+        command
+            .current_dir(folder.path())
+            .args([
+                "runner",
+                "--database",
+                "runner.sqlite",
+                "--mcp-url",
+                &server.url,
+            ])
+            .args(["--token", token, "--caller", "support-agent"])
+            .args(extra);
+        let shown_args: Vec<String> = command
+            .get_args()
+            .map(|arg| arg.to_string_lossy().replace(&server.url, "$MCP_URL"))
+            .map(|arg| {
+                if arg.contains(' ') {
+                    format!("'{arg}'")
+                } else {
+                    arg
+                }
+            })
+            .collect();
+        if let Some(fault) = fault {
+            command.env(lab::runner::FAULT_VARIABLE, fault);
+            transcript.push_str(&format!(
+                "$ {}={fault} \\\n    ",
+                lab::runner::FAULT_VARIABLE
+            ));
+        } else {
+            transcript.push_str("$ ");
+        }
+        let output = command.output().unwrap();
+        transcript.push_str(&format!("lab {}\n", shown_args.join(" ")));
+        for stream in [&output.stdout, &output.stderr] {
+            transcript.push_str(&text(stream).replace(&server.url, "$MCP_URL"));
+        }
+        transcript.push_str(&format!(
+            "exit status {}\n\n",
+            output.status.code().unwrap()
+        ));
+        output.status.code()
+    };
+    let new = [
+        "--key",
+        "disk-full-7",
+        "--payload",
+        r#"{"title": "Disk full"}"#,
+    ];
+    assert_eq!(run("token-a", &new, Some("lose-reply")), Some(0));
+    assert_eq!(run("token-a", &[], None), Some(0));
+    let other = [
+        "--key",
+        "disk-full-8",
+        "--payload",
+        r#"{"title": "Disk full again"}"#,
+    ];
+    assert_eq!(run("token-zz", &other, None), Some(5));
+    assert_eq!(run("token-a", &[], None), Some(0));
+    assert_eq!(server.ticket_ids(), [1, 2]);
+    crate::mcp::compare_with_the_book(transcript.trim_end(), "runner-session.txt");
+}

@@ -1,0 +1,219 @@
+//! rmcp's Streamable HTTP client, on the hyper the lab already has rather than on reqwest.
+//!
+//! rmcp's client transport is generic over [`StreamableHttpClient`]; its own implementations use
+//! reqwest or a Unix socket. This one opens a loopback TCP connection per POST (one request,
+//! one answer, `Connection: close`), so a reply lost on the wire is one closed connection and
+//! fails that call alone. It reads JSON answers, which is what `lab mcp` sends (its JSON
+//! response mode), and refuses event streams: a server that only streams is not one this
+//! adapter claims to speak to.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::http::{self, HeaderName, HeaderValue, Method, Request, StatusCode};
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper_util::rt::TokioIo;
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::transport::streamable_http_client::{
+    AuthRequiredError, SseError, StreamableHttpClient, StreamableHttpError,
+    StreamableHttpPostResponse,
+};
+use sse_stream::Sse;
+
+/// The largest answer read, in bytes: far above any ticket list the lab's tests make.
+const MAX_ANSWER_BYTES: usize = 16 * 1024 * 1024;
+
+/// What went wrong below MCP: the connection, or the HTTP exchange.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoopbackHttpError {
+    /// Connecting or talking failed (refused, reset, closed before an answer).
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// hyper failed (such as a connection closed before the answer's head).
+    #[error("{0}")]
+    Hyper(#[from] hyper::Error),
+    /// The request could not be built (a header value with bytes HTTP forbids).
+    #[error("{0}")]
+    Request(#[from] http::Error),
+    /// The answer's body could not be read in full.
+    #[error("reading the answer: {0}")]
+    Body(String),
+}
+
+/// The client: the endpoint's `host:port`, for the connection and the `Host` header.
+#[derive(Clone, Debug)]
+pub struct LoopbackHttpClient {
+    authority: Arc<str>,
+}
+
+impl LoopbackHttpClient {
+    /// A client for `url` (`http://127.0.0.1:PORT/mcp`).
+    ///
+    /// # Errors
+    /// A message naming the URL when it is not `http://HOST:PORT/...`.
+    pub fn for_url(url: &str) -> Result<LoopbackHttpClient, String> {
+        let uri: http::Uri = url.parse().map_err(|err| format!("{url:?}: {err}"))?;
+        if uri.scheme_str() != Some("http") {
+            return Err(format!("{url:?}: expected an http:// URL"));
+        }
+        let authority = uri.authority().ok_or_else(|| format!("{url:?}: no host"))?;
+        let port = authority.port_u16().unwrap_or(80);
+        Ok(LoopbackHttpClient {
+            authority: format!("{}:{port}", authority.host()).into(),
+        })
+    }
+
+    async fn send(
+        &self,
+        request: Request<Full<Bytes>>,
+    ) -> Result<http::Response<hyper::body::Incoming>, LoopbackHttpError> {
+        let stream = tokio::net::TcpStream::connect(self.authority.as_ref()).await?;
+        let (mut sender, connection) =
+            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+        // The connection's task ends with the exchange; its error, if any, surfaces in the
+        // answer below.
+        tokio::spawn(connection);
+        Ok(sender.send_request(request).await?)
+    }
+
+    fn request(
+        &self,
+        method: Method,
+        uri: &str,
+        auth_token: Option<String>,
+        session_id: Option<&str>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> http::request::Builder {
+        let mut builder = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header(http::header::HOST, self.authority.as_ref())
+            .header(http::header::CONNECTION, "close")
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .header(http::header::ACCEPT, "application/json, text/event-stream");
+        if let Some(token) = auth_token {
+            builder = builder.header(http::header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        if let Some(session) = session_id {
+            builder = builder.header("mcp-session-id", session);
+        }
+        for (name, value) in custom_headers {
+            builder = builder.header(name, value);
+        }
+        builder
+    }
+}
+
+type ClientError = StreamableHttpError<LoopbackHttpError>;
+
+fn client_error(err: impl Into<LoopbackHttpError>) -> ClientError {
+    StreamableHttpError::Client(err.into())
+}
+
+async fn read_body(response: http::Response<hyper::body::Incoming>) -> Result<Bytes, ClientError> {
+    Limited::new(response.into_body(), MAX_ANSWER_BYTES)
+        .collect()
+        .await
+        .map(http_body_util::Collected::to_bytes)
+        .map_err(|err| client_error(LoopbackHttpError::Body(err.to_string())))
+}
+
+impl StreamableHttpClient for LoopbackHttpClient {
+    type Error = LoopbackHttpError;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_token: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<StreamableHttpPostResponse, ClientError> {
+        let body = serde_json::to_vec(&message)?;
+        let request = self
+            .request(
+                Method::POST,
+                &uri,
+                auth_token,
+                session_id.as_deref(),
+                custom_headers,
+            )
+            .body(Full::new(Bytes::from(body)))
+            .map_err(client_error)?;
+        let response = self.send(request).await.map_err(client_error)?;
+        let status = response.status();
+        if status == StatusCode::UNAUTHORIZED {
+            let www_authenticate_header = response
+                .headers()
+                .get(http::header::WWW_AUTHENTICATE)
+                .and_then(|value| value.to_str().ok())
+                .unwrap_or("Bearer")
+                .to_owned();
+            return Err(StreamableHttpError::AuthRequired(AuthRequiredError::new(
+                www_authenticate_header,
+            )));
+        }
+        if matches!(status, StatusCode::ACCEPTED | StatusCode::NO_CONTENT) {
+            return Ok(StreamableHttpPostResponse::Accepted);
+        }
+        let session = response
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned);
+        let json = response
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .is_some_and(|value| value.starts_with("application/json"));
+        let body = read_body(response).await?;
+        if !json {
+            return Err(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(
+                format!(
+                    "HTTP {status} without a JSON answer: {}",
+                    String::from_utf8_lossy(&body[..body.len().min(512)])
+                ),
+            )));
+        }
+        // A JSON-RPC error comes with an error status as well as a success one.
+        let answer: ServerJsonRpcMessage = serde_json::from_slice(&body)?;
+        Ok(StreamableHttpPostResponse::Json(answer, session))
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_token: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<(), ClientError> {
+        let request = self
+            .request(
+                Method::DELETE,
+                &uri,
+                auth_token,
+                Some(&session_id),
+                custom_headers,
+            )
+            .body(Full::new(Bytes::new()))
+            .map_err(client_error)?;
+        // A stateless server has no session to end; whatever it answers, the client is done.
+        self.send(request).await.map_err(client_error)?;
+        Ok(())
+    }
+
+    async fn get_stream(
+        &self,
+        _uri: Arc<str>,
+        _session_id: Option<Arc<str>>,
+        _last_event_id: Option<String>,
+        _auth_token: Option<String>,
+        _custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<BoxStream<'static, Result<Sse, SseError>>, ClientError> {
+        Err(StreamableHttpError::ServerDoesNotSupportSse)
+    }
+}
