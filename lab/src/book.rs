@@ -30,6 +30,8 @@ chapters! {
     Simulation => "simulation.md",
     Performance => "performance.md",
     HttpBoundary => "http-boundary.md",
+    HttpRunner => "http-runner.md",
+    HttpExpiry => "http-expiry.md",
     Mcp => "mcp.md",
     TeamExercise => "team-exercise.md",
     Testing => "testing.md",

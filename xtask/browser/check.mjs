@@ -4,11 +4,14 @@
 //
 // `cargo xtask browser-check` serves the book and runs this script; run it by hand with
 //   node check.mjs --base http://127.0.0.1:PORT/ --book ../../book --out ../../target/browser-screenshots
-// `--links-only` skips screenshots, search and themes (the negative control uses it).
+// `--links-only` skips screenshots, search and themes (the negative control uses it); it still
+// measures overflow. `--overflow-only` measures overflow and nothing else (the first-edition control).
+// `--copied FILE` compares every Rust block's copy-button text with the copy check's
+// (target/copied-blocks/copied.json).
 // Every problem is printed as `FAIL <page>: <what>`; the exit code is 1 when there is any.
 
 import { chromium } from 'playwright-core';
-import { mkdtempSync, readdirSync, rmSync, mkdirSync, existsSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, mkdirSync, existsSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative, sep } from 'node:path';
 
@@ -22,6 +25,11 @@ const base = new URL(args.base ?? 'http://127.0.0.1:3000/');
 const bookDir = args.book ?? 'book';
 const outDir = args.out ?? 'screenshots';
 const linksOnly = Boolean(args['links-only']);
+const overflowOnly = Boolean(args['overflow-only']);
+const copiedFile = args.copied;
+// The widths a reader meets: a laptop, and a phone held upright.
+const WIDTHS = [1280, 390];
+const OVERFLOW_THEMES = ['light', 'coal'];
 const executablePath = args.chromium ?? '/usr/bin/chromium';
 
 // Pages that are not chapters: the 404 page, the print view and the sidebar frame.
@@ -34,6 +42,8 @@ const MIN_GRAPHIC_CONTRAST = 3;
 const SEARCHES = ['idempotency', 'BEGIN IMMEDIATE'];
 
 const failures = [];
+// The page being checked, for the event handlers' FAIL lines.
+let current = '';
 const fail = (page, what) => {
   failures.push(`${page}: ${what}`);
   console.log(`FAIL ${page}: ${what}`);
@@ -84,7 +94,10 @@ try {
   const h1s = new Map();
 
   const page = await context.newPage();
-  let current = '';
+  if (overflowOnly) {
+    await overflowPass(page, chapters, false);
+    console.log(`overflow: ${chapters.length} chapters at ${WIDTHS.join(' and ')} px, ${OVERFLOW_THEMES.join(' and ')} themes`);
+  }
   page.on('console', (message) => {
     if (message.type() === 'error') fail(current, `console error: ${message.text()}`);
   });
@@ -100,7 +113,7 @@ try {
     if (response.status() >= 400) fail(current, `HTTP ${response.status()} for ${response.url()}`);
   });
 
-  for (const name of pages) {
+  for (const name of overflowOnly ? [] : pages) {
     current = name;
     const response = await page.goto(new URL(name, base).href, { waitUntil: 'load' });
     if (!response || !response.ok()) continue; // already reported by the response handler
@@ -136,6 +149,9 @@ try {
     }
   }
 
+  if (overflowOnly) {
+    // Nothing else is checked in this mode.
+  } else {
   // Internal links and anchors. The server serves exactly the files in book/.
   let checkedLinks = 0;
   for (const { from, href } of links) {
@@ -220,10 +236,16 @@ try {
     }
   }
 
+  // Overflow: every code block, table, figure and image fits the text column, at each width and
+  // theme; screenshots at phone width too.
+  await overflowPass(page, chapters, !linksOnly);
+  if (copiedFile) await compareCopied(page, JSON.parse(readFileSync(copiedFile, 'utf8')));
+
   console.log(
     `browser: ${pages.length} pages, ${checkedLinks} internal links, ${chapters.length} chapters` +
-      (linksOnly ? '' : `, ${chapters.length * 2} screenshots in ${outDir}`),
+      (linksOnly ? '' : `, ${chapters.length * 4} screenshots in ${outDir}`),
   );
+  }
 } finally {
   await context.close();
   rmSync(profile, { recursive: true, force: true });
@@ -289,4 +311,93 @@ async function checkContrast(page, name, theme) {
     { minText: MIN_TEXT_CONTRAST, minGraphic: MIN_GRAPHIC_CONTRAST },
   );
   for (const problem of problems) fail(name, `${theme} theme: ${problem}`);
+}
+
+// Sets mdBook's theme as its theme menu does (it keeps the choice in localStorage).
+async function setTheme(page, theme) {
+  await page.goto(new URL('index.html', base).href, { waitUntil: 'load' });
+  await page.evaluate((t) => localStorage.setItem('mdbook-theme', t), theme);
+}
+
+// Measures every pre, table, svg, figure and image of every chapter at each width and theme: an
+// element that scrolls sideways (scrollWidth > clientWidth) or reaches past the text column fails,
+// named by page, width, theme and the element's first words.
+async function overflowPass(page, names, screenshots) {
+  let measured = 0;
+  for (const theme of OVERFLOW_THEMES) {
+    for (const width of WIDTHS) {
+      await page.setViewportSize({ width, height: 900 });
+      await setTheme(page, theme);
+      for (const name of names) {
+        current = name;
+        await page.goto(new URL(name, base).href, { waitUntil: 'load' });
+        await page.evaluate(() => document.fonts.ready);
+        const found = await page.evaluate(() => {
+          const main = document.querySelector('main');
+          if (!main) return { count: 0, problems: ['the page has no <main>'] };
+          const column = main.getBoundingClientRect();
+          const problems = [];
+          let count = 0;
+          const elements = main.querySelectorAll('pre, table, svg, figure, img');
+          const seen = new Map();
+          for (const el of elements) {
+            // mdBook's own icons (copy button, header links) are not the book's figures.
+            if (el.closest('button, .buttons, .fa-svg')) continue;
+            if (el.tagName.toLowerCase() === 'svg' && el.parentElement?.closest('svg')) continue;
+            const tag = el.tagName.toLowerCase();
+            const n = (seen.get(tag) ?? 0) + 1;
+            seen.set(tag, n);
+            const box = el.getBoundingClientRect();
+            if (box.width === 0 && box.height === 0) continue;
+            count += 1;
+            const words = (el.getAttribute('aria-label') ?? el.textContent ?? el.getAttribute('src') ?? '')
+              .trim().replace(/\s+/g, ' ').slice(0, 50);
+            const what = `${tag} ${n} ("${words}")`;
+            // mdBook's code element scrolls inside its pre, so both are measured.
+            const scroller = [el, ...(tag === 'pre' ? el.querySelectorAll(':scope > code') : [])]
+              .find((e) => e.clientWidth > 0 && e.scrollWidth > e.clientWidth + 1);
+            if (scroller) {
+              problems.push(`${what} scrolls sideways: scrollWidth ${scroller.scrollWidth} > clientWidth ${scroller.clientWidth}`);
+            } else if (box.right > column.right + 1 || box.left < column.left - 1) {
+              problems.push(`${what} reaches past the text column: ${Math.round(box.left)}..${Math.round(box.right)} px, column ${Math.round(column.left)}..${Math.round(column.right)} px`);
+            }
+          }
+          return { count, problems };
+        });
+        measured += found.count;
+        for (const problem of found.problems) fail(name, `overflow at ${width} px, ${theme} theme: ${problem}`);
+        if (screenshots && width === 390) {
+          await page.screenshot({ path: join(outDir, `${name.replace(/\.html$/, '').replaceAll('/', '_')}-phone-${theme}.png`), fullPage: true });
+        }
+      }
+    }
+  }
+  await page.setViewportSize({ width: 1280, height: 900 });
+  await setTheme(page, 'light');
+  console.log(`overflow: ${measured} elements measured on ${names.length} pages at ${WIDTHS.join(' and ')} px in ${OVERFLOW_THEMES.join(' and ')}`);
+}
+
+// The copy button's text, taken by the page's own playground_text(pre, false) (what book.js's
+// clipboard handler copies), must equal what the copy check compiled.
+async function compareCopied(page, expected) {
+  let compared = 0;
+  for (const [name, texts] of Object.entries(expected)) {
+    current = name;
+    await page.goto(new URL(name, base).href, { waitUntil: 'load' });
+    const copied = await page.evaluate(() =>
+      [...document.querySelectorAll('main pre > code.language-rust')].map((code) =>
+        // eslint-disable-next-line no-undef
+        playground_text(code.parentElement, false)));
+    if (copied.length !== texts.length) {
+      fail(name, `copy text: the page has ${copied.length} Rust blocks, the copy check compiled ${texts.length}`);
+      continue;
+    }
+    for (const [i, text] of texts.entries()) {
+      compared += 1;
+      if (copied[i].replace(/\s+$/, '') !== text.replace(/\s+$/, '')) {
+        fail(name, `copy text of Rust block ${i + 1} differs from what the copy check compiled: ${JSON.stringify(copied[i].slice(0, 200))}`);
+      }
+    }
+  }
+  console.log(`copy text: ${compared} Rust blocks copied in the browser match the copy check's`);
 }

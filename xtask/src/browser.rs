@@ -48,6 +48,96 @@ const CHROMIUM: &str = "/usr/bin/chromium";
 const REMOVED_CHAPTER: &str = "operation-key.html";
 const BROKEN_ON: &str = "glossary.html";
 const BROKEN_LINK: &str = "idempotency.html#no-such-anchor";
+/// The synthetic page of the overflow control: a copy of a chapter with a block and a table that
+/// cannot fit.
+const WIDE_FROM: &str = "glossary.html";
+const WIDE_PAGE: &str = "overflow-control.html";
+
+/// The overflow check on another revision's book (`cargo xtask overflow-control REV`): its
+/// sources are taken with `git archive` into `target/overflow-control`, rendered with this
+/// build's mdBook and preprocessor, served, and measured. Prints the FAIL lines and their count;
+/// fails only when the book cannot be built or measured.
+pub fn overflow_control(root: &Path, revision: &str) -> Result<()> {
+    let folder = root.join("target").join("overflow-control");
+    if folder.exists() {
+        std::fs::remove_dir_all(&folder)?;
+    }
+    std::fs::create_dir_all(&folder)?;
+    let archive = Command::new("git")
+        .current_dir(root)
+        .args(["archive", "--format=tar", revision])
+        .args([
+            "book.toml",
+            "src",
+            "theme",
+            "lab",
+            "results.json",
+            "bench.json",
+            "fixture.json",
+            "Cargo.toml",
+        ])
+        .output()
+        .context("running git archive")?;
+    if !archive.status.success() {
+        bail!(
+            "git archive {revision} failed: {}",
+            String::from_utf8_lossy(&archive.stderr)
+        );
+    }
+    let mut tar = Command::new("tar")
+        .current_dir(&folder)
+        .arg("-x")
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .context("running tar")?;
+    tar.stdin
+        .take()
+        .context("tar's input")?
+        .write_all(&archive.stdout)?;
+    if !tar.wait()?.success() {
+        bail!("tar could not unpack the archive of {revision}");
+    }
+    let mut book = crate::load_book(&folder)?;
+    let rendered = folder.join("book");
+    book.config.build.build_dir = rendered.clone();
+    book.build()
+        .context("rendering the other revision's book")?;
+    let chromium =
+        std::env::var_os("LAB_CHROMIUM").map_or_else(|| PathBuf::from(CHROMIUM), Into::into);
+    let server = Server::start(&rendered)?;
+    let (_, output) = node_check(
+        &root.join("xtask").join("browser"),
+        &chromium,
+        &server,
+        &rendered,
+        &folder.join("shots"),
+        &["--overflow-only".as_ref()],
+    )?;
+    drop(server);
+    print!("{output}");
+    if !output.lines().any(|l| l.starts_with("overflow: ")) {
+        bail!("the overflow measurement did not finish (its output is above)");
+    }
+    let fails: Vec<&str> = output.lines().filter(|l| l.starts_with("FAIL ")).collect();
+    let at = |width: &str| {
+        fails
+            .iter()
+            .filter(|l| l.contains(&format!("overflow at {width} px")))
+            .count()
+    };
+    let pages: std::collections::BTreeSet<&str> = fails
+        .iter()
+        .filter_map(|l| l.strip_prefix("FAIL ")?.split(':').next())
+        .collect();
+    println!(
+        "overflow control on {revision}: {} overflowing elements ({} at 1280 px, {} at 390 px, both themes) on {} pages",
+        fails.len(),
+        at("1280"),
+        at("390"),
+        pages.len()
+    );
+    Ok(())
+}
 
 /// The whole check. Prints its final line last: `browser: N passed, 0 failed`.
 pub fn run(root: &Path) -> Result<()> {
@@ -87,8 +177,16 @@ pub fn run(root: &Path) -> Result<()> {
         std::fs::remove_dir_all(&shots).with_context(|| format!("removing {}", shots.display()))?;
     }
     std::fs::create_dir_all(&shots)?;
+    let copied = crate::copyable::write_for_browser(root)?;
     let server = Server::start(&book)?;
-    let (ok, output) = node_check(&script_dir, &chromium, &server, &book, &shots, false)?;
+    let (ok, output) = node_check(
+        &script_dir,
+        &chromium,
+        &server,
+        &book,
+        &shots,
+        &["--copied".as_ref(), copied.as_os_str()],
+    )?;
     drop(server);
     print!("{output}");
     if !ok {
@@ -108,7 +206,7 @@ fn node_check(
     server: &Server,
     book: &Path,
     shots: &Path,
-    links_only: bool,
+    extra: &[&std::ffi::OsStr],
 ) -> Result<(bool, String)> {
     let mut command = Command::new("node");
     command
@@ -122,9 +220,7 @@ fn node_check(
         .arg(shots)
         .arg("--chromium")
         .arg(chromium);
-    if links_only {
-        command.arg("--links-only");
-    }
+    command.args(extra);
     let output = command
         .output()
         .context("running node (is Node.js installed?)")?;
@@ -153,24 +249,54 @@ fn negative_control(root: &Path, book: &Path, script_dir: &Path, chromium: &Path
         bail!("{BROKEN_ON} has no </main> to add the control's broken link to");
     }
     std::fs::write(&page, broken)?;
+    // A chapter whose code block and table are wider than any column, as the first edition's were.
+    let overflowing = std::fs::read_to_string(copy.join(WIDE_FROM))?.replacen(
+        "</main>",
+        &format!(
+            "<pre><code style=\"white-space: pre\">{}</code></pre>\
+             <table><tr><td style=\"white-space: nowrap\">{}</td></tr></table></main>",
+            "let wide = 1;".repeat(30),
+            "a_cell_that_never_breaks ".repeat(20)
+        ),
+        1,
+    );
+    std::fs::write(copy.join(WIDE_PAGE), overflowing)?;
     let server = Server::start(&copy)?;
     let shots = root.join("target").join("browser-control-shots");
-    let (ok, output) = node_check(script_dir, chromium, &server, &copy, &shots, true)?;
+    let (ok, output) = node_check(
+        script_dir,
+        chromium,
+        &server,
+        &copy,
+        &shots,
+        &["--links-only".as_ref()],
+    )?;
     drop(server);
+    let overflow_named = |what: &str| {
+        output.lines().any(|l| {
+            l.starts_with(&format!("FAIL {WIDE_PAGE}: overflow at 390 px")) && l.contains(what)
+        })
+    };
     let removed_named = output
         .lines()
         .any(|l| l.starts_with("FAIL ") && l.contains(&format!("links to {REMOVED_CHAPTER}")));
     let anchor_named = output
         .lines()
         .any(|l| l.starts_with(&format!("FAIL {BROKEN_ON}: links to {BROKEN_LINK}")));
-    if ok || !removed_named || !anchor_named {
+    if ok
+        || !removed_named
+        || !anchor_named
+        || !overflow_named("pre 1")
+        || !overflow_named("table 1")
+    {
         bail!(
-            "negative control: the check should have failed on a book without {REMOVED_CHAPTER} \
-             and with a broken anchor on {BROKEN_ON}, naming them; it printed:\n{output}"
+            "negative control: the check should have failed on a book without {REMOVED_CHAPTER}, \
+             with a broken anchor on {BROKEN_ON} and an overflowing code block and table on \
+             {WIDE_PAGE}, naming them; it printed:\n{output}"
         );
     }
     println!(
-        "negative control: removing {REMOVED_CHAPTER} and breaking a link on {BROKEN_ON} fails the check, naming the pages"
+        "negative control: removing {REMOVED_CHAPTER}, breaking a link on {BROKEN_ON} and an overflowing block and table on {WIDE_PAGE} fail the check, naming the pages"
     );
     std::fs::remove_dir_all(&copy)?;
     Ok(())

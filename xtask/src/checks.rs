@@ -1,5 +1,6 @@
 //! Checks over the book's sources that no compiler makes: fence labels, includes and their anchors,
-//! and prose carried over word for word from the seed documents.
+//! prose carried over word for word from the seed documents, and figures typed into the prose
+//! (`numbers.rs`).
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -21,6 +22,8 @@ pub fn all(root: &Path) -> Result<()> {
     }
     problems.extend(source_anchor_problems(&root.join("lab/src"))?);
     problems.extend(copied_prose(root, &seeds_folder(root), &chapters)?);
+    problems.extend(crate::numbers::problems(&chapters));
+    problems.extend(crate::claims::problems(root)?);
     if problems.is_empty() {
         Ok(())
     } else {

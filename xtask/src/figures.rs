@@ -11,6 +11,12 @@
 //!   `http`).
 //! - `{{#lab-conformance NAME}}` becomes the report of a conformance run: `sqlite` for the lab's
 //!   store, or the name of a bug switched on in the tests' in-memory adapter.
+//! - `{{#lab-outside TEXT | SOURCE}}` becomes TEXT with a link to SOURCE (an `https://` address)
+//!   beside it: the one way to quote a figure from outside the lab (the number check in
+//!   `numbers.rs` refuses typed ones).
+//! - `{{#lab-rust-version}}` becomes the `rust-version` the workspace's Cargo.toml declares.
+//! - `{{#lab-map}}` becomes the map of the book's parts and chapters, numbered as the sidebar
+//!   numbers them, generated from SUMMARY.md (`map.rs`).
 //! - A backslash before any of them (`\{{#lab-output}}`) leaves the directive as text.
 //!
 //! An unknown directive or path fails the build, naming the chapter.
@@ -41,6 +47,7 @@ impl Preprocessor for LabFigures {
         let results = Results::read(&ctx.root.join("results.json"))?
             .with_bench_file(&ctx.root.join("bench.json"));
         let mut failure = None;
+        let structure = book.clone();
         book.for_each_mut(|item| {
             let BookItem::Chapter(chapter) = item else {
                 return;
@@ -48,8 +55,22 @@ impl Preprocessor for LabFigures {
             if failure.is_some() {
                 return;
             }
-            match expand(&chapter.content, &results) {
-                Ok(content) => chapter.content = content,
+            let map = chapter
+                .path
+                .as_deref()
+                .map(|path| crate::map::markdown(&structure, path));
+            let source = chapter.source_path.as_deref().and_then(|p| {
+                std::fs::read_to_string(ctx.root.join(&ctx.config.book.src).join(p)).ok()
+            });
+            match expand_in(&chapter.content, &results, map.as_deref()) {
+                Ok(content) => {
+                    chapter.content = match (&source, &chapter.path) {
+                        (Some(source), Some(page)) => {
+                            crate::listings::caption(&content, source, page)
+                        }
+                        _ => content,
+                    }
+                }
                 Err(err) => {
                     let path = chapter
                         .path
@@ -227,8 +248,15 @@ fn format_number(value: f64) -> String {
 
 impl Results {}
 
-/// Replaces every directive in `text`.
+/// Replaces every directive in `text` (outside a book build, so without `{{#lab-map}}`).
+#[cfg(test)]
 pub fn expand(text: &str, results: &Results) -> Result<String> {
+    expand_in(text, results, None)
+}
+
+/// Replaces every directive in `text`, with `map` for `{{#lab-map}}` (the book's map as seen from
+/// this chapter).
+fn expand_in(text: &str, results: &Results, map: Option<&str>) -> Result<String> {
     const OPEN: &str = "{{#lab-";
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
@@ -254,10 +282,15 @@ pub fn expand(text: &str, results: &Results) -> Result<String> {
             Some(("table", name)) => crate::plots::table(name.trim(), results.bench()?)?,
             Some(("timeline", name)) => crate::timeline::draw(name.trim())?,
             Some(("conformance", name)) => crate::conformance::report(name.trim())?,
+            Some(("outside", quoted)) => outside(quoted)?,
+            None if directive == "rust-version" => rust_version(&crate::root())?,
+            None if directive == "map" => map
+                .context("{{#lab-map}} needs the book's structure (it works in a book build)")?
+                .to_owned(),
             _ => bail!(
                 "unknown directive `{{{{#lab-{directive}}}}}` (known: lab-output, lab-value PATH, \
                  lab-bench PATH, lab-bench-ratio A / B, lab-plot NAME, lab-table NAME, lab-timeline NAME, \
-                 lab-conformance NAME)"
+                 lab-conformance NAME, lab-outside TEXT | SOURCE, lab-rust-version, lab-map)"
             ),
         };
         out.push_str(&replacement);
@@ -265,6 +298,34 @@ pub fn expand(text: &str, results: &Results) -> Result<String> {
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// An outside figure and its source: `TEXT | https://...` becomes `TEXT ([source](https://...))`.
+fn outside(quoted: &str) -> Result<String> {
+    let (text, source) = quoted
+        .split_once('|')
+        .context("lab-outside takes `TEXT | SOURCE`")?;
+    let (text, source) = (text.trim(), source.trim());
+    if text.is_empty() {
+        bail!("lab-outside has no TEXT before its `|`");
+    }
+    if !source.starts_with("https://") || source.contains(char::is_whitespace) {
+        bail!("lab-outside's SOURCE must be one https:// address, not `{source}`");
+    }
+    Ok(format!("{text} ([source]({source}))"))
+}
+
+/// The workspace's `rust-version`, read from its Cargo.toml.
+fn rust_version(root: &Path) -> Result<String> {
+    let path = root.join("Cargo.toml");
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    text.lines()
+        .filter_map(|line| line.trim().strip_prefix("rust-version"))
+        .filter_map(|rest| rest.trim().strip_prefix('='))
+        .map(|value| value.trim().trim_matches('"').to_owned())
+        .next()
+        .with_context(|| format!("{} declares no rust-version", path.display()))
 }
 
 fn first_line(text: &str) -> &str {
@@ -344,6 +405,31 @@ mod tests {
         ] {
             assert!(at(wrong).is_err(), "{wrong}");
         }
+    }
+
+    #[test]
+    fn outside_figures_carry_their_source_and_the_rust_version_is_read() {
+        let results = results();
+        assert_eq!(
+            expand(
+                "{{#lab-outside 24 hours | https://docs.stripe.com/x}}",
+                &results
+            )
+            .unwrap(),
+            "24 hours ([source](https://docs.stripe.com/x))"
+        );
+        for wrong in [
+            "{{#lab-outside 24 hours}}",
+            "{{#lab-outside 24 hours | docs.stripe.com}}",
+            "{{#lab-outside | https://docs.stripe.com/x}}",
+        ] {
+            assert!(expand(wrong, &results).is_err(), "{wrong}");
+        }
+        let version = expand("{{#lab-rust-version}}", &results).unwrap();
+        assert!(
+            version.split('.').all(|p| p.parse::<u32>().is_ok()),
+            "{version}"
+        );
     }
 
     #[test]

@@ -7,20 +7,29 @@
 //! - `cargo xtask book-test`: the book test alone.
 //! - `cargo xtask bench [--quick]`: every measurement of the performance chapter, into
 //!   `bench.json`; `cargo xtask bench --http [--quick]` only the HTTP one, into its section.
+//! - `cargo xtask copy-check`: what the copy button copies from every Rust block, compiled and run
+//!   as a complete program against the lab (see `copyable.rs`); `cargo xtask test` runs it too.
 //! - `cargo xtask book-deps`: fill `target/book-deps` for a plain `mdbook test -L target/book-deps`.
 //! - `cargo xtask browser-check`: build the book, serve it on 127.0.0.1 and check every page in
 //!   Chromium (see `browser.rs`); screenshots go to `target/browser-screenshots/`.
+//! - `cargo xtask overflow-control REV`: the browser check's overflow measurement on the book of
+//!   another revision (the first edition: `6570236`), for the negative control's record.
 //! - `cargo xtask preprocess`: the `lab` preprocessor, as the `mdbook` command line calls it.
 
 mod bench;
 mod bench_http;
 mod browser;
 mod checks;
+mod claims;
 mod conformance;
+mod copyable;
 mod deps;
 mod doctests;
 mod figures;
+mod listings;
+mod map;
 mod markdown;
+mod numbers;
 mod plots;
 mod postgres;
 mod timeline;
@@ -32,7 +41,7 @@ use anyhow::{Context, Result, bail};
 use mdbook_driver::MDBook;
 use mdbook_driver::config::Config;
 
-const USAGE: &str = "usage: cargo xtask <book | test | book-test | book-deps | bench [--http] [--quick] | browser-check | preprocess [supports RENDERER]>";
+const USAGE: &str = "usage: cargo xtask <book | test | book-test | copy-check | book-deps | bench [--http] [--quick] | browser-check | overflow-control REV | preprocess [supports RENDERER]>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -42,11 +51,14 @@ fn main() -> ExitCode {
         ["test"] => test(),
         ["book-test"] => book_test(postgres::for_the_book().as_deref())
             .map(|blocks| println!("book: {blocks} passed, 0 failed")),
+        ["copy-check"] => copyable::run(&root(), postgres::for_the_book().as_deref())
+            .map(|blocks| println!("copy check: {blocks} passed, 0 failed")),
         ["bench"] => bench::run(&root(), false),
         ["bench", "--quick"] => bench::run(&root(), true),
         ["bench", "--http"] => bench::run_http(&root(), false),
         ["bench", "--http", "--quick"] => bench::run_http(&root(), true),
         ["browser-check"] => browser::run(&root()),
+        ["overflow-control", revision] => browser::overflow_control(&root(), revision),
         ["book-deps"] => {
             deps::library_folder(&root()).map(|folder| println!("{}", folder.display()))
         }
@@ -110,6 +122,8 @@ fn build_book(root: &Path) -> Result<PathBuf> {
     }
     book.config.build.build_dir = staging.clone();
     book.build().context("rendering the book")?;
+    // The listings' captions link to the lab files they show; the copies make those links work.
+    listings::copy_sources(root, &staging)?;
     if destination.exists() {
         std::fs::rename(&destination, &previous)?;
     }
@@ -129,18 +143,20 @@ fn load_book(root: &Path) -> Result<MDBook> {
     Ok(book)
 }
 
-/// `cargo test --workspace`, the doctest coverage check, the repository checks and the book test.
+/// `cargo test --workspace`, the doctest coverage check, the repository checks, the book test and
+/// the copy check.
 fn test() -> Result<()> {
     let root = root();
     let postgres = postgres::for_the_book();
     let cargo_counts = doctests::cargo_test(&root, postgres.as_deref())?;
     checks::all(&root)?;
     let blocks = book_test(postgres.as_deref())?;
+    let copied = copyable::run(&root, postgres.as_deref())?;
     println!(
-        "tests: {} passed, {} failed, {} ignored (cargo test) + {blocks} book blocks under mdbook test",
+        "tests: {} passed, {} failed, {} ignored (cargo test) + {blocks} book blocks under mdbook test + {copied} copied blocks compiled and run",
         cargo_counts.passed, cargo_counts.failed, cargo_counts.ignored
     );
-    println!("{} passed, 0 failed", cargo_counts.passed + blocks);
+    println!("{} passed, 0 failed", cargo_counts.passed + blocks + copied);
     Ok(())
 }
 

@@ -153,7 +153,19 @@ fn chart(title: &str, description: &str, groups: &[Group], log: bool, unit: &str
     let bars_per_group = groups.iter().map(|g| g.bars.len()).max().unwrap_or(1);
     let (bar, gap, left, top, plot_height) = (26.0, 34.0, 20.0, 56.0, 220.0);
     let group_width = bar * bars_per_group as f64 + gap;
-    let width = left * 2.0 + group_width * groups.len().max(1) as f64;
+    // Wide enough for the bars, the bold title (about 7.5 px a character at 13 px) and the legend
+    // (the same advance as the legend loop below), so neither is cut off at the right edge.
+    let legend_width: f64 = groups.first().map_or(0.0, |first| {
+        first
+            .bars
+            .iter()
+            .map(|entry| 20.0 + 7.0 * entry.label.len() as f64 + 16.0)
+            .sum()
+    });
+    let title_width = 7.5 * title.chars().count() as f64;
+    let width = (left * 2.0 + group_width * groups.len().max(1) as f64)
+        .max(left * 2.0 + title_width)
+        .max(left * 2.0 + legend_width);
     let height = top + plot_height + 70.0;
     let values: Vec<f64> = groups
         .iter()
@@ -178,7 +190,7 @@ fn chart(title: &str, description: &str, groups: &[Group], log: bool, unit: &str
     let label = escape(&format!("{title}. {description}."));
     let _ = write!(
         svg,
-        r#"<svg class="lab-plot" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width:.0} {height:.0}" width="{width:.0}" height="{height:.0}" role="img" aria-label="{label}" font-family="sans-serif" font-size="12" fill="currentColor">"#
+        r#"<svg class="lab-plot" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width:.0} {height:.0}" width="100%" style="max-width: {width:.0}px" role="img" aria-label="{label}" font-family="sans-serif" font-size="12" fill="currentColor">"#
     );
     let _ = write!(
         svg,
@@ -653,6 +665,20 @@ mod tests {
         assert!(svg.contains("role=\"img\"") && svg.contains("<title>"));
         assert!(svg.contains("64, one key") && svg.contains("64, distinct keys"));
         assert!(svg.contains("one read each") && svg.contains("idle threads"));
+    }
+
+    #[test]
+    fn a_chart_is_wide_enough_for_its_title_and_scales_to_the_column() {
+        for name in ["bursts", "retained"] {
+            let svg = draw(name, &bench()).unwrap();
+            let view = svg.split("viewBox=\"0 0 ").nth(1).unwrap();
+            let width: f64 = view.split(' ').next().unwrap().parse().unwrap();
+            let title = svg.split("<title>").nth(1).unwrap();
+            let title = title.split("</title>").next().unwrap();
+            let needed = 40.0 + 7.5 * title.chars().count() as f64;
+            assert!(width + 1.0 >= needed, "{name}: {width} px for {title:?}");
+            assert!(svg.contains("width=\"100%\""), "{name}");
+        }
     }
 
     #[test]

@@ -208,6 +208,9 @@ fn check_key(
     retention: u64,
     verdict: &mut Verdict,
 ) {
+    // ANCHOR: retention_epochs
+    // A prune after the promised retention starts a new epoch, where
+    // a new ticket for the key is allowed; an earlier prune does not.
     let boundaries: Vec<&(usize, u64, TicketId)> = log
         .prunes
         .iter()
@@ -216,6 +219,7 @@ fn check_key(
     let epoch_of_ticket =
         |id: &TicketId| boundaries.iter().filter(|(_, _, mark)| id > mark).count();
     let epoch_of_event = |at: usize| boundaries.iter().filter(|(e, _, _)| at > *e).count();
+    // ANCHOR_END: retention_epochs
     for epoch in 0..=boundaries.len() {
         let tickets: Vec<&TicketRow> = log
             .tickets

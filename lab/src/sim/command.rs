@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::evidence::AtomicFile;
 
+use super::agent::agent_table;
 use super::explore::{explore, find_counterexample};
 use super::sweep::{sweep, sweep_table};
 use super::variant::Variant;
@@ -123,6 +124,7 @@ pub fn book_examples() -> Result<Vec<(String, String)>> {
         };
         files.push((format!("{variant}.txt"), found.to_string()));
     }
+    files.push(("prompt.txt".to_owned(), agent_table()?));
     files.push((
         "sweep.txt".to_owned(),
         sweep_table(&sweep(Variant::Correct)?),

@@ -12,6 +12,7 @@
 //! # Ok::<(), lab::Error>(())
 //! ```
 
+mod agent;
 mod antipattern;
 mod check;
 mod command;
@@ -27,6 +28,7 @@ mod tally;
 mod timeline;
 mod variant;
 
+pub use agent::{AgentLoop, AgentRun, PROMPTS, agent_table, run_agent};
 pub use antipattern::{
     CheckThenWrite, EarlyPrune, FreshKeyPerAttempt, MemoryKey, RawPayloadText, Scratch, Unclaimed,
 };

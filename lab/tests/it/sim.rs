@@ -340,3 +340,26 @@ fn the_checker_flags_an_adapter_that_accepts_a_changed_payload() {
     );
     assert!(caught[0].1.contains("sent another payload"), "{caught:?}");
 }
+
+#[test]
+fn an_agent_told_never_to_retry_still_duplicates_when_its_loop_retries_with_a_fresh_call() {
+    for prompt in sim::PROMPTS {
+        let fresh = sim::run_agent(sim::AgentLoop::FreshCallOnTimeout, prompt).unwrap();
+        // The model asked once, as its prompt says; the loop sent twice, each with a new key.
+        assert_eq!(fresh.model_calls, 1, "{fresh}");
+        assert_eq!(fresh.sends, 2, "{fresh}");
+        assert_eq!(fresh.tickets, 2, "{fresh}");
+
+        let saved = sim::run_agent(sim::AgentLoop::SavedKeyOnTimeout, prompt).unwrap();
+        // The same two sends, with the key saved when the task was accepted: one ticket.
+        assert_eq!((saved.model_calls, saved.sends), (1, 2), "{saved}");
+        assert_eq!(saved.tickets, 1, "{saved}");
+    }
+    // The prompts the book shows include the two instructions the anti-pattern is about.
+    assert!(sim::PROMPTS.iter().any(|p| p.contains("Never retry")));
+    assert!(
+        sim::PROMPTS
+            .iter()
+            .any(|p| p.contains("reuse the idempotency key"))
+    );
+}
