@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use rusqlite::config::DbConfig;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -163,6 +164,7 @@ pub struct SqliteStore {
     connection: Connection,
     path: PathBuf,
     options: StoreOptions,
+    lifetime: Lifetime,
     writer: Option<Arc<writer::Writer>>,
     folder: Option<Arc<tempfile::TempDir>>,
 }
@@ -184,7 +186,12 @@ impl SqliteStore {
     /// # Errors
     /// [`Error::Store`] if the file cannot be opened or the schema cannot be created.
     pub fn open_with(path: impl AsRef<Path>, options: StoreOptions) -> Result<SqliteStore> {
-        SqliteStore::create_schema_and_connect(path.as_ref().to_owned(), options, None)
+        SqliteStore::create_schema_and_connect(
+            path.as_ref().to_owned(),
+            options,
+            Lifetime::Kept,
+            None,
+        )
     }
 
     /// A fresh store in a new temporary folder, removed when the last connection is dropped.
@@ -207,39 +214,62 @@ impl SqliteStore {
             .tempdir()
             .map_err(|source| Error::TemporaryFolder { source })?;
         let path = folder.path().join("tickets.sqlite");
-        SqliteStore::create_schema_and_connect(path, options, Some(Arc::new(folder)))
+        SqliteStore::create_schema_and_connect(
+            path,
+            options,
+            Lifetime::Temporary,
+            Some(Arc::new(folder)),
+        )
     }
 
+    // ANCHOR: set_up
+    /// Opens the file, making it first if need be: the switch to WAL and the schema are written
+    /// with `synchronous=OFF`, since no ticket exists yet that a crash could lose. A crash part
+    /// way leaves a file with no tables, or an empty one; the next open finds the schema missing
+    /// and creates it (the tables are made in one transaction, so never one without the other),
+    /// and SQLite refuses a file whose first page is damaged. Before any ticket is written, one
+    /// fsync makes the file's first page durable; the schema sits in the WAL, which the first
+    /// ticket's commit syncs with its directory.
     fn create_schema_and_connect(
         path: PathBuf,
         options: StoreOptions,
+        lifetime: Lifetime,
         folder: Option<Arc<tempfile::TempDir>>,
     ) -> Result<SqliteStore> {
-        let connection = open_connection(&path, options)?;
+        let connection = open_unsynced(&path, options, lifetime)?;
         // Creating the tables takes the write lock even when they exist, so callers that open a
         // store at the same moment would queue for it in SQLite's busy handler. Reading the
         // schema first needs no lock; only a new file pays for the transaction.
         if !has_schema(&connection)? {
-            // One transaction: one sync for the whole schema, not one per table.
             connection.execute_batch(&format!("BEGIN IMMEDIATE; {SCHEMA} COMMIT;"))?;
         }
-        SqliteStore::with_connection(connection, path, options, folder)
+        set_durability(&connection, options)?;
+        if options.synchronous == Synchronous::Full {
+            // SQLite syncs only the WAL on commit. The main file's first page (which says the
+            // file is in WAL mode) was written unsynced above, and without it a crash would
+            // leave an empty file whose WAL SQLite then deletes, tickets and all.
+            sync_file(&path)?;
+        }
+        SqliteStore::with_connection(connection, path, options, lifetime, folder)
     }
+    // ANCHOR_END: set_up
 
     fn with_connection(
         connection: Connection,
         path: PathBuf,
         options: StoreOptions,
+        lifetime: Lifetime,
         folder: Option<Arc<tempfile::TempDir>>,
     ) -> Result<SqliteStore> {
         let writer = match options.coordination {
-            Coordination::GroupCommit => Some(writer::Writer::for_file(&path, options)?),
+            Coordination::GroupCommit => Some(writer::Writer::for_file(&path, options, lifetime)?),
             Coordination::BusyHandler => None,
         };
         Ok(SqliteStore {
             connection,
             path,
             options,
+            lifetime,
             writer,
             folder,
         })
@@ -290,18 +320,38 @@ fn has_schema(connection: &Connection) -> Result<bool> {
     Ok(tables == 2)
 }
 
+/// Whether a store's file is kept after its last connection closes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Lifetime {
+    /// A file the caller named: on close, SQLite copies the WAL into it (a checkpoint, with its
+    /// syncs) and removes the WAL.
+    Kept,
+    /// A file in a temporary folder that is removed after the last connection: a checkpoint on
+    /// close would sync data about to be deleted, so connections close without one.
+    Temporary,
+}
+
 /// Opens one connection with the store's settings.
-fn open_connection(path: &Path, options: StoreOptions) -> Result<Connection> {
+fn open_connection(path: &Path, options: StoreOptions, lifetime: Lifetime) -> Result<Connection> {
+    let connection = open_unsynced(path, options, lifetime)?;
+    set_durability(&connection, options)?;
+    Ok(connection)
+}
+
+/// Opens one connection in WAL mode with `synchronous=OFF`: only for making the file, before
+/// [`set_durability`].
+fn open_unsynced(path: &Path, options: StoreOptions, lifetime: Lifetime) -> Result<Connection> {
     let connection = Connection::open(path)?;
     connection.busy_timeout(options.busy_timeout)?;
+    if lifetime == Lifetime::Temporary {
+        connection.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
+    }
+    // On a new file the switch to WAL writes the first page, in a rollback-journal transaction
+    // of its own; there is nothing yet to keep, so it goes unsynced.
+    connection.pragma_update(None, "synchronous", "OFF")?;
     // WAL lets readers proceed during a write; the mode is stored in the file, so setting it again
     // on later connections is a cheap no-op.
     connection.pragma_update(None, "journal_mode", "WAL")?;
-    let synchronous = match options.synchronous {
-        Synchronous::Full => "FULL",
-        Synchronous::Off => "OFF",
-    };
-    connection.pragma_update(None, "synchronous", synchronous)?;
     connection.pragma_update(None, "foreign_keys", "ON")?;
     // Reading the file through a memory map saves a system call and a copy per page read, which
     // keeps lookups cheap when a long-lived store holds millions of records.
@@ -311,6 +361,26 @@ fn open_connection(path: &Path, options: StoreOptions) -> Result<Connection> {
     // as pages are read.
     connection.pragma_update(None, "cache_size", -32 * 1024)?;
     Ok(connection)
+}
+
+/// Sets the durability every commit of a ticket runs with.
+fn set_durability(connection: &Connection, options: StoreOptions) -> Result<()> {
+    let synchronous = match options.synchronous {
+        Synchronous::Full => "FULL",
+        Synchronous::Off => "OFF",
+    };
+    connection.pragma_update(None, "synchronous", synchronous)?;
+    Ok(())
+}
+
+/// Flushes a file's data to the disk (fsync).
+fn sync_file(path: &Path) -> Result<()> {
+    std::fs::File::open(path)
+        .and_then(|file| file.sync_all())
+        .map_err(|source| Error::Io {
+            action: format!("cannot sync the database file {}", path.display()),
+            source,
+        })
 }
 
 /// One create, as plain strings: what the SQL needs, borrowed from a request or from a job queued
@@ -454,11 +524,12 @@ impl TicketTool for SqliteStore {
     }
 
     fn connect(&self) -> Result<SqliteStore> {
-        let connection = open_connection(&self.path, self.options)?;
+        let connection = open_connection(&self.path, self.options, self.lifetime)?;
         SqliteStore::with_connection(
             connection,
             self.path.clone(),
             self.options,
+            self.lifetime,
             self.folder.clone(),
         )
     }

@@ -475,9 +475,129 @@ pub fn table(name: &str, bench: &Value) -> Result<String> {
                 "errors",
             ]
         }
+        "keyed-create-profile" => {
+            let profile = &bench["instructions"]["keyed_create_profile"]["per_call"];
+            if !profile.is_object() {
+                bail!(
+                    "bench.json has no keyed-create profile (valgrind was not installed for that run)"
+                );
+            }
+            let part = |name: &str| number(&profile[name], name);
+            let create = part("create")?;
+            let rest = create - part("lookup")? - part("inserts")? - part("begin_and_commit")?;
+            let floor = number(
+                &bench["instructions"]["per_call"]["ticket-and-record"],
+                "ticket-and-record",
+            )?;
+            for (label, value) in [
+                ("the whole keyed create (`TicketTool::create`)", create),
+                ("the lookup (`lookup`)", part("lookup")?),
+                (
+                    "the ticket's and the record's inserts (`insert_new`)",
+                    part("inserts")?,
+                ),
+                (
+                    "`BEGIN` and `COMMIT` (`writer::run`)",
+                    part("begin_and_commit")?,
+                ),
+                ("the rest: queue, locks, outcome", rest),
+                (
+                    "for comparison: the two inserts alone, bare SQL in one transaction",
+                    floor,
+                ),
+            ] {
+                rows.push(vec![
+                    label.to_owned(),
+                    format!("{value:.0}"),
+                    format!("{:.2}", value / create),
+                ]);
+            }
+            vec!["part", "instructions per call", "share of the keyed create"]
+        }
+        "postgres" => {
+            let runs = bench["postgres"]["rows"]
+                .as_array()
+                .context("bench.json has no postgres section (no PostgreSQL server in that run)")?;
+            for run in runs {
+                rows.push(vec![
+                    run["clients"].to_string(),
+                    format_value(number(&run["plain_insert_per_second"], "a rate")?),
+                    format_value(number(&run["keyed_create_per_second"], "a rate")?),
+                    format!("{:.2}", number(&run["keyed_over_plain"], "a ratio")?),
+                    format_value(number(&run["plain_select_per_second"], "a rate")?),
+                    format_value(number(&run["replay_per_second"], "a rate")?),
+                    format!("{:.2}", number(&run["replay_over_select"], "a ratio")?),
+                ]);
+            }
+            vec![
+                "clients",
+                "plain inserts/s",
+                "keyed creates/s",
+                "keyed ÷ plain",
+                "plain selects/s",
+                "replays/s",
+                "replay ÷ select",
+            ]
+        }
+        "postgres-race" => {
+            let runs = bench["postgres"]["rows"]
+                .as_array()
+                .context("bench.json has no postgres section (no PostgreSQL server in that run)")?;
+            for run in runs.iter().filter(|run| run["race"].is_object()) {
+                let race = &run["race"];
+                rows.push(vec![
+                    run["clients"].to_string(),
+                    race["rounds"].to_string(),
+                    format_value(number(&race["median_ms"], "a time")?),
+                    format_value(number(&race["max_ms"], "a time")?),
+                    format_value(number(&race["plain_round_median_ms"], "a time")?),
+                    format!(
+                        "{:.2}",
+                        number(&race["median_over_plain_round"], "a ratio")?
+                    ),
+                ]);
+            }
+            vec![
+                "clients",
+                "rounds",
+                "race, median ms",
+                "race, slowest ms",
+                "plain inserts, median ms",
+                "race ÷ plain",
+            ]
+        }
+        "syncs" => {
+            let syncs = &bench["python"]["syncs"];
+            if syncs["measured"] != true {
+                bail!("bench.json has no fsync counts (strace was not installed for that run)");
+            }
+            for (label, program) in [("lab", "lab"), ("reference Python lab", "python")] {
+                let by_file = &syncs[program]["by_file"];
+                let count = |kind: &str| by_file[kind].as_u64().unwrap_or(0).to_string();
+                rows.push(vec![
+                    label.to_owned(),
+                    syncs[program]["total"].to_string(),
+                    count("wal"),
+                    count("rollback_journal"),
+                    count("database"),
+                    count("folder"),
+                    count("other"),
+                ]);
+            }
+            vec![
+                "program",
+                "fsync + fdatasync",
+                "WAL",
+                "rollback journal",
+                "database file",
+                "folder",
+                "other",
+            ]
+        }
         other => {
             bail!(
-                "unknown table `{other}` (known: sequential, instructions, bursts, retained, http)"
+                "unknown table `{other}` (known: sequential, instructions, bursts, retained, http, \
+                 postgres, postgres-race, syncs, keyed-create-profile)"
             )
         }
     };
@@ -620,6 +740,73 @@ mod tests {
             "{table}"
         );
         assert!(super::table("http", &json!({})).is_err());
+    }
+
+    #[test]
+    fn the_postgres_tables_show_each_ratio_and_only_the_races_that_ran() {
+        let bench = json!({"postgres": {"rows": [
+            {"clients": 1, "plain_insert_per_second": 1000.0, "keyed_create_per_second": 800.0,
+             "keyed_over_plain": 0.8, "plain_select_per_second": 2000.0,
+             "replay_per_second": 1000.0, "replay_over_select": 0.5, "race": null},
+            {"clients": 8, "plain_insert_per_second": 4000.0, "keyed_create_per_second": 3000.0,
+             "keyed_over_plain": 0.75, "plain_select_per_second": 8000.0,
+             "replay_per_second": 5200.0, "replay_over_select": 0.65,
+             "race": {"rounds": 50, "median_ms": 1.5, "max_ms": 9.0,
+                      "plain_round_median_ms": 1.0, "median_over_plain_round": 1.5}},
+        ]}});
+        let throughput = table("postgres", &bench).unwrap();
+        assert!(
+            throughput.contains("| 8 | 4000 | 3000 | 0.75 | 8000 | 5200 | 0.65 |"),
+            "{throughput}"
+        );
+        let race = table("postgres-race", &bench).unwrap();
+        assert_eq!(race.lines().count(), 3, "{race}");
+        assert!(
+            race.contains("| 8 | 50 | 1.50 | 9.00 | 1.00 | 1.50 |"),
+            "{race}"
+        );
+        assert!(table("postgres", &json!({})).is_err());
+    }
+
+    #[test]
+    fn the_profile_table_splits_the_keyed_create_and_names_what_is_left() {
+        let bench = json!({"instructions": {
+            "per_call": {"ticket-and-record": 30000.0},
+            "keyed_create_profile": {"per_call": {"create": 40000.0, "lookup": 8000.0,
+                "inserts": 17000.0, "begin_and_commit": 12000.0}},
+        }});
+        let profile = table("keyed-create-profile", &bench).unwrap();
+        assert!(
+            profile.contains("| the lookup (`lookup`) | 8000 | 0.20 |"),
+            "{profile}"
+        );
+        assert!(
+            profile.contains("| the rest: queue, locks, outcome | 3000 | 0.07 |"),
+            "{profile}"
+        );
+        assert!(
+            profile.contains("one transaction | 30000 | 0.75 |"),
+            "{profile}"
+        );
+        assert!(table("keyed-create-profile", &json!({})).is_err());
+    }
+
+    #[test]
+    fn the_sync_table_counts_each_kind_of_file_and_needs_a_measurement() {
+        let bench = json!({"python": {"syncs": {"measured": true,
+            "lab": {"total": 26, "by_file": {"wal": 11, "database": 7, "folder": 8}},
+            "python": {"total": 88, "by_file": {"other": 88}}}}});
+        let syncs = table("syncs", &bench).unwrap();
+        assert!(
+            syncs.contains("| lab | 26 | 11 | 0 | 7 | 8 | 0 |"),
+            "{syncs}"
+        );
+        assert!(
+            syncs.contains("| reference Python lab | 88 | 0 | 0 | 0 | 0 | 88 |"),
+            "{syncs}"
+        );
+        let skipped = json!({"python": {"syncs": {"measured": false}}});
+        assert!(table("syncs", &skipped).is_err());
     }
 
     #[test]

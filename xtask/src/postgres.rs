@@ -15,3 +15,29 @@ pub use server::URL_VARIABLE;
 pub fn for_the_book() -> Option<String> {
     server::server("the book's PostgreSQL chapter").map(|server| server.url.to_owned())
 }
+
+/// A server for `cargo xtask bench`, held until the value is dropped.
+pub struct BenchServer {
+    /// Its connection URL.
+    pub url: String,
+    /// Which server it is and how it is set up, for `bench.json`.
+    pub described: String,
+    _server: server::Server,
+}
+
+/// The server the PostgreSQL tests use, for the benchmark, or `None` after a loud skip line.
+pub fn for_the_bench() -> Option<BenchServer> {
+    let given = std::env::var(URL_VARIABLE).is_ok_and(|url| !url.trim().is_empty());
+    server::server("cargo xtask bench (PostgreSQL)").map(|server| BenchServer {
+        url: server.url.to_owned(),
+        described: if given {
+            format!("the server named by {URL_VARIABLE}")
+        } else {
+            "the PostgreSQL tests' throwaway cluster on 127.0.0.1 (lab/tests/it/postgres/server.rs), \
+             started with fsync=off, synchronous_commit=off and full_page_writes=off: the figures \
+             are the statements' cost, not the disk's"
+                .to_owned()
+        },
+        _server: server,
+    })
+}

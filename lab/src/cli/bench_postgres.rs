@@ -1,6 +1,10 @@
-//! `lab bench-postgres`: keyed create against plain insert on PostgreSQL at several client counts.
+//! `lab bench-postgres`: keyed create against plain insert, replay against plain select and the
+//! same-key race on PostgreSQL, at several client counts.
+
+use std::path::PathBuf;
 
 use clap::Args;
+use lab::evidence::AtomicFile;
 use lab::throughput::ThroughputPlan;
 
 use super::bad_arguments;
@@ -18,6 +22,9 @@ pub struct BenchPostgresArgs {
     /// Numbers of concurrent clients, one table row each
     #[arg(long, value_delimiter = ',', default_value = "1,8,64")]
     pub clients: Vec<usize>,
+    /// Also write the measurements as JSON here (atomically)
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
 }
 
 /// Measures and prints the table. `lock_timeout_ms` is the top level's `--lock-timeout-ms`.
@@ -35,10 +42,16 @@ pub fn exec(args: BenchPostgresArgs, lock_timeout_ms: u64) -> lab::Result<()> {
             "--calls and every number in --clients must be at least 1",
         ));
     }
+    let output = args.json.as_deref().map(AtomicFile::create).transpose()?;
     let plan = ThroughputPlan {
         clients: args.clients,
         calls: args.calls,
     };
-    println!("{}", backend.compare_throughput(&plan)?);
+    let report = backend.compare_throughput(&plan)?;
+    println!("{report}");
+    if let Some(output) = output {
+        let text = format!("{:#}\n", report.to_json());
+        output.commit(text.as_bytes())?;
+    }
     Ok(())
 }

@@ -25,8 +25,8 @@ use rusqlite::Connection;
 use rusqlite::params;
 
 use super::{
-    Call, INSERT_RECORD_UNLESS_RECORDED, INSERT_TICKET, StoreOptions, create_in_transaction,
-    insert_new, lookup, open_connection, response_text,
+    Call, INSERT_RECORD_UNLESS_RECORDED, INSERT_TICKET, Lifetime, StoreOptions,
+    create_in_transaction, insert_new, lookup, open_connection, response_text,
 };
 use crate::error::{Error, Result};
 use crate::tool::{Fault, Outcome, Step};
@@ -135,7 +135,11 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Writer {
     /// The writer for `path`, made if no store in this process has one.
-    pub(super) fn for_file(path: &Path, options: StoreOptions) -> Result<Arc<Writer>> {
+    pub(super) fn for_file(
+        path: &Path,
+        options: StoreOptions,
+        lifetime: Lifetime,
+    ) -> Result<Arc<Writer>> {
         let canonical = path.canonicalize().map_err(|source| Error::Io {
             action: format!("cannot resolve the database path {}", path.display()),
             source,
@@ -148,7 +152,7 @@ impl Writer {
         let writer = Arc::new(Writer {
             queue: Mutex::default(),
             served: Condvar::new(),
-            connection: Mutex::new(open_connection(path, options)?),
+            connection: Mutex::new(open_connection(path, options, lifetime)?),
             max_batch: options.max_batch.max(1),
         });
         writers.insert(canonical, Arc::downgrade(&writer));

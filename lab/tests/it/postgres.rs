@@ -685,13 +685,22 @@ fn the_throughput_table_has_a_ratio_for_each_number_of_clients() {
     let lines: Vec<&str> = stdout.lines().collect();
     assert!(lines[0].contains("PostgreSQL"), "{stdout}");
     assert!(lines[2].ends_with("keyed/plain"), "{stdout}");
-    for (line, clients) in lines[3..].iter().zip(["1", "4"]) {
-        let cells: Vec<&str> = line.split_whitespace().collect();
-        assert_eq!(cells.len(), 4, "{line}");
-        assert_eq!(cells[0], clients);
-        assert!(cells[3].parse::<f64>().unwrap() > 0.0, "{line}");
+    // Keyed against plain, then replay against select: a row per number of clients each.
+    for table in [&lines[3..5], &lines[8..10]] {
+        for (line, clients) in table.iter().zip(["1", "4"]) {
+            let cells: Vec<&str> = line.split_whitespace().collect();
+            assert_eq!(cells.len(), 4, "{line}");
+            assert_eq!(cells[0], clients);
+            assert!(cells[3].parse::<f64>().unwrap() > 0.0, "{line}");
+        }
     }
-    assert_eq!(lines.len(), 5, "{stdout}");
+    assert!(lines[7].ends_with("replay/sel"), "{stdout}");
+    // The same-key race needs two clients: one row, for 4.
+    assert!(lines[12].ends_with("race/plain"), "{stdout}");
+    let race: Vec<&str> = lines[13].split_whitespace().collect();
+    assert_eq!((race.len(), race[0]), (6, "4"), "{stdout}");
+    assert!(race[5].parse::<f64>().unwrap() > 0.0, "{stdout}");
+    assert_eq!(lines.len(), 14, "{stdout}");
 }
 
 #[test]

@@ -307,3 +307,83 @@ fn a_failure_at_any_step_leaves_nothing_and_a_retry_creates_once() {
         assert_eq!(store.count_tickets().unwrap(), 1, "{step:?}");
     }
 }
+
+/// What a crash while a new file was being made can leave: the first page written (the switch to
+/// WAL), the schema not yet.
+fn half_made_file(path: &std::path::Path) {
+    let connection = rusqlite::Connection::open(path).unwrap();
+    connection
+        .execute_batch("PRAGMA synchronous=OFF; PRAGMA journal_mode=WAL;")
+        .unwrap();
+    drop(connection);
+    assert!(std::fs::metadata(path).unwrap().len() > 0);
+}
+
+#[test]
+fn a_file_left_half_made_is_finished_before_use_not_used_half_built() {
+    let folder = tempfile::tempdir().unwrap();
+    for (name, make) in [
+        (
+            "empty.sqlite",
+            (|path| std::fs::write(path, b"").unwrap()) as fn(&std::path::Path),
+        ),
+        ("first-page.sqlite", half_made_file),
+    ] {
+        let path = folder.path().join(name);
+        make(&path);
+        let store = SqliteStore::open(&path).unwrap();
+        let (scope, key, payload) = sample();
+        let created = store
+            .create(CreateRequest::keyed(&scope, &key, &payload))
+            .unwrap();
+        assert_eq!(created, Outcome::Created(1.into()), "{name}");
+        assert_eq!(record_rows(&store).len(), 1, "{name}");
+        let sync: i64 = store
+            .connection()
+            .query_row("PRAGMA synchronous", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(sync, 2, "{name}: tickets are written with synchronous=FULL");
+    }
+}
+
+#[test]
+fn a_file_with_a_damaged_first_page_is_refused() {
+    let folder = tempfile::tempdir().unwrap();
+    let path = folder.path().join("torn.sqlite");
+    half_made_file(&path);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[16..100].fill(0xff); // page size, versions, counters: the header after its magic string
+    std::fs::write(&path, &bytes).unwrap();
+    let refused = SqliteStore::open(&path);
+    assert!(
+        matches!(refused, Err(Error::Store { .. })),
+        "{:?}",
+        refused.err()
+    );
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        bytes,
+        "the file is left as it was"
+    );
+}
+
+#[test]
+fn a_named_file_is_checkpointed_when_its_last_store_closes() {
+    let folder = tempfile::tempdir().unwrap();
+    let path = folder.path().join("kept.sqlite");
+    let (scope, key, payload) = sample();
+    let store = SqliteStore::open(&path).unwrap();
+    store
+        .create(CreateRequest::keyed(&scope, &key, &payload))
+        .unwrap();
+    let wal = folder.path().join("kept.sqlite-wal");
+    assert!(wal.exists());
+    drop(store);
+    // The close copied the log into the file and removed it: the file alone holds the ticket.
+    assert!(!wal.exists());
+    let tickets: i64 = rusqlite::Connection::open(&path)
+        .unwrap()
+        .query_row("SELECT COUNT(*) FROM tickets", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(tickets, 1);
+}
