@@ -442,16 +442,28 @@ fn insert_new(db: &Connection, call: &Call<'_>) -> Result<Outcome> {
     // An injected failure here stops between the two inserts; the rollback removes the ticket.
     call.fault.inject(Step::InsertRecord)?;
     if let Some(key) = call.key {
-        db.prepare_cached(INSERT_RECORD)?.execute(params![
-            call.caller,
-            call.operation,
-            key,
-            call.payload,
-            ticket_id,
-            response_text(ticket_id),
-        ])?;
+        insert_record(db, INSERT_RECORD, call, key, ticket_id)?;
     }
     Ok(Outcome::Created(ticket_id.into()))
+}
+
+/// The record of `call` under `key`, pointing to `ticket_id`, by `sql` ([`INSERT_RECORD`] or
+/// [`INSERT_RECORD_UNLESS_RECORDED`]); the rows it wrote.
+fn insert_record(
+    db: &Connection,
+    sql: &str,
+    call: &Call<'_>,
+    key: &str,
+    ticket_id: i64,
+) -> rusqlite::Result<usize> {
+    db.prepare_cached(sql)?.execute(params![
+        call.caller,
+        call.operation,
+        key,
+        call.payload,
+        ticket_id,
+        response_text(ticket_id),
+    ])
 }
 
 /// The saved outcome for this key, if a record exists: the ticket for the same payload, a

@@ -33,8 +33,9 @@ Exit status:
   3  lab runner: an operation was rejected (its key was first used with another payload)
   4  lab runner: an operation needs review (its outcome is unknown; look on the service)
   5  lab runner: an operation was held by the runner's own configuration (nothing accepts
-     connections at --url, no ticket service answers there, or it refuses --token); nothing
-     took effect, and the next run with the same --database sends it with the same key
+     connections at --url or --mcp-url, no ticket service answers there, or it refuses
+     --token); nothing took effect, and the next run with the same --database sends it with
+     the same key
 When operations end differently, the status is the first of 4, 3, 5 that applies.";
 
 /// How a command that ran to its end finished. Each has its own exit status, listed in

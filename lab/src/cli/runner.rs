@@ -32,7 +32,7 @@ pub struct RunnerArgs {
     /// The runner's own SQLite file
     #[arg(long, value_name = "FILE")]
     pub database: PathBuf,
-    /// The ticket service's base URL on loopback
+    /// The ticket service's base URL on loopback; required unless --mcp-url is given
     #[arg(
         long,
         value_name = "URL",

@@ -20,13 +20,11 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 
-use rusqlite::Connection;
-
-use rusqlite::params;
+use rusqlite::{Connection, params};
 
 use super::{
     Call, INSERT_RECORD_UNLESS_RECORDED, INSERT_TICKET, Lifetime, StoreOptions,
-    create_in_transaction, insert_new, lookup, open_connection, response_text,
+    create_in_transaction, insert_new, insert_record, lookup, open_connection,
 };
 use crate::error::{Error, Result};
 use crate::tool::{Fault, Outcome, Step};
@@ -416,16 +414,7 @@ fn insert_unless_recorded(db: &Connection, call: &Call<'_>) -> Result<Option<Out
     db.prepare_cached(INSERT_TICKET)?
         .execute(params![call.caller, call.payload])?;
     let ticket_id = db.last_insert_rowid();
-    let recorded = db
-        .prepare_cached(INSERT_RECORD_UNLESS_RECORDED)?
-        .execute(params![
-            call.caller,
-            call.operation,
-            key,
-            call.payload,
-            ticket_id,
-            response_text(ticket_id),
-        ])?;
+    let recorded = insert_record(db, INSERT_RECORD_UNLESS_RECORDED, call, key, ticket_id)?;
     if recorded == 0 {
         return Ok(None);
     }
