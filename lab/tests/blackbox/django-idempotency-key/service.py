@@ -1,0 +1,101 @@
+"""A ticket service on Django behind django-idempotency-key's middleware, set up as its README says.
+
+Usage: service.py DATABASE [PORT]   (PORT 0 or absent: any free port; the address is printed)
+
+One file: settings, a view and the server (the standard library's threaded WSGI server, so
+requests run concurrently as under any production WSGI server). Callers are bearer tokens
+(alice-token, bob-token); tickets live in the SQLite file DATABASE. Fault triggers in the body:
+  title ""             -> 422 validation error (nothing created)
+  priority "flaky"     -> 503 the first time a title is seen, then success (a downstream blip)
+  priority "crash"     -> the view raises (Django answers 500)
+"""
+
+import json
+import socketserver
+import sqlite3
+import sys
+import threading
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+import django
+from django.conf import settings
+
+DATABASE = sys.argv[1]
+CALLERS = {"Bearer alice-token": "alice", "Bearer bob-token": "bob"}
+FLAKY_SEEN = set()
+FLAKY_LOCK = threading.Lock()
+
+settings.configure(
+    DEBUG=False,
+    ALLOWED_HOSTS=["127.0.0.1", "localhost"],
+    ROOT_URLCONF=__name__,
+    SECRET_KEY="blackbox-test-only",
+    MIDDLEWARE=["idempotency_key.middleware.IdempotencyKeyMiddleware"],
+    INSTALLED_APPS=["idempotency_key"],
+    # The package's defaults, written out: in-memory storage, a thread lock around the lookup.
+    IDEMPOTENCY_KEY={"STORAGE": {"CLASS": "idempotency_key.storage.MemoryKeyStorage"}},
+    LOGGING_CONFIG=None,
+)
+django.setup()
+
+from django.http import JsonResponse  # noqa: E402  (needs the settings above)
+from django.urls import path  # noqa: E402
+from django.views.decorators.csrf import csrf_exempt  # noqa: E402
+
+
+def connect():
+    db = sqlite3.connect(DATABASE, timeout=10)
+    db.execute("CREATE TABLE IF NOT EXISTS tickets (id INTEGER PRIMARY KEY, owner TEXT, title TEXT, priority TEXT)")
+    return db
+
+
+@csrf_exempt
+def tickets(request):
+    owner = CALLERS.get(request.headers.get("Authorization", ""))
+    if owner is None:
+        return JsonResponse({"error": "unknown caller"}, status=401)
+    db = connect()
+    try:
+        if request.method == "GET":
+            rows = db.execute("SELECT id, title, priority FROM tickets WHERE owner = ? ORDER BY id", (owner,))
+            return JsonResponse({"tickets": [{"ticket_id": i, "title": t, "priority": p} for i, t, p in rows]})
+        body = json.loads(request.body)
+        title, priority = body.get("title"), body.get("priority", "normal")
+        if not isinstance(title, str) or not title.strip():
+            return JsonResponse({"error": "title must be a non-empty string"}, status=422)
+        with FLAKY_LOCK:
+            blip = priority == "flaky" and title not in FLAKY_SEEN
+            FLAKY_SEEN.add(title)
+        if blip:
+            return JsonResponse({"error": "ticket backend briefly unavailable"}, status=503)
+        if priority == "crash":
+            raise RuntimeError("view failed before creating the ticket")
+        with db:
+            ticket_id = db.execute(
+                "INSERT INTO tickets (owner, title, priority) VALUES (?, ?, ?)", (owner, title, priority)
+            ).lastrowid
+        return JsonResponse({"ticket_id": ticket_id, "owner": owner, "title": title, "priority": priority}, status=201)
+    finally:
+        db.close()
+
+
+urlpatterns = [path("tickets", tickets)]
+
+
+class ThreadingServer(socketserver.ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class QuietHandler(WSGIRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+if __name__ == "__main__":
+    from django.core.wsgi import get_wsgi_application
+
+    connect().close()
+    port = int(sys.argv[2]) if len(sys.argv) > 2 else 0
+    server = make_server("127.0.0.1", port, get_wsgi_application(), ThreadingServer, QuietHandler)
+    print(f"listening on http://127.0.0.1:{server.server_address[1]}", flush=True)
+    server.serve_forever()

@@ -1,0 +1,55 @@
+// A ticket service on Express behind express-idempotency, set up as its README says.
+//
+// Usage: node service.js [PORT]   (PORT 0 or absent: any free port; the address is printed)
+//
+// Callers are bearer tokens (alice-token, bob-token); tickets are kept in memory. As the README
+// asks, the handler returns early on a "hit" and reports its own handled errors with reportError.
+// Fault triggers in the body:
+//   title ""           -> 422 validation error (nothing created)
+//   priority "flaky"   -> 503 the first time a title is seen, then success (a downstream blip)
+//   priority "crash"   -> the handler throws (Express answers 500)
+'use strict';
+const express = require('express');
+const { idempotency, getSharedIdempotencyService } = require('express-idempotency');
+
+const callers = { 'Bearer alice-token': 'alice', 'Bearer bob-token': 'bob' };
+const tickets = [];
+const flakySeen = new Set();
+
+const app = express();
+// Production mode: error pages without stack traces, as a deployed service answers.
+app.set('env', 'production');
+app.use(express.json());
+app.use((req, res, next) => {
+  req.caller = callers[req.get('authorization') || ''];
+  if (!req.caller) return res.status(401).json({ error: 'unknown caller' });
+  next();
+});
+app.post('*', idempotency());
+
+app.post('/tickets', (req, res) => {
+  const service = getSharedIdempotencyService();
+  if (service.isHit(req)) return;
+  const { title, priority = 'normal' } = req.body || {};
+  if (typeof title !== 'string' || title.trim() === '') {
+    service.reportError(req);
+    return res.status(422).json({ error: 'title must be a non-empty string' });
+  }
+  if (priority === 'flaky' && !flakySeen.has(title)) {
+    flakySeen.add(title);
+    service.reportError(req);
+    return res.status(503).json({ error: 'ticket backend briefly unavailable' });
+  }
+  if (priority === 'crash') throw new Error('handler failed before creating the ticket');
+  const ticket = { ticket_id: tickets.length + 1, owner: req.caller, title, priority };
+  tickets.push(ticket);
+  res.status(201).json(ticket);
+});
+
+app.get('/tickets', (req, res) => {
+  res.json({ tickets: tickets.filter((t) => t.owner === req.caller) });
+});
+
+const server = app.listen(Number(process.argv[2] || 0), '127.0.0.1', () => {
+  console.log(`listening on http://127.0.0.1:${server.address().port}`);
+});

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The hand reproductions, with curl, against one ticket service of this folder:
+#   reproduce.sh BASE_URL [KEY_QUOTE]
+# KEY_QUOTE is '"' (the default: the key sent as an RFC 8941 sf-string, as the IETF draft says) or
+# '' (a bare token). Each probe prints the curl command it ran and the status, replay header and body
+# it got; its keys carry a run-unique suffix, so a running service with other data can be probed.
+# Loopback only; every request has a time limit.
+set -uo pipefail
+base=${1:?usage: reproduce.sh BASE_URL [KEY_QUOTE]}
+case "$base" in http://127.0.0.1:*|http://localhost:*|http://\[::1\]:*) ;; *) echo "loopback only: $base" >&2; exit 2;; esac
+q=${2-\"}
+run=$$
+alice='Authorization: Bearer alice-token'
+bob='Authorization: Bearer bob-token'
+json='Content-Type: application/json'
+
+post() { # post CALLER_HEADER KEY BODY
+    local key_header=()
+    [ -n "$2" ] && key_header=(-H "Idempotency-Key: $q$2-$run$q")
+    echo "\$ curl -X POST $base/tickets -H '$1' ${2:+-H 'Idempotency-Key: $q$2-$run$q'} -d '$3'"
+    curl -s -m 10 -o /tmp/reproduce-body.$run -D /tmp/reproduce-head.$run -X POST "$base/tickets" \
+        -H "$1" -H "$json" "${key_header[@]}" -d "$3"
+    local status
+    status=$(head -1 /tmp/reproduce-head.$run | tr -d '\r')
+    echo "  -> ${status:-no answer (timed out)}$(grep -i '^idempotent-replayed' /tmp/reproduce-head.$run | tr -d '\r' | sed 's/^/, /')"
+    echo "     $(head -c 300 /tmp/reproduce-body.$run | tr -s "\n " " ")"
+}
+count() { # count CALLER_HEADER NAME
+    echo "  $2 now has $(curl -s -m 10 "$base/tickets" -H "$1" | grep -o '"ticket_id"' | wc -l) tickets"
+}
+
+echo "## 1. Another caller sends the first caller's key with the same body"
+post "$alice" scope '{"title":"Scope probe","priority":"high"}'
+post "$bob" scope '{"title":"Scope probe","priority":"high"}'
+count "$bob" bob
+echo
+echo "## 2. The same key with a changed payload"
+post "$alice" change '{"title":"Change probe","priority":"high"}'
+post "$alice" change '{"title":"Change probe, edited","priority":"low"}'
+echo
+echo "## 3. The same payload with its fields reordered and spaced"
+post "$alice" order '{"title":"Order probe","priority":"high"}'
+post "$alice" order '{ "priority": "high",  "title": "Order probe" }'
+echo
+echo "## 4. Eight concurrent first sends of one fresh key"
+before=$(curl -s -m 10 "$base/tickets" -H "$alice" | grep -o '"ticket_id"' | wc -l)
+for i in 1 2 3 4 5 6 7 8; do
+    curl -s -m 10 -o /tmp/reproduce-race.$run.$i -w '%{http_code}\n' -X POST "$base/tickets" -H "$alice" -H "$json" \
+        -H "Idempotency-Key: ${q}race-$run$q" -d '{"title":"Race probe","priority":"high"}' &
+done | sort | uniq -c | sed 's/^/  statuses: /'
+wait
+after=$(curl -s -m 10 "$base/tickets" -H "$alice" | grep -o '"ticket_id"' | wc -l)
+echo "  tickets created by the eight: $((after - before))"
+echo
+echo "## 5. A handler that fails, then the same request again"
+post "$alice" crash '{"title":"Crash probe","priority":"crash"}'
+post "$alice" crash '{"title":"Crash probe","priority":"crash"}'
+post "$alice" crash '{"title":"Crash probe","priority":"high"}'
+echo
+echo "## 6. A validation error, then the corrected body under the same key"
+post "$alice" invalid '{"title":"","priority":"high"}'
+post "$alice" invalid '{"title":"Invalid probe, corrected","priority":"high"}'
+echo
+echo "## 7. A transient 503 (the backend recovers at once), then the same request again"
+post "$alice" flaky "{\"title\":\"Flaky probe $run\",\"priority\":\"flaky\"}"
+post "$alice" flaky "{\"title\":\"Flaky probe $run\",\"priority\":\"flaky\"}"
+echo
+echo "## 8. A completed key sent again (the plain replay)"
+post "$alice" replay '{"title":"Replay probe","priority":"high"}'
+post "$alice" replay '{"title":"Replay probe","priority":"high"}'
+echo
+echo "## 9. No key at all"
+post "$alice" '' '{"title":"Unkeyed probe","priority":"high"}'
+rm -f /tmp/reproduce-body.$run /tmp/reproduce-head.$run /tmp/reproduce-race.$run.*
