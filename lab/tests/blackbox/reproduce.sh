@@ -18,6 +18,7 @@ post() { # post CALLER_HEADER KEY BODY
     local key_header=()
     [ -n "$2" ] && key_header=(-H "Idempotency-Key: $q$2-$run$q")
     echo "\$ curl -X POST $base/tickets -H '$1' ${2:+-H 'Idempotency-Key: $q$2-$run$q'} -d '$3'"
+    : >/tmp/reproduce-body.$run; : >/tmp/reproduce-head.$run
     curl -s -m 10 -o /tmp/reproduce-body.$run -D /tmp/reproduce-head.$run -X POST "$base/tickets" \
         -H "$1" -H "$json" "${key_header[@]}" -d "$3"
     local status
@@ -58,7 +59,7 @@ post "$alice" crash '{"title":"Crash probe","priority":"crash"}'
 post "$alice" crash '{"title":"Crash probe","priority":"high"}'
 echo
 echo "## 6. A validation error, then the corrected body under the same key"
-post "$alice" invalid '{"title":"","priority":"high"}'
+post "$alice" invalid '{"title":"Invalid probe","priority":"invalid"}'
 post "$alice" invalid '{"title":"Invalid probe, corrected","priority":"high"}'
 echo
 echo "## 7. A transient 503 (the backend recovers at once), then the same request again"

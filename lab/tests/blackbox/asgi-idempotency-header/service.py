@@ -4,9 +4,10 @@ Usage: service.py DATABASE [PORT]   (PORT 0 or absent: any free port; the addres
 
 Callers are bearer tokens (alice-token, bob-token). Tickets live in the SQLite file DATABASE.
 Fault triggers, in the body, so a black-box check can reach the error paths:
-  title ""             -> 422 validation error (nothing created)
-  priority "flaky"     -> 503 the first time a title is seen, then success (a downstream blip)
-  priority "crash"     -> the handler raises (FastAPI answers 500)
+  title "", or a priority containing "invalid"  -> 422 validation error (nothing created)
+  a priority containing "flaky"   -> 503 the first time a title and priority are seen, then
+                                     success (a downstream blip)
+  a priority containing "crash"   -> the handler raises (FastAPI answers 500)
 """
 
 import contextlib
@@ -46,12 +47,12 @@ async def create_ticket(request: Request):
         return JSONResponse({"error": "unknown caller"}, 401)
     body = await request.json()
     title, priority = body.get("title"), body.get("priority", "normal")
-    if not isinstance(title, str) or not title.strip():
-        return JSONResponse({"error": "title must be a non-empty string"}, 422)
-    if priority == "flaky" and title not in FLAKY_SEEN:
-        FLAKY_SEEN.add(title)
+    if not isinstance(title, str) or not title.strip() or "invalid" in str(priority):
+        return JSONResponse({"error": "a non-empty title and a known priority, please"}, 422)
+    if "flaky" in str(priority) and (title, priority) not in FLAKY_SEEN:
+        FLAKY_SEEN.add((title, priority))
         return JSONResponse({"error": "ticket backend briefly unavailable"}, 503)
-    if priority == "crash":
+    if "crash" in str(priority):
         raise RuntimeError("handler failed before creating the ticket")
     with contextlib.closing(connect()) as db, db:
         ticket_id = db.execute(
@@ -74,5 +75,7 @@ if __name__ == "__main__":
     connect().close()
     sock = socket.socket()
     sock.bind(("127.0.0.1", int(sys.argv[2]) if len(sys.argv) > 2 else 0))
+    # Listening before the line is printed: a caller that waits for the line is never refused.
+    sock.listen(128)
     print(f"listening on http://127.0.0.1:{sock.getsockname()[1]}", flush=True)
     uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])

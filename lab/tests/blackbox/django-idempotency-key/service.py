@@ -5,9 +5,10 @@ Usage: service.py DATABASE [PORT]   (PORT 0 or absent: any free port; the addres
 One file: settings, a view and the server (the standard library's threaded WSGI server, so
 requests run concurrently as under any production WSGI server). Callers are bearer tokens
 (alice-token, bob-token); tickets live in the SQLite file DATABASE. Fault triggers in the body:
-  title ""             -> 422 validation error (nothing created)
-  priority "flaky"     -> 503 the first time a title is seen, then success (a downstream blip)
-  priority "crash"     -> the view raises (Django answers 500)
+  title "", or a priority containing "invalid"  -> 422 validation error (nothing created)
+  a priority containing "flaky"   -> 503 the first time a title and priority are seen, then
+                                     success (a downstream blip)
+  a priority containing "crash"   -> the view raises (Django answers 500)
 """
 
 import json
@@ -61,14 +62,14 @@ def tickets(request):
             return JsonResponse({"tickets": [{"ticket_id": i, "title": t, "priority": p} for i, t, p in rows]})
         body = json.loads(request.body)
         title, priority = body.get("title"), body.get("priority", "normal")
-        if not isinstance(title, str) or not title.strip():
-            return JsonResponse({"error": "title must be a non-empty string"}, status=422)
+        if not isinstance(title, str) or not title.strip() or "invalid" in str(priority):
+            return JsonResponse({"error": "a non-empty title and a known priority, please"}, status=422)
         with FLAKY_LOCK:
-            blip = priority == "flaky" and title not in FLAKY_SEEN
-            FLAKY_SEEN.add(title)
+            blip = "flaky" in str(priority) and (title, priority) not in FLAKY_SEEN
+            FLAKY_SEEN.add((title, priority))
         if blip:
             return JsonResponse({"error": "ticket backend briefly unavailable"}, status=503)
-        if priority == "crash":
+        if "crash" in str(priority):
             raise RuntimeError("view failed before creating the ticket")
         with db:
             ticket_id = db.execute(

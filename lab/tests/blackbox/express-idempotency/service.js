@@ -5,9 +5,10 @@
 // Callers are bearer tokens (alice-token, bob-token); tickets are kept in memory. As the README
 // asks, the handler returns early on a "hit" and reports its own handled errors with reportError.
 // Fault triggers in the body:
-//   title ""           -> 422 validation error (nothing created)
-//   priority "flaky"   -> 503 the first time a title is seen, then success (a downstream blip)
-//   priority "crash"   -> the handler throws (Express answers 500)
+//   title "", or a priority containing "invalid"  -> 422 validation error (nothing created)
+//   a priority containing "flaky"   -> 503 the first time a title and priority are seen, then
+//                                      success (a downstream blip)
+//   a priority containing "crash"   -> the handler throws (Express answers 500)
 'use strict';
 const express = require('express');
 const { idempotency, getSharedIdempotencyService } = require('express-idempotency');
@@ -31,16 +32,17 @@ app.post('/tickets', (req, res) => {
   const service = getSharedIdempotencyService();
   if (service.isHit(req)) return;
   const { title, priority = 'normal' } = req.body || {};
-  if (typeof title !== 'string' || title.trim() === '') {
+  if (typeof title !== 'string' || title.trim() === '' || String(priority).includes('invalid')) {
     service.reportError(req);
-    return res.status(422).json({ error: 'title must be a non-empty string' });
+    return res.status(422).json({ error: 'a non-empty title and a known priority, please' });
   }
-  if (priority === 'flaky' && !flakySeen.has(title)) {
-    flakySeen.add(title);
+  const seen = JSON.stringify([title, priority]);
+  if (String(priority).includes('flaky') && !flakySeen.has(seen)) {
+    flakySeen.add(seen);
     service.reportError(req);
     return res.status(503).json({ error: 'ticket backend briefly unavailable' });
   }
-  if (priority === 'crash') throw new Error('handler failed before creating the ticket');
+  if (String(priority).includes('crash')) throw new Error('handler failed before creating the ticket');
   const ticket = { ticket_id: tickets.length + 1, owner: req.caller, title, priority };
   tickets.push(ticket);
   res.status(201).json(ticket);
