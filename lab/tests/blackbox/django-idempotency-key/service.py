@@ -9,9 +9,15 @@ requests run concurrently as under any production WSGI server). Callers are bear
   a priority containing "flaky"   -> 503 the first time a title and priority are seen, then
                                      success (a downstream blip)
   a priority containing "crash"   -> the view raises (Django answers 500)
+
+The negative control of lab/tests/it/middlewares.rs sets BLACKBOX_PLANTED_BUG=unscoped-keys: the
+service then hashes its keys without the caller, a configuration mistake one line long, and the
+check must see another caller's key replay the first caller's ticket.
 """
 
+import hashlib
 import json
+import os
 import socketserver
 import sqlite3
 import sys
@@ -26,6 +32,23 @@ CALLERS = {"Bearer alice-token": "alice", "Bearer bob-token": "bob"}
 FLAKY_SEEN = set()
 FLAKY_LOCK = threading.Lock()
 
+
+class UnscopedKeyEncoder:
+    """The package's BasicKeyEncoder without the Authorization header: the planted bug."""
+
+    def encode_key(self, request, key):
+        digest = hashlib.sha256()
+        for part in (key.encode(), request.path_info.encode(), request.method.encode(), request.body):
+            digest.update(part)
+        return digest.hexdigest()
+
+
+IDEMPOTENCY_KEY = {"STORAGE": {"CLASS": "idempotency_key.storage.MemoryKeyStorage"}}
+if os.environ.get("BLACKBOX_PLANTED_BUG") == "unscoped-keys":
+    IDEMPOTENCY_KEY["ENCODER_CLASS"] = "__main__.UnscopedKeyEncoder"
+elif os.environ.get("BLACKBOX_PLANTED_BUG"):
+    sys.exit(f"BLACKBOX_PLANTED_BUG: unknown bug {os.environ['BLACKBOX_PLANTED_BUG']!r} (known: unscoped-keys)")
+
 settings.configure(
     DEBUG=False,
     ALLOWED_HOSTS=["127.0.0.1", "localhost"],
@@ -34,7 +57,7 @@ settings.configure(
     MIDDLEWARE=["idempotency_key.middleware.IdempotencyKeyMiddleware"],
     INSTALLED_APPS=["idempotency_key"],
     # The package's defaults, written out: in-memory storage, a thread lock around the lookup.
-    IDEMPOTENCY_KEY={"STORAGE": {"CLASS": "idempotency_key.storage.MemoryKeyStorage"}},
+    IDEMPOTENCY_KEY=IDEMPOTENCY_KEY,
     LOGGING_CONFIG=None,
 )
 django.setup()
