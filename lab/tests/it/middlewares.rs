@@ -1,0 +1,369 @@
+//! `lab check --target` against ticket services on real third-party idempotency middlewares
+//! (`lab/tests/blackbox/*/`: a service of a few dozen lines each, its pins, its target file and
+//! the hand reproduction of every bug it has).
+//!
+//! Each test starts its service on a free loopback port, runs the check with `--json`, and holds
+//! the report to two things: the verdicts confirmed by hand (the `confirmed` lists below, one
+//! line per probe of the service's `REPRODUCTION.md`), and the service's committed
+//! `findings.json`, every point's verdict and every failed sub-check's grade, which the book's
+//! findings table is drawn from. A change in the check that flips a verdict fails here; after a
+//! deliberate change, `LAB_WRITE_FINDINGS=1` rewrites the files from the run (the confirmed
+//! verdicts still hold it).
+//!
+//! The Python services run from the virtual environment `LAB_BLACKBOX_VENV`, the Node ones from
+//! their `node_modules` (`npm ci`); `.ci/run` makes both. Missing, a test prints `SKIPPED`, and
+//! fails when `LAB_REQUIRE_BLACKBOX=1` (CI sets it).
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use lab::serde_json::{self, Value, json};
+
+/// How a service runs.
+#[derive(Clone, Copy)]
+enum Runtime {
+    /// `python service.py DATABASE PORT` from the black-box virtual environment.
+    Python,
+    /// `node service.js PORT`, with the folder's own `node_modules`.
+    Node,
+}
+
+/// One service of `lab/tests/blackbox/`.
+struct Service {
+    /// Its folder.
+    name: &'static str,
+    runtime: Runtime,
+    /// A module the runtime must find for the service to start (checked before it starts).
+    module: &'static str,
+    /// The package under test and its pinned version, as the book names it.
+    package: &'static str,
+    /// What it runs on, pinned.
+    framework: &'static str,
+    /// The verdicts the hand reproduction confirmed: (point, verdict).
+    confirmed: &'static [(&'static str, &'static str)],
+}
+
+const ASGI: Service = Service {
+    name: "asgi-idempotency-header",
+    runtime: Runtime::Python,
+    module: "idempotency_header_middleware",
+    package: "asgi-idempotency-header 0.2.0 (PyPI)",
+    framework: "FastAPI 0.165.0",
+    confirmed: &[
+        ("replay", "PASS"),
+        ("scope", "FAIL"),
+        ("changed-payload", "FAIL"),
+        ("reordered-fields", "PASS"),
+        ("concurrent-fresh-key", "PASS"),
+    ],
+};
+
+const DJANGO: Service = Service {
+    name: "django-idempotency-key",
+    runtime: Runtime::Python,
+    module: "idempotency_key",
+    package: "django-idempotency-key 1.3.0 (PyPI)",
+    framework: "Django 4.2.30",
+    confirmed: &[
+        ("scope", "PASS"),
+        ("changed-payload", "FAIL"),
+        ("reordered-fields", "FAIL"),
+        ("concurrent-fresh-key", "FAIL"),
+    ],
+};
+
+const EXPRESS: Service = Service {
+    name: "express-idempotency",
+    runtime: Runtime::Node,
+    module: "express-idempotency",
+    package: "express-idempotency 1.0.6 (npm)",
+    framework: "Express 4.21.2",
+    confirmed: &[
+        ("replay", "PASS"),
+        ("scope", "FAIL"),
+        ("reordered-fields", "PASS"),
+        ("concurrent-fresh-key", "PASS"),
+    ],
+};
+
+const NESTJS: Service = Service {
+    name: "node-idempotency-nestjs",
+    runtime: Runtime::Node,
+    module: "@node-idempotency/nestjs",
+    package: "@node-idempotency/nestjs 1.0.4 (npm)",
+    framework: "NestJS 10.4.9",
+    confirmed: &[
+        ("replay", "PASS"),
+        ("scope", "FAIL"),
+        ("changed-payload", "PASS"),
+        ("reordered-fields", "FAIL"),
+        ("concurrent-fresh-key", "PASS"),
+    ],
+};
+
+fn blackbox_folder() -> PathBuf {
+    crate::repository_root().join("lab/tests/blackbox")
+}
+
+/// The program that runs `service`, or why it cannot run here.
+fn runtime_program(service: &Service) -> Result<PathBuf, String> {
+    let (program, probe): (PathBuf, Vec<String>) = match service.runtime {
+        Runtime::Python => {
+            let Some(venv) = std::env::var_os("LAB_BLACKBOX_VENV") else {
+                return Err("LAB_BLACKBOX_VENV is not set (run .ci/run's black-box set-up)".into());
+            };
+            let python = PathBuf::from(venv).join("bin/python");
+            let import = format!("import {}", service.module);
+            (python, vec!["-c".into(), import])
+        }
+        Runtime::Node => {
+            let resolve = format!("require.resolve({:?})", service.module);
+            (PathBuf::from("node"), vec!["-e".into(), resolve])
+        }
+    };
+    let runs = Command::new(&program)
+        .args(&probe)
+        .current_dir(blackbox_folder().join(service.name))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    if runs {
+        Ok(program)
+    } else {
+        Err(format!(
+            "{} cannot load {} (run .ci/run's black-box set-up: pip install -r, npm ci)",
+            program.display(),
+            service.module
+        ))
+    }
+}
+
+/// Whether `service` can run; says so loudly when not, or fails under `LAB_REQUIRE_BLACKBOX`.
+fn available(test: &str, service: &Service) -> Option<PathBuf> {
+    match runtime_program(service) {
+        Ok(program) => Some(program),
+        Err(why) => {
+            assert!(
+                std::env::var_os("LAB_REQUIRE_BLACKBOX").is_none(),
+                "{test}: LAB_REQUIRE_BLACKBOX is set but {why}"
+            );
+            // Printed past libtest's capture, so a skip is seen.
+            let _ = std::io::Write::write_all(
+                &mut std::io::stderr(),
+                format!("SKIPPED {test}: {why}\n").as_bytes(),
+            );
+            None
+        }
+    }
+}
+
+/// A running service, killed when dropped; its folder holds the target file, the database and
+/// the service's log.
+struct Running {
+    child: Child,
+    url: String,
+    folder: tempfile::TempDir,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Running {
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.folder.path().join("service.log")).unwrap_or_default()
+    }
+}
+
+/// Starts `service` with `program` and `env`, in a fresh folder with a copy of its target file.
+fn start(service: &Service, program: &Path, env: &[(&str, &str)]) -> Running {
+    let source = blackbox_folder().join(service.name);
+    let folder = tempfile::tempdir().unwrap();
+    std::fs::copy(source.join("target.toml"), folder.path().join("target.toml")).unwrap();
+    let mut command = Command::new(program);
+    match service.runtime {
+        Runtime::Python => command.arg(source.join("service.py")).args(["tickets.sqlite", "0"]),
+        Runtime::Node => command.arg(source.join("service.js")).arg("0"),
+    };
+    let log = File::create(folder.path().join("service.log")).unwrap();
+    let mut child = command
+        .envs(env.iter().copied())
+        .current_dir(folder.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .unwrap_or_else(|e| panic!("{} starts: {e}", service.name));
+    let url = crate::http::listening_url(&mut child);
+    Running { child, url, folder }
+}
+
+/// Runs `lab check --target` against `running` and returns its JSON report.
+fn check(running: &Running) -> Value {
+    let output = Command::new(env!("CARGO_BIN_EXE_lab"))
+        .args(["check", "--target", "target.toml", "--url", &running.url, "--json"])
+        .current_dir(running.folder.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "the check's --json output is not JSON ({e}); exit {}\nstderr: {stderr}\nservice log:\n{}",
+            output.status,
+            running.log()
+        )
+    });
+    // Exit 0 when every required point passed, 1 when one failed; 2 (bad input) never here.
+    let expected_status = if report["passed"] == true { 0 } else { 1 };
+    assert_eq!(
+        output.status.code(),
+        Some(expected_status),
+        "exit status against the report's `passed`\nstderr: {stderr}"
+    );
+    report
+}
+
+/// What the findings file keeps of a report: every point's verdict and each failed sub-check's
+/// sentence and grade (never the observed values, which hold ports and identities).
+fn findings(service: &Service, report: &Value) -> Value {
+    let draft = report["draft"].as_str().expect("the report names its draft");
+    let points: Vec<Value> = report["points"]
+        .as_array()
+        .expect("the report lists its points")
+        .iter()
+        .map(|point| {
+            let failed: Vec<Value> = point["checks"]
+                .as_array()
+                .map(Vec::as_slice)
+                .unwrap_or_default()
+                .iter()
+                .filter(|check| check["passed"] == false)
+                .map(|check| {
+                    json!({
+                        "what": check["what"],
+                        "level": check["grade"]["level"],
+                        "section": check["grade"]["section"],
+                        "draft_level": check["grade"]["draft_level"],
+                    })
+                })
+                .collect();
+            let mut entry = json!({
+                "name": point["name"],
+                "verdict": point["verdict"],
+                "failed": failed,
+            });
+            if let Some(reason) = point.get("reason") {
+                entry["reason"] = reason.clone();
+            }
+            entry
+        })
+        .collect();
+    json!({
+        "service": service.name,
+        "package": service.package,
+        "framework": service.framework,
+        "draft": draft,
+        "draft_url": format!("https://datatracker.ietf.org/doc/html/{draft}"),
+        "passed": report["passed"],
+        "points": points,
+    })
+}
+
+fn verdict_of<'r>(report: &'r Value, point: &str) -> &'r str {
+    report["points"]
+        .as_array()
+        .and_then(|points| points.iter().find(|p| p["name"] == point))
+        .and_then(|p| p["verdict"].as_str())
+        .unwrap_or_else(|| panic!("the report has no point {point:?}"))
+}
+
+/// Checks `service` and holds the report to its confirmed verdicts and its findings file.
+fn check_against_the_pinned_findings(test: &str, service: &Service) {
+    let Some(program) = available(test, service) else {
+        return;
+    };
+    let running = start(service, &program, &[]);
+    let report = check(&running);
+    for (point, verdict) in service.confirmed {
+        assert_eq!(
+            verdict_of(&report, point),
+            *verdict,
+            "{}: point {point}, confirmed by hand in REPRODUCTION.md\n{}",
+            service.name,
+            serde_json::to_string_pretty(&report["points"]).unwrap()
+        );
+    }
+    let found = findings(service, &report);
+    let path = blackbox_folder().join(service.name).join("findings.json");
+    if std::env::var_os("LAB_WRITE_FINDINGS").is_some_and(|v| v == "1") {
+        let text = serde_json::to_string_pretty(&found).unwrap() + "\n";
+        std::fs::write(&path, text).unwrap();
+        return;
+    }
+    let committed: Value = serde_json::from_str(
+        &std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{}: {e} (write it with LAB_WRITE_FINDINGS=1)", path.display())),
+    )
+    .unwrap();
+    assert_eq!(
+        found,
+        committed,
+        "{}: this run's findings differ from the committed {} (after a deliberate change to the \
+         check, rewrite it with LAB_WRITE_FINDINGS=1 and review the diff)",
+        service.name,
+        path.display()
+    );
+}
+
+#[test]
+fn asgi_idempotency_header_service_gets_its_pinned_verdicts() {
+    check_against_the_pinned_findings("asgi_idempotency_header_service_gets_its_pinned_verdicts", &ASGI);
+}
+
+#[test]
+fn django_idempotency_key_service_gets_its_pinned_verdicts() {
+    check_against_the_pinned_findings("django_idempotency_key_service_gets_its_pinned_verdicts", &DJANGO);
+}
+
+#[test]
+fn express_idempotency_service_gets_its_pinned_verdicts() {
+    check_against_the_pinned_findings("express_idempotency_service_gets_its_pinned_verdicts", &EXPRESS);
+}
+
+#[test]
+fn node_idempotency_nestjs_service_gets_its_pinned_verdicts() {
+    check_against_the_pinned_findings("node_idempotency_nestjs_service_gets_its_pinned_verdicts", &NESTJS);
+}
+
+/// The negative control: the Django service, whose keys are scoped by caller, with that scoping
+/// switched off (`BLACKBOX_PLANTED_BUG=unscoped-keys`): the scope point must now fail and call
+/// it a data leak, where the unswitched service passes it (`DJANGO.confirmed`).
+#[test]
+fn a_planted_unscoped_key_in_the_django_service_is_caught_as_a_data_leak() {
+    let test = "a_planted_unscoped_key_in_the_django_service_is_caught_as_a_data_leak";
+    let Some(program) = available(test, &DJANGO) else {
+        return;
+    };
+    let running = start(&DJANGO, &program, &[("BLACKBOX_PLANTED_BUG", "unscoped-keys")]);
+    let report = check(&running);
+    assert_eq!(report["passed"], false);
+    let scope = report["points"]
+        .as_array()
+        .and_then(|points| points.iter().find(|p| p["name"] == "scope"))
+        .expect("the report has a scope point");
+    assert_eq!(scope["verdict"], "FAIL", "{scope:#}");
+    let leak = scope["checks"].as_array().is_some_and(|checks| {
+        checks.iter().any(|c| {
+            c["passed"] == false
+                && format!("{} {}", c["what"], c["observed"]).to_lowercase().contains("data leak")
+        })
+    });
+    assert!(leak, "the scope point's failure names the data leak:\n{scope:#}");
+}
