@@ -14,12 +14,13 @@ alice='Authorization: Bearer alice-token'
 bob='Authorization: Bearer bob-token'
 json='Content-Type: application/json'
 
-post() { # post CALLER_HEADER KEY BODY
+post() { # post CALLER_HEADER KEY BODY [PATH]
+    local path=${4:-/tickets}
     local key_header=()
     [ -n "$2" ] && key_header=(-H "Idempotency-Key: $q$2-$run$q")
-    echo "\$ curl -X POST $base/tickets -H '$1' ${2:+-H 'Idempotency-Key: $q$2-$run$q'} -d '$3'"
+    echo "\$ curl -X POST $base$path -H '$1' ${2:+-H 'Idempotency-Key: $q$2-$run$q'} -d '$3'"
     : >/tmp/reproduce-body.$run; : >/tmp/reproduce-head.$run
-    curl -s -m 10 -o /tmp/reproduce-body.$run -D /tmp/reproduce-head.$run -X POST "$base/tickets" \
+    curl -s -m 10 -o /tmp/reproduce-body.$run -D /tmp/reproduce-head.$run -X POST "$base$path" \
         -H "$1" -H "$json" "${key_header[@]}" -d "$3"
     local status
     status=$(head -1 /tmp/reproduce-head.$run | tr -d '\r')
@@ -72,4 +73,8 @@ post "$alice" replay '{"title":"Replay probe","priority":"high"}'
 echo
 echo "## 9. No key at all"
 post "$alice" '' '{"title":"Unkeyed probe","priority":"high"}'
+echo
+echo "## 10. A ticket's key sent again to another endpoint (POST /comments)"
+post "$alice" endpoint '{"title":"Endpoint probe","priority":"high"}'
+post "$alice" endpoint '{"text":"A comment, not a ticket"}' /comments
 rm -f /tmp/reproduce-body.$run /tmp/reproduce-head.$run /tmp/reproduce-race.$run.*

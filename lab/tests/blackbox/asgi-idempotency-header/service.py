@@ -2,7 +2,8 @@
 
 Usage: service.py DATABASE [PORT]   (PORT 0 or absent: any free port; the address is printed)
 
-Callers are bearer tokens (alice-token, bob-token). Tickets live in the SQLite file DATABASE.
+Callers are bearer tokens (alice-token, bob-token). Tickets live in the SQLite file DATABASE;
+POST /comments is a second keyed endpoint, for the check's "same key on another endpoint" point.
 Fault triggers, in the body, so a black-box check can reach the error paths:
   title "", or a priority containing "invalid"  -> 422 validation error (nothing created)
   a priority containing "flaky"   -> 503 the first time a title and priority are seen, then
@@ -29,6 +30,7 @@ FLAKY_SEEN = set()
 def connect():
     db = sqlite3.connect(DATABASE)
     db.execute("CREATE TABLE IF NOT EXISTS tickets (id INTEGER PRIMARY KEY, owner TEXT, title TEXT, priority TEXT)")
+    db.execute("CREATE TABLE IF NOT EXISTS comments (id INTEGER PRIMARY KEY, owner TEXT, text TEXT)")
     return db
 
 
@@ -59,6 +61,17 @@ async def create_ticket(request: Request):
             "INSERT INTO tickets (owner, title, priority) VALUES (?, ?, ?)", (owner, title, priority)
         ).lastrowid
     return JSONResponse({"ticket_id": ticket_id, "owner": owner, "title": title, "priority": priority}, 201)
+
+
+@app.post("/comments")
+async def create_comment(request: Request):
+    owner = caller(request)
+    if owner is None:
+        return JSONResponse({"error": "unknown caller"}, 401)
+    text = (await request.json()).get("text")
+    with contextlib.closing(connect()) as db, db:
+        comment_id = db.execute("INSERT INTO comments (owner, text) VALUES (?, ?)", (owner, text)).lastrowid
+    return JSONResponse({"comment_id": comment_id, "owner": owner, "text": text}, 201)
 
 
 @app.get("/tickets")

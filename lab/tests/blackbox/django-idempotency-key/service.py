@@ -4,7 +4,8 @@ Usage: service.py DATABASE [PORT]   (PORT 0 or absent: any free port; the addres
 
 One file: settings, a view and the server (the standard library's threaded WSGI server, so
 requests run concurrently as under any production WSGI server). Callers are bearer tokens
-(alice-token, bob-token); tickets live in the SQLite file DATABASE. Fault triggers in the body:
+(alice-token, bob-token); tickets live in the SQLite file DATABASE; POST /comments is a second
+keyed endpoint, for the check's "same key on another endpoint" point. Fault triggers in the body:
   title "", or a priority containing "invalid"  -> 422 validation error (nothing created)
   a priority containing "flaky"   -> 503 the first time a title and priority are seen, then
                                      success (a downstream blip)
@@ -70,6 +71,7 @@ from django.views.decorators.csrf import csrf_exempt  # noqa: E402
 def connect():
     db = sqlite3.connect(DATABASE, timeout=10)
     db.execute("CREATE TABLE IF NOT EXISTS tickets (id INTEGER PRIMARY KEY, owner TEXT, title TEXT, priority TEXT)")
+    db.execute("CREATE TABLE IF NOT EXISTS comments (id INTEGER PRIMARY KEY, owner TEXT, text TEXT)")
     return db
 
 
@@ -103,7 +105,22 @@ def tickets(request):
         db.close()
 
 
-urlpatterns = [path("tickets", tickets)]
+@csrf_exempt
+def comments(request):
+    owner = CALLERS.get(request.headers.get("Authorization", ""))
+    if owner is None:
+        return JsonResponse({"error": "unknown caller"}, status=401)
+    text = json.loads(request.body).get("text")
+    db = connect()
+    try:
+        with db:
+            comment_id = db.execute("INSERT INTO comments (owner, text) VALUES (?, ?)", (owner, text)).lastrowid
+    finally:
+        db.close()
+    return JsonResponse({"comment_id": comment_id, "owner": owner, "text": text}, status=201)
+
+
+urlpatterns = [path("tickets", tickets), path("comments", comments)]
 
 
 class ThreadingServer(socketserver.ThreadingMixIn, WSGIServer):

@@ -2,7 +2,8 @@
 //
 // Usage: node service.js [PORT]   (PORT 0 or absent: any free port; the address is printed)
 //
-// Callers are bearer tokens (alice-token, bob-token); tickets are kept in memory. As the README
+// Callers are bearer tokens (alice-token, bob-token); tickets are kept in memory; POST /comments
+// is a second keyed endpoint, for the check's "same key on another endpoint" point. As the README
 // asks, the handler returns early on a "hit" and reports its own handled errors with reportError.
 // Fault triggers in the body:
 //   title "", or a priority containing "invalid"  -> 422 validation error (nothing created)
@@ -46,6 +47,14 @@ app.post('/tickets', (req, res) => {
   const ticket = { ticket_id: tickets.length + 1, owner: req.caller, title, priority };
   tickets.push(ticket);
   res.status(201).json(ticket);
+});
+
+const comments = [];
+app.post('/comments', (req, res) => {
+  if (getSharedIdempotencyService().isHit(req)) return;
+  const comment = { comment_id: comments.length + 1, owner: req.caller, text: (req.body || {}).text };
+  comments.push(comment);
+  res.status(201).json(comment);
 });
 
 app.get('/tickets', (req, res) => {

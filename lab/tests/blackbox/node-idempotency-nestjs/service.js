@@ -5,7 +5,8 @@
 //
 // Plain JavaScript, so the decorators TypeScript would compile are applied by hand with
 // Reflect.decorate, exactly as tsc emits them. Callers are bearer tokens (alice-token,
-// bob-token); tickets are kept in memory. Fault triggers in the body:
+// bob-token); tickets are kept in memory; POST /comments is a second keyed endpoint, for the
+// check's "same key on another endpoint" point. Fault triggers in the body:
 //   title "", or a priority containing "invalid"  -> 422 validation error (nothing created)
 //   a priority containing "flaky"   -> 503 the first time a title and priority are seen, then
 //                                      success (a downstream blip)
@@ -18,6 +19,7 @@ const { Idempotent, NodeIdempotencyModule } = require('@node-idempotency/nestjs'
 
 const callers = { 'Bearer alice-token': 'alice', 'Bearer bob-token': 'bob' };
 const tickets = [];
+const comments = [];
 const flakySeen = new Set();
 
 function callerOf(authorization) {
@@ -44,6 +46,13 @@ class TicketsController {
     return ticket;
   }
 
+  comment(body, authorization) {
+    const owner = callerOf(authorization);
+    const comment = { comment_id: comments.length + 1, owner, text: (body || {}).text };
+    comments.push(comment);
+    return comment;
+  }
+
   list(authorization) {
     const owner = callerOf(authorization);
     return { tickets: tickets.filter((t) => t.owner === owner) };
@@ -52,10 +61,13 @@ class TicketsController {
 const param = (index, decorator) => (target, key) => decorator(target, key, index);
 const method = (name) => Object.getOwnPropertyDescriptor(TicketsController.prototype, name);
 Reflect.decorate(
-  [Post(), HttpCode(201), Idempotent(), param(0, Body()), param(1, Headers('authorization'))],
+  [Post('/tickets'), HttpCode(201), Idempotent(), param(0, Body()), param(1, Headers('authorization'))],
   TicketsController.prototype, 'create', method('create'));
-Reflect.decorate([Get(), param(0, Headers('authorization'))], TicketsController.prototype, 'list', method('list'));
-Reflect.decorate([Controller('tickets')], TicketsController);
+Reflect.decorate(
+  [Post('/comments'), HttpCode(201), Idempotent(), param(0, Body()), param(1, Headers('authorization'))],
+  TicketsController.prototype, 'comment', method('comment'));
+Reflect.decorate([Get('/tickets'), param(0, Headers('authorization'))], TicketsController.prototype, 'list', method('list'));
+Reflect.decorate([Controller()], TicketsController);
 
 class AppModule {}
 Reflect.decorate(
