@@ -108,7 +108,8 @@ pub enum Command {
     /// 127.0.0.1 with bearer tokens (see the book's "Over MCP" chapter)
     Mcp(mcp::McpArgs),
     /// Check every point of the retry contract against a store or a service (`--adapter http`),
-    /// each on a fresh store, and report each passed or failed with its likely cause
+    /// each on a fresh store, and report each passed or failed with its likely cause; or, with
+    /// `--target FILE`, any HTTP service that takes an operation key, as a black box
     Check(check::CheckArgs),
     /// Run seeded histories of callers, faults, crashes and pruning against a tool, and check the
     /// contract's invariants over each (see the book's "Simulated histories" chapter)
