@@ -77,4 +77,11 @@ echo
 echo "## 10. A ticket's key sent again to another endpoint (POST /comments)"
 post "$alice" endpoint '{"title":"Endpoint probe","priority":"high"}'
 post "$alice" endpoint '{"text":"A comment, not a ticket"}' /comments
+echo
+echo "## 11. A handler that fails after saving its ticket, then the retry without the fault"
+before=$(curl -s -m 10 "$base/tickets" -H "$alice" | grep -o '"ticket_id"' | wc -l)
+post "$alice" after '{"title":"After-effect probe","priority":"after-effect"}'
+post "$alice" after '{"title":"After-effect probe","priority":"high"}'
+after=$(curl -s -m 10 "$base/tickets" -H "$alice" | grep -o '"ticket_id"' | wc -l)
+echo "  tickets created by the two: $((after - before))"
 rm -f /tmp/reproduce-body.$run /tmp/reproduce-head.$run /tmp/reproduce-race.$run.*

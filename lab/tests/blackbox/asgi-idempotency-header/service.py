@@ -9,6 +9,8 @@ Fault triggers, in the body, so a black-box check can reach the error paths:
   a priority containing "flaky"   -> 503 the first time a title and priority are seen, then
                                      success (a downstream blip)
   a priority containing "crash"   -> the handler raises (FastAPI answers 500)
+  a priority containing "after-effect" -> the handler raises after the ticket is saved (a fault
+                                     between the effect and the middleware's record)
 """
 
 import contextlib
@@ -60,6 +62,8 @@ async def create_ticket(request: Request):
         ticket_id = db.execute(
             "INSERT INTO tickets (owner, title, priority) VALUES (?, ?, ?)", (owner, title, priority)
         ).lastrowid
+    if "after-effect" in str(priority):
+        raise RuntimeError(f"handler failed after saving ticket {ticket_id}")
     return JSONResponse({"ticket_id": ticket_id, "owner": owner, "title": title, "priority": priority}, 201)
 
 

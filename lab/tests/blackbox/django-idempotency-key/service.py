@@ -10,6 +10,8 @@ keyed endpoint, for the check's "same key on another endpoint" point. Fault trig
   a priority containing "flaky"   -> 503 the first time a title and priority are seen, then
                                      success (a downstream blip)
   a priority containing "crash"   -> the view raises (Django answers 500)
+  a priority containing "after-effect" -> the view raises after the ticket is saved (a fault
+                                     between the effect and the middleware's record)
 
 The negative control of lab/tests/it/middlewares.rs sets BLACKBOX_PLANTED_BUG=unscoped-keys: the
 service then hashes its keys without the caller, a configuration mistake one line long, and the
@@ -100,6 +102,8 @@ def tickets(request):
             ticket_id = db.execute(
                 "INSERT INTO tickets (owner, title, priority) VALUES (?, ?, ?)", (owner, title, priority)
             ).lastrowid
+        if "after-effect" in str(priority):
+            raise RuntimeError(f"view failed after saving ticket {ticket_id}")
         return JsonResponse({"ticket_id": ticket_id, "owner": owner, "title": title, "priority": priority}, status=201)
     finally:
         db.close()

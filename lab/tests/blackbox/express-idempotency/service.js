@@ -10,6 +10,8 @@
 //   a priority containing "flaky"   -> 503 the first time a title and priority are seen, then
 //                                      success (a downstream blip)
 //   a priority containing "crash"   -> the handler throws (Express answers 500)
+//   a priority containing "after-effect" -> the handler throws after the ticket is saved (a
+//                                      fault between the effect and the middleware's record)
 'use strict';
 const express = require('express');
 const { idempotency, getSharedIdempotencyService } = require('express-idempotency');
@@ -46,6 +48,7 @@ app.post('/tickets', (req, res) => {
   if (String(priority).includes('crash')) throw new Error('handler failed before creating the ticket');
   const ticket = { ticket_id: tickets.length + 1, owner: req.caller, title, priority };
   tickets.push(ticket);
+  if (String(priority).includes('after-effect')) throw new Error(`handler failed after saving ticket ${ticket.ticket_id}`);
   res.status(201).json(ticket);
 });
 

@@ -11,6 +11,8 @@
 //   a priority containing "flaky"   -> 503 the first time a title and priority are seen, then
 //                                      success (a downstream blip)
 //   a priority containing "crash"   -> the handler throws (NestJS answers 500)
+//   a priority containing "after-effect" -> the handler throws after the ticket is saved (a
+//                                      fault between the effect and the middleware's record)
 'use strict';
 require('reflect-metadata');
 const { Body, Controller, Get, Headers, HttpCode, HttpException, Module, Post } = require('@nestjs/common');
@@ -43,6 +45,7 @@ class TicketsController {
     if (String(priority).includes('crash')) throw new Error('handler failed before creating the ticket');
     const ticket = { ticket_id: tickets.length + 1, owner, title, priority };
     tickets.push(ticket);
+    if (String(priority).includes('after-effect')) throw new Error(`handler failed after saving ticket ${ticket.ticket_id}`);
     return ticket;
   }
 
