@@ -84,4 +84,26 @@ post "$alice" after '{"title":"After-effect probe","priority":"after-effect"}'
 post "$alice" after '{"title":"After-effect probe","priority":"high"}'
 after=$(curl -s -m 10 "$base/tickets" -H "$alice" | grep -o '"ticket_id"' | wc -l)
 echo "  tickets created by the two: $((after - before))"
+echo
+echo "## 12. A client that hangs up after part of the body, then retries in full"
+hostport=${base#http://}; host=${hostport%:*}; port=${hostport##*:}
+body='{"title":"Hang-up probe","priority":"high"}'
+echo "\$ (printf 'POST /tickets HTTP/1.1\\r\\nHost: $hostport\\r\\nAuthorization: Bearer alice-token\\r\\nContent-Type: application/json\\r\\nIdempotency-Key: ${q}hangup-$run${q}\\r\\nContent-Length: ${#body}\\r\\n\\r\\n${body:0:20}'; sleep 1) | timeout 5 bash -c 'cat > /dev/tcp/$host/$port'"
+(printf 'POST /tickets HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer alice-token\r\nContent-Type: application/json\r\nIdempotency-Key: %s\r\nContent-Length: %s\r\n\r\n%s' \
+    "$hostport" "${q}hangup-$run${q}" "${#body}" "${body:0:20}"; sleep 1) | timeout 5 bash -c "cat > /dev/tcp/$host/$port"
+echo "  -> (hung up after ${#body} bytes were announced and 20 sent)"
+sleep 1
+post "$alice" hangup "$body"
+post "$alice" hangup "$body"
+echo
+echo "## 13. One key written as an sf-string, then as a bare token"
+post "$alice" forms '{"title":"Forms probe","priority":"high"}'
+q_was=$q; if [ -n "$q" ]; then q=''; else q='"'; fi
+post "$alice" forms '{"title":"Forms probe","priority":"high"}'
+q=$q_was
+echo
+echo "## 14. A malformed key (an sf-string with no closing quote)"
+q_was=$q; q=''
+post "$alice" '"malformed' '{"title":"Malformed probe","priority":"high"}'
+q=$q_was
 rm -f /tmp/reproduce-body.$run /tmp/reproduce-head.$run /tmp/reproduce-race.$run.*
