@@ -44,8 +44,8 @@ pub fn table(root: &Path) -> Result<String> {
     for path in &files {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let value: Value = serde_json::from_str(&text)
-            .with_context(|| format!("{}: not JSON", path.display()))?;
+        let value: Value =
+            serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
         services.push(value);
     }
     render(&services)
@@ -74,7 +74,9 @@ fn render(services: &[Value]) -> Result<String> {
             let failed = point
                 .get("failed")
                 .and_then(Value::as_array)
-                .with_context(|| format!("findings of {package}, point {name}: no `failed` list"))?;
+                .with_context(|| {
+                    format!("findings of {package}, point {name}: no `failed` list")
+                })?;
             if failed.is_empty() {
                 // NOT COVERED: the reason is the finding.
                 let reason = point.get("reason").and_then(Value::as_str).unwrap_or("");
@@ -165,13 +167,19 @@ mod tests {
             table.contains("MUST [§2.7](https://example.org/draft#section-2.7)"),
             "{table}"
         );
-        assert!(!table.contains("`replay`"), "passed points are left out:\n{table}");
+        assert!(
+            !table.contains("`replay`"),
+            "passed points are left out:\n{table}"
+        );
     }
 
     #[test]
     fn a_service_that_passed_everything_says_so_and_bad_files_are_errors() {
         let table = render(&[service("PASS", serde_json::json!([]))]).unwrap();
-        assert!(table.contains("| every point | PASS | nothing |"), "{table}");
+        assert!(
+            table.contains("| every point | PASS | nothing |"),
+            "{table}"
+        );
         let broken = serde_json::json!({"package": "x", "framework": "y", "draft_url": "z"});
         assert!(render(&[broken]).is_err());
     }

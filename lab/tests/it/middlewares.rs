@@ -51,11 +51,17 @@ const ASGI: Service = Service {
     package: "asgi-idempotency-header 0.2.0 (PyPI)",
     framework: "FastAPI 0.165.0",
     confirmed: &[
-        ("replay", "PASS"),
-        ("scope", "FAIL"),
-        ("changed-payload", "FAIL"),
-        ("reordered-fields", "PASS"),
-        ("concurrent-fresh-key", "PASS"),
+        ("replay", "PASS"),                          // probe 8
+        ("scope", "FAIL"),                           // probe 1: the data leak
+        ("changed-payload", "FAIL"),                 // probe 2
+        ("reordered-fields", "PASS"),                // probe 3
+        ("concurrent-fresh-key", "PASS"),            // probe 4
+        ("error-then-corrected", "FAIL"),            // probe 6: the 422 is replayed
+        ("server-error-then-corrected", "FAIL"),     // probe 7: the 503 is replayed
+        ("other-endpoint", "FAIL"),                  // probe 10: the ticket replayed to /comments
+        ("fault-between-effect-and-record", "FAIL"), // probe 11
+        ("hang-up", "FAIL"),                         // probe 12: the key stays in progress
+        ("key-forms", "FAIL"),                       // probes 9, 13, 14
     ],
 };
 
@@ -66,10 +72,12 @@ const DJANGO: Service = Service {
     package: "django-idempotency-key 1.3.0 (PyPI)",
     framework: "Django 4.2.30",
     confirmed: &[
-        ("scope", "PASS"),
-        ("changed-payload", "FAIL"),
-        ("reordered-fields", "FAIL"),
-        ("concurrent-fresh-key", "FAIL"),
+        ("replay", "FAIL"),                          // probe 8: the replay is answered 409
+        ("changed-payload", "FAIL"),                 // probe 2: a second ticket
+        ("reordered-fields", "FAIL"),                // probe 3: a second ticket
+        ("concurrent-fresh-key", "FAIL"),            // probe 4: several tickets for one key
+        ("fault-between-effect-and-record", "FAIL"), // probe 11: two tickets
+        ("key-forms", "FAIL"),                       // probes 13, 14
     ],
 };
 
@@ -80,10 +88,17 @@ const EXPRESS: Service = Service {
     package: "express-idempotency 1.0.6 (npm)",
     framework: "Express 4.21.2",
     confirmed: &[
-        ("replay", "PASS"),
-        ("scope", "FAIL"),
-        ("reordered-fields", "PASS"),
-        ("concurrent-fresh-key", "PASS"),
+        ("replay", "PASS"),                          // probe 8
+        ("scope", "FAIL"),                           // probe 1: the data leak
+        ("changed-payload", "WARN"),                 // probe 2: refused, with 417 not 422
+        ("reordered-fields", "PASS"),                // probe 3
+        ("concurrent-fresh-key", "PASS"),            // probe 4
+        ("error-then-corrected", "PASS"),            // probe 6
+        ("server-error-then-corrected", "PASS"),     // probe 7
+        ("other-endpoint", "FAIL"),                  // probe 10: refused with 417
+        ("fault-between-effect-and-record", "FAIL"), // probe 11
+        ("hang-up", "PASS"),                         // probe 12
+        ("key-forms", "FAIL"),                       // probes 9, 13, 14
     ],
 };
 
@@ -94,11 +109,17 @@ const NESTJS: Service = Service {
     package: "@node-idempotency/nestjs 1.0.4 (npm)",
     framework: "NestJS 10.4.9",
     confirmed: &[
-        ("replay", "PASS"),
-        ("scope", "FAIL"),
-        ("changed-payload", "PASS"),
-        ("reordered-fields", "FAIL"),
-        ("concurrent-fresh-key", "PASS"),
+        ("replay", "PASS"),                          // probe 8
+        ("scope", "FAIL"),                           // probe 1: the data leak
+        ("changed-payload", "PASS"),                 // probe 2
+        ("reordered-fields", "FAIL"),                // probe 3: refused as a changed payload
+        ("concurrent-fresh-key", "PASS"),            // probe 4
+        ("error-then-corrected", "FAIL"),            // probe 6: the key is burned
+        ("server-error-then-corrected", "FAIL"),     // probe 7: the 503 is saved
+        ("other-endpoint", "PASS"),                  // probe 10
+        ("fault-between-effect-and-record", "FAIL"), // probe 11
+        ("hang-up", "PASS"),                         // probe 12
+        ("key-forms", "FAIL"),                       // probes 9, 13, 14
     ],
 };
 
@@ -184,10 +205,16 @@ impl Running {
 fn start(service: &Service, program: &Path, env: &[(&str, &str)]) -> Running {
     let source = blackbox_folder().join(service.name);
     let folder = tempfile::tempdir().unwrap();
-    std::fs::copy(source.join("target.toml"), folder.path().join("target.toml")).unwrap();
+    std::fs::copy(
+        source.join("target.toml"),
+        folder.path().join("target.toml"),
+    )
+    .unwrap();
     let mut command = Command::new(program);
     match service.runtime {
-        Runtime::Python => command.arg(source.join("service.py")).args(["tickets.sqlite", "0"]),
+        Runtime::Python => command
+            .arg(source.join("service.py"))
+            .args(["tickets.sqlite", "0"]),
         Runtime::Node => command.arg(source.join("service.js")).arg("0"),
     };
     let log = File::create(folder.path().join("service.log")).unwrap();
@@ -206,7 +233,14 @@ fn start(service: &Service, program: &Path, env: &[(&str, &str)]) -> Running {
 /// Runs `lab check --target` against `running` and returns its JSON report.
 fn check(running: &Running) -> Value {
     let output = Command::new(env!("CARGO_BIN_EXE_lab"))
-        .args(["check", "--target", "target.toml", "--url", &running.url, "--json"])
+        .args([
+            "check",
+            "--target",
+            "target.toml",
+            "--url",
+            &running.url,
+            "--json",
+        ])
         .current_dir(running.folder.path())
         .stdin(Stdio::null())
         .output()
@@ -231,20 +265,28 @@ fn check(running: &Running) -> Value {
 }
 
 /// What the findings file keeps of a report: every point's verdict and each failed sub-check's
-/// sentence and grade (never the observed values, which hold ports and identities).
+/// sentence and grade (never the observed values, which hold ports and identities). In the
+/// concurrent points a SHOULD sub-check rests on how a race fell (which status a losing racer
+/// got), so there only the required sub-checks are kept; the verdict still is.
 fn findings(service: &Service, report: &Value) -> Value {
-    let draft = report["draft"].as_str().expect("the report names its draft");
+    let draft = report["draft"]
+        .as_str()
+        .expect("the report names its draft");
     let points: Vec<Value> = report["points"]
         .as_array()
         .expect("the report lists its points")
         .iter()
         .map(|point| {
+            let racy = point["name"]
+                .as_str()
+                .is_some_and(|name| name.starts_with("concurrent-"));
             let failed: Vec<Value> = point["checks"]
                 .as_array()
                 .map(Vec::as_slice)
                 .unwrap_or_default()
                 .iter()
                 .filter(|check| check["passed"] == false)
+                .filter(|check| !racy || check["grade"]["level"] != "SHOULD")
                 .map(|check| {
                     json!({
                         "what": check["what"],
@@ -307,11 +349,14 @@ fn check_against_the_pinned_findings(test: &str, service: &Service) {
         std::fs::write(&path, text).unwrap();
         return;
     }
-    let committed: Value = serde_json::from_str(
-        &std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("{}: {e} (write it with LAB_WRITE_FINDINGS=1)", path.display())),
-    )
-    .unwrap();
+    let committed: Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap_or_else(|e| {
+            panic!(
+                "{}: {e} (write it with LAB_WRITE_FINDINGS=1)",
+                path.display()
+            )
+        }))
+        .unwrap();
     assert_eq!(
         found,
         committed,
@@ -324,34 +369,51 @@ fn check_against_the_pinned_findings(test: &str, service: &Service) {
 
 #[test]
 fn asgi_idempotency_header_service_gets_its_pinned_verdicts() {
-    check_against_the_pinned_findings("asgi_idempotency_header_service_gets_its_pinned_verdicts", &ASGI);
+    check_against_the_pinned_findings(
+        "asgi_idempotency_header_service_gets_its_pinned_verdicts",
+        &ASGI,
+    );
 }
 
 #[test]
 fn django_idempotency_key_service_gets_its_pinned_verdicts() {
-    check_against_the_pinned_findings("django_idempotency_key_service_gets_its_pinned_verdicts", &DJANGO);
+    check_against_the_pinned_findings(
+        "django_idempotency_key_service_gets_its_pinned_verdicts",
+        &DJANGO,
+    );
 }
 
 #[test]
 fn express_idempotency_service_gets_its_pinned_verdicts() {
-    check_against_the_pinned_findings("express_idempotency_service_gets_its_pinned_verdicts", &EXPRESS);
+    check_against_the_pinned_findings(
+        "express_idempotency_service_gets_its_pinned_verdicts",
+        &EXPRESS,
+    );
 }
 
 #[test]
 fn node_idempotency_nestjs_service_gets_its_pinned_verdicts() {
-    check_against_the_pinned_findings("node_idempotency_nestjs_service_gets_its_pinned_verdicts", &NESTJS);
+    check_against_the_pinned_findings(
+        "node_idempotency_nestjs_service_gets_its_pinned_verdicts",
+        &NESTJS,
+    );
 }
 
 /// The negative control: the Django service, whose keys are scoped by caller, with that scoping
-/// switched off (`BLACKBOX_PLANTED_BUG=unscoped-keys`): the scope point must now fail and call
-/// it a data leak, where the unswitched service passes it (`DJANGO.confirmed`).
+/// switched off (`BLACKBOX_PLANTED_BUG=unscoped-keys`). The scope point must fail sub-checks the
+/// unswitched service passes (its committed findings do not list them): bob's request is
+/// answered with alice's ticket and makes no ticket of bob's.
 #[test]
-fn a_planted_unscoped_key_in_the_django_service_is_caught_as_a_data_leak() {
-    let test = "a_planted_unscoped_key_in_the_django_service_is_caught_as_a_data_leak";
+fn a_planted_unscoped_key_in_the_django_service_is_caught_by_the_scope_point() {
+    let test = "a_planted_unscoped_key_in_the_django_service_is_caught_by_the_scope_point";
     let Some(program) = available(test, &DJANGO) else {
         return;
     };
-    let running = start(&DJANGO, &program, &[("BLACKBOX_PLANTED_BUG", "unscoped-keys")]);
+    let running = start(
+        &DJANGO,
+        &program,
+        &[("BLACKBOX_PLANTED_BUG", "unscoped-keys")],
+    );
     let report = check(&running);
     assert_eq!(report["passed"], false);
     let scope = report["points"]
@@ -359,11 +421,37 @@ fn a_planted_unscoped_key_in_the_django_service_is_caught_as_a_data_leak() {
         .and_then(|points| points.iter().find(|p| p["name"] == "scope"))
         .expect("the report has a scope point");
     assert_eq!(scope["verdict"], "FAIL", "{scope:#}");
-    let leak = scope["checks"].as_array().is_some_and(|checks| {
-        checks.iter().any(|c| {
-            c["passed"] == false
-                && format!("{} {}", c["what"], c["observed"]).to_lowercase().contains("data leak")
-        })
+    let committed: Value = serde_json::from_str(
+        &std::fs::read_to_string(blackbox_folder().join(DJANGO.name).join("findings.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let unplanted_failed: Vec<&Value> = committed["points"]
+        .as_array()
+        .and_then(|points| points.iter().find(|p| p["name"] == "scope"))
+        .and_then(|p| p["failed"].as_array())
+        .expect("the committed Django findings have a scope point")
+        .iter()
+        .map(|c| &c["what"])
+        .collect();
+    let caught: Vec<&Value> = scope["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["passed"] == false && c["grade"]["level"] != "SHOULD")
+        .filter(|c| !unplanted_failed.contains(&&c["what"]))
+        .collect();
+    assert!(
+        !caught.is_empty(),
+        "the planted bug fails no required scope sub-check that the service passes without it:\n{scope:#}"
+    );
+    let effect_of_its_own = caught.iter().any(|c| {
+        c["observed"]
+            .as_str()
+            .is_some_and(|o| o.contains("0 effects") || o.contains("DATA LEAK"))
     });
-    assert!(leak, "the scope point's failure names the data leak:\n{scope:#}");
+    assert!(
+        effect_of_its_own,
+        "the planted bug shows as bob's missing effect or a data leak:\n{scope:#}"
+    );
 }
