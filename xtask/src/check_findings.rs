@@ -51,11 +51,10 @@ pub fn table(root: &Path) -> Result<String> {
     render(&services)
 }
 
-/// The table for the services' findings, in the order given.
+/// A heading line and a table per service, in the order given: one row per point that did not
+/// pass, its failed sub-checks one per line, each with its grade.
 fn render(services: &[Value]) -> Result<String> {
-    let mut out = String::from(
-        "| Middleware | Point | Verdict | What the check found | Grade |\n| --- | --- | --- | --- | --- |\n",
-    );
+    let mut out = String::new();
     for service in services {
         let package = text(service, "package")?;
         let framework = text(service, "framework")?;
@@ -64,16 +63,25 @@ fn render(services: &[Value]) -> Result<String> {
             .get("points")
             .and_then(Value::as_array)
             .with_context(|| format!("findings of {package}: no `points` list"))?;
-        let mut rows = 0;
+        let mut rows = String::new();
+        let (mut failed_points, mut covered) = (0, 0);
         for point in points {
             let name = text(point, "name")?;
             // Passed points, and points a black box cannot reach (the same for every service;
             // the chapter says what would cover them), are not findings.
             let verdict = match text(point, "verdict")? {
-                "PASS" | "NOT_COVERED" => continue,
+                "NOT_COVERED" => continue,
+                "PASS" => {
+                    covered += 1;
+                    continue;
+                }
                 "PASS_WITH_WARNINGS" => "WARN",
                 other => other,
             };
+            covered += 1;
+            if verdict == "FAIL" {
+                failed_points += 1;
+            }
             let failed = point
                 .get("failed")
                 .and_then(Value::as_array)
@@ -83,23 +91,26 @@ fn render(services: &[Value]) -> Result<String> {
             if failed.is_empty() {
                 bail!("findings of {package}, point {name}: {verdict} with no failed sub-check");
             }
+            let mut found = Vec::new();
             for check in failed {
-                let _ = writeln!(
-                    out,
-                    "| {} | `{name}` | {verdict} | {} | {} |",
-                    cell(&format!("{package} ({framework})")),
+                found.push(format!(
+                    "{}: {}",
                     cell(text(check, "what")?),
                     grade(check, draft_url)?
-                );
-                rows += 1;
+                ));
             }
+            let _ = writeln!(rows, "| `{name}` | {verdict} | {} |", found.join("<br>"));
         }
-        if rows == 0 {
-            let _ = writeln!(
-                out,
-                "| {} | every point | PASS | nothing | |",
-                cell(&format!("{package} ({framework})"))
-            );
+        let _ = writeln!(
+            out,
+            "**{package}**, on {framework}: {failed_points} of {covered} points checked failed.\n"
+        );
+        if rows.is_empty() {
+            out.push_str("Every point it could check passed.\n\n");
+        } else {
+            out.push_str("| Point | Verdict | Failed sub-checks, each with its grade |\n| --- | --- | --- |\n");
+            out.push_str(&rows);
+            out.push('\n');
         }
     }
     Ok(out)
@@ -156,7 +167,13 @@ mod tests {
         ]);
         let table = render(&[service("FAIL", failed)]).unwrap();
         assert!(
-            table.contains("| `scope` | FAIL | another caller's key \\| the first caller's ticket | LAB ([§2.6](https://example.org/draft#section-2.6) SHOULD) |"),
+            table.contains("| `scope` | FAIL | another caller's key \\| the first caller's ticket: LAB ([§2.6](https://example.org/draft#section-2.6) SHOULD)<br>"),
+            "{table}"
+        );
+        assert!(
+            table.contains(
+                "**demo-idempotency 1.0 (PyPI)**, on Flask 3: 1 of 2 points checked failed."
+            ),
             "{table}"
         );
         assert!(
@@ -172,11 +189,40 @@ mod tests {
     #[test]
     fn a_service_that_passed_everything_says_so_and_bad_files_are_errors() {
         let table = render(&[service("PASS", serde_json::json!([]))]).unwrap();
-        assert!(
-            table.contains("| every point | PASS | nothing |"),
-            "{table}"
-        );
+        assert!(table.contains("Every point it could check passed."), "{table}");
         let broken = serde_json::json!({"package": "x", "framework": "y", "draft_url": "z"});
         assert!(render(&[broken]).is_err());
+    }
+
+    #[test]
+    fn the_committed_findings_render_every_service_and_each_failed_sub_check() {
+        let root = crate::root();
+        let table = table(&root).unwrap();
+        let folder = root.join(SERVICES);
+        let mut services = 0;
+        for entry in std::fs::read_dir(&folder).unwrap() {
+            let path = entry.unwrap().path().join("findings.json");
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            services += 1;
+            let findings: Value = serde_json::from_str(&text).unwrap();
+            let package = findings["package"].as_str().unwrap();
+            let section = table
+                .split(&format!("**{package}**"))
+                .nth(1)
+                .unwrap_or_else(|| panic!("{package} has no heading:\n{table}"));
+            let section = section.split("\n**").next().unwrap();
+            for point in findings["points"].as_array().unwrap() {
+                let row = format!("| `{}` |", point["name"].as_str().unwrap());
+                let shown = point["verdict"] != "PASS" && point["verdict"] != "NOT_COVERED";
+                assert_eq!(section.contains(&row), shown, "{package} {row}:\n{section}");
+                for check in point["failed"].as_array().unwrap() {
+                    assert!(section.contains(check["what"].as_str().unwrap()), "{check}");
+                }
+            }
+        }
+        assert!(services > 0, "no findings.json under {}", folder.display());
+        println!("{table}");
     }
 }
