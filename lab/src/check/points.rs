@@ -1268,15 +1268,21 @@ async fn error_then_fix(
     let settled = probe.send_settled(name, &fixed).await;
     let answer = &last(&settled).answer;
     let read = probe.read(answer, false);
-    let burned = !read.success && answer.status() == seen.answer.status();
+    let replayed_error = !read.success && answer.status() == seen.answer.status();
+    let held = !read.success && answer.status().is_some();
     checks.add(
         lab26(),
         format!("the corrected request after the {kind} is processed"),
         read.success,
         "a success",
-        if burned {
+        if replayed_error {
             format!(
                 "{}: the saved {kind} was replayed; the key is burned",
+                probe.describe(answer)
+            )
+        } else if held {
+            format!(
+                "{}: the {kind} left a record that holds the key; the key is burned",
                 probe.describe(answer)
             )
         } else {
@@ -1374,12 +1380,13 @@ async fn fault_between(probe: &Probe) -> PointReport {
     faulted.body = probe.provoked(&fields, hook);
     faulted.extra = hook.headers.clone();
     let seen = probe.send(NAME, &faulted).await;
-    let read = probe.read(&seen.answer, false);
+    // A 4xx is the hook refused, not the fault: only a 5xx or no answer shows it fired.
+    let fired = seen.answer.status().is_none_or(|s| s >= 500);
     if !checks.add(
         Grade::lab(),
-        "the fault hook fired: the request failed",
-        !read.success,
-        "an error or no answer",
+        "the fault hook fired: a 5xx or no answer",
+        fired,
+        "a 5xx or no answer",
         probe.describe(&seen.answer),
         &[seen.id],
     ) {
