@@ -94,10 +94,10 @@ pub async fn all(probe: &Arc<Probe>) -> Vec<PointReport> {
     points.push(PointReport::not_covered(
         "crash",
         "A crash of the service between its effect and its answer",
-        "A black box cannot crash the service at a chosen step. A Rust tool is checked there \
-         by `lab check --adapter ...`, which injects the fault inside the create; a service's \
-         own test harness can kill it (lab/tests/it/crash.rs shows how) and then run this \
-         check's replay point."
+        "A black box cannot crash the service at a chosen step. For a Rust tool, `lab check \
+         --adapter ...` stands in for it inside the create: a failure before the commit, and a \
+         reply lost after it. A service's own harness can kill it at its dangerous points (as \
+         lab/tests/it/crash.rs does to the runner) and then run this check's replay point."
             .to_owned(),
     ));
     points
@@ -813,9 +813,19 @@ async fn concurrent_completed(probe: &Arc<Probe>) -> PointReport {
             KeyWire::Normal(key.clone()),
             &fields,
         );
-        let Some((_, first_read)) = first(probe, NAME, &mut checks, &call).await else {
+        let opened = probe.send(NAME, &call).await;
+        let first_read = probe.read(&opened.answer, false);
+        if !first_read.success {
+            checks.add(
+                Grade::lab(),
+                format!("round {round}: the first request with a fresh key succeeds"),
+                false,
+                "a success status",
+                probe.describe(&opened.answer),
+                &[opened.id],
+            );
             return PointReport::covered(NAME, TITLE, checks.0);
-        };
+        }
         let before = count_or_stop!(probe, checks, NAME, TITLE);
         let calls = (0..load.callers)
             .map(|i| {

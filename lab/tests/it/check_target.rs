@@ -541,6 +541,26 @@ fn bad_target_files_are_refused_naming_the_field_and_nothing_is_sent() {
     let missing = lab(&["check", "--target", "/nonexistent/target.toml"]);
     assert_eq!(missing.status.code(), Some(2));
     assert_eq!(listener.connections(), 0, "something was sent");
+    // A valid file and no service: one line naming the address, status 1, not a report of
+    // failed points.
+    let closed = {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", port.local_addr().unwrap())
+    };
+    let absent = lab(&[
+        "check",
+        "--target",
+        file.to_str().unwrap(),
+        "--url",
+        &closed,
+    ]);
+    assert_eq!(absent.status.code(), Some(1), "{}", text(&absent.stderr));
+    assert!(
+        text(&absent.stderr).contains(&closed),
+        "{}",
+        text(&absent.stderr)
+    );
+    assert!(absent.stdout.is_empty());
 }
 
 #[test]
@@ -570,4 +590,63 @@ fn init_writes_a_starting_file_that_validates_and_never_replaces_one() {
     ]);
     assert_eq!(remote.status.code(), Some(2));
     assert!(!folder.path().join("r.toml").exists());
+}
+
+#[test]
+fn the_openapi_description_documents_every_admin_endpoint_with_the_statuses_it_answers() {
+    use lab::check::http::{Outgoing, Wire};
+    let server = LabServer::start(&[]);
+    let port: u16 = server.url.rsplit(':').next().unwrap().parse().unwrap();
+    let wire = Wire::new("127.0.0.1", port, "", std::time::Duration::from_secs(10));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let send = |method: &str, path: &str, headers: &[(&str, &str)]| {
+        let outgoing = Outgoing {
+            method: method.to_owned(),
+            path: path.to_owned(),
+            headers: headers
+                .iter()
+                .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+                .collect(),
+            body: Vec::new(),
+        };
+        runtime.block_on(wire.send(&outgoing))
+    };
+    let spec = send("GET", "/openapi.json", &[]);
+    let lab::check::history::Answer::Reply { body, .. } = spec else {
+        panic!("no OpenAPI: {spec:?}")
+    };
+    let spec: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        spec["components"]["securitySchemes"]["adminToken"]["name"],
+        json!("Lab-Admin-Token")
+    );
+    let admin = ("Lab-Admin-Token", "admin-token");
+    let caller = ("Authorization", "Bearer token-a");
+    let key = ("Idempotency-Key", "\"forget-me\"");
+    // Each admin route with its credentials, and the status it answers on this server (started
+    // without retention, so a prune is refused with 400).
+    let routes: [(&str, &str, Vec<(&str, &str)>, u16); 5] = [
+        ("GET", "/admin/tickets", vec![admin], 200),
+        ("GET", "/admin/records", vec![admin], 200),
+        ("DELETE", "/admin/records", vec![admin, caller, key], 200),
+        ("POST", "/admin/reset", vec![admin], 200),
+        ("POST", "/admin/prune", vec![admin], 400),
+    ];
+    for (method, path, headers, expected) in routes {
+        let operation = &spec["paths"][path][method.to_ascii_lowercase()];
+        assert!(operation.is_object(), "{method} {path} is not documented");
+        let documented = |status: u16| operation["responses"][status.to_string()].is_object();
+        let with = send(method, path, &headers);
+        assert_eq!(with.status(), Some(expected), "{method} {path}: {with:?}");
+        assert!(
+            documented(expected),
+            "{method} {path}: {expected} not documented"
+        );
+        let without = send(method, path, &[caller]);
+        assert_eq!(without.status(), Some(401), "{method} {path}: {without:?}");
+        assert!(documented(401), "{method} {path}: 401 not documented");
+    }
 }
