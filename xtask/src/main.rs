@@ -20,6 +20,7 @@ mod bench;
 mod bench_http;
 mod browser;
 mod check_findings;
+mod check_report;
 mod checks;
 mod claims;
 mod conformance;

@@ -94,10 +94,10 @@ pub async fn all(probe: &Arc<Probe>) -> Vec<PointReport> {
     points.push(PointReport::not_covered(
         "crash",
         "A crash of the service between its effect and its answer",
-        "A black box cannot crash the service at a chosen step. A Rust tool is checked there \
-         by `lab check --adapter ...`, which injects the fault inside the create; a service's \
-         own test harness can kill it (lab/tests/it/crash.rs shows how) and then run this \
-         check's replay point."
+        "A black box cannot crash the service at a chosen step. For a Rust tool, `lab check \
+         --adapter ...` stands in for it inside the create: a failure before the commit, and a \
+         reply lost after it. A service's own harness can kill it at its dangerous points (as \
+         lab/tests/it/crash.rs does to the runner) and then run this check's replay point."
             .to_owned(),
     ));
     points
@@ -813,9 +813,19 @@ async fn concurrent_completed(probe: &Arc<Probe>) -> PointReport {
             KeyWire::Normal(key.clone()),
             &fields,
         );
-        let Some((_, first_read)) = first(probe, NAME, &mut checks, &call).await else {
+        let opened = probe.send(NAME, &call).await;
+        let first_read = probe.read(&opened.answer, false);
+        if !first_read.success {
+            checks.add(
+                Grade::lab(),
+                format!("round {round}: the first request with a fresh key succeeds"),
+                false,
+                "a success status",
+                probe.describe(&opened.answer),
+                &[opened.id],
+            );
             return PointReport::covered(NAME, TITLE, checks.0);
-        };
+        }
         let before = count_or_stop!(probe, checks, NAME, TITLE);
         let calls = (0..load.callers)
             .map(|i| {
@@ -1268,15 +1278,21 @@ async fn error_then_fix(
     let settled = probe.send_settled(name, &fixed).await;
     let answer = &last(&settled).answer;
     let read = probe.read(answer, false);
-    let burned = !read.success && answer.status() == seen.answer.status();
+    let replayed_error = !read.success && answer.status() == seen.answer.status();
+    let held = !read.success && answer.status().is_some();
     checks.add(
         lab26(),
         format!("the corrected request after the {kind} is processed"),
         read.success,
         "a success",
-        if burned {
+        if replayed_error {
             format!(
                 "{}: the saved {kind} was replayed; the key is burned",
+                probe.describe(answer)
+            )
+        } else if held {
+            format!(
+                "{}: the {kind} left a record that holds the key; the key is burned",
                 probe.describe(answer)
             )
         } else {
@@ -1374,12 +1390,13 @@ async fn fault_between(probe: &Probe) -> PointReport {
     faulted.body = probe.provoked(&fields, hook);
     faulted.extra = hook.headers.clone();
     let seen = probe.send(NAME, &faulted).await;
-    let read = probe.read(&seen.answer, false);
+    // A 4xx is the hook refused, not the fault: only a 5xx or no answer shows it fired.
+    let fired = seen.answer.status().is_none_or(|s| s >= 500);
     if !checks.add(
         Grade::lab(),
-        "the fault hook fired: the request failed",
-        !read.success,
-        "an error or no answer",
+        "the fault hook fired: a 5xx or no answer",
+        fired,
+        "a 5xx or no answer",
         probe.describe(&seen.answer),
         &[seen.id],
     ) {

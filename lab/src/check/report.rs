@@ -13,8 +13,10 @@ use serde::Serialize;
 
 use super::history::Exchange;
 
-/// The draft this check grades against: the newest text in the httpapi working group's
-/// repository when the check was written.
+/// The draft this check grades against, with its section numbers: the newest revision whose
+/// full text could be read when the check was written (the working group's repository and the
+/// published revision agree). Later revisions are listed by the IETF datatracker; a grade that
+/// their text changes is to be rechecked against them.
 pub const DRAFT: &str = "draft-ietf-httpapi-idempotency-key-header-06";
 
 /// Where a reader finds that draft.
