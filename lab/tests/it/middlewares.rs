@@ -329,6 +329,16 @@ fn check_against_the_pinned_findings(test: &str, service: &Service) {
     };
     let running = start(service, &program, &[]);
     let report = check(&running);
+    // The figure (the slowest middleware in under three minutes), printed past libtest's
+    // capture for the closing note; never asserted, the machine is noisy.
+    let _ = std::io::Write::write_all(
+        &mut std::io::stderr(),
+        format!(
+            "{test}: lab check --target took {} ms\n",
+            report["elapsed_ms"]
+        )
+        .as_bytes(),
+    );
     for (point, verdict) in service.confirmed {
         assert_eq!(
             verdict_of(&report, point),
