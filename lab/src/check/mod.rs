@@ -47,6 +47,8 @@ pub fn run(target: Target) -> Result<Report> {
         probe.reset().await.map_err(|problem| Error::Http {
             method: "reset",
             url: base_url.clone(),
+            // The problem text carries the status, when there was one.
+            status: None,
             problem,
         })?;
         // One count first: a service that is not there is one clear error, not a failed point
@@ -54,6 +56,8 @@ pub fn run(target: Target) -> Result<Report> {
         probe.count().await.map_err(|problem| Error::Http {
             method: "count",
             url: base_url.clone(),
+            // The problem text carries the status, when there was one.
+            status: None,
             problem,
         })?;
         Ok::<_, Error>(points::all(&probe).await)

@@ -950,7 +950,7 @@ async fn scope(probe: &Probe) -> PointReport {
     checks.add(
         grade,
         format!("{second_name} is not given {first_name}'s effect"),
-        !leak && !(read.success && same_json(&first_seen.answer, &other_seen.answer)),
+        !(leak || read.success && same_json(&first_seen.answer, &other_seen.answer)),
         format!("{second_name}'s own effect"),
         if leak {
             format!(

@@ -128,6 +128,9 @@ struct Bugs {
     conflict_on_replay: bool,
     /// The key is not read at all.
     no_key: bool,
+    /// Records are found by (caller, key) whatever the endpoint, so one key on two endpoints
+    /// collides.
+    operation_blind: bool,
 }
 
 #[derive(Default)]
@@ -171,6 +174,22 @@ fn key_of(headers: &HeaderMap) -> Result<Option<String>, ()> {
 }
 
 async fn create(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
+    keyed(&app, "tickets", "title", &headers, &body)
+}
+
+async fn comment(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
+    keyed(&app, "comments", "text", &headers, &body)
+}
+
+/// The idempotency layer around one endpoint: `operation` names it, `required` is the field its
+/// validation asks for; only tickets are counted.
+fn keyed(
+    app: &App,
+    operation: &str,
+    required: &str,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Response {
     let Some(caller) = headers
         .get("authorization")
         .and_then(|v| v.to_str().ok())
@@ -182,20 +201,26 @@ async fn create(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Resp
     let key = if app.bugs.no_key {
         None
     } else {
-        match key_of(&headers) {
+        match key_of(headers) {
             Ok(Some(key)) => Some(key),
             Ok(None) => return answer(400, r#"{"error":"no key"}"#.into(), false),
             Err(()) => return answer(400, r#"{"error":"bad key"}"#.into(), false),
         }
     };
-    let payload: Option<Value> = serde_json::from_slice(&body).ok();
+    let payload: Option<Value> = serde_json::from_slice(body).ok();
     let mut shop = app.shop.lock().unwrap();
     let scope = |key: &str| {
-        if app.bugs.unscoped {
-            (String::new(), key.to_owned())
+        let who = if app.bugs.unscoped {
+            ""
         } else {
-            (caller.clone(), key.to_owned())
-        }
+            caller.as_str()
+        };
+        let what = if app.bugs.operation_blind {
+            ""
+        } else {
+            operation
+        };
+        (format!("{who}/{what}"), key.to_owned())
     };
     if let Some(key) = &key
         && let Some((first, status, text)) = shop.records.get(&scope(key)).cloned()
@@ -210,7 +235,7 @@ async fn create(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Resp
     }
     let valid = payload
         .as_ref()
-        .and_then(|p| p["title"].as_str())
+        .and_then(|p| p[required].as_str())
         .is_some_and(|title| !title.is_empty());
     if !valid {
         let text = r#"{"error":"a title is required"}"#.to_owned();
@@ -222,7 +247,9 @@ async fn create(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Resp
     }
     shop.next_id += 1;
     let id = shop.next_id;
-    shop.tickets.push(caller.clone());
+    if operation == "tickets" {
+        shop.tickets.push(caller.clone());
+    }
     let text = json!({"id": id}).to_string();
     if let (Some(key), Some(payload)) = (&key, payload) {
         shop.records
@@ -256,6 +283,7 @@ fn start_shop(bugs: Bugs) -> String {
             let listener = tokio::net::TcpListener::from_std(listener).unwrap();
             let router = Router::new()
                 .route("/tickets", post(create))
+                .route("/comments", post(comment))
                 .route("/count", get(count))
                 .with_state(app);
             axum::serve(listener, router).await.unwrap();
@@ -294,6 +322,12 @@ headers = { Authorization = "Bearer bob" }
 
 [count]
 request = { path = "/count", json_pointer = "/count", caller = "none" }
+
+[other_endpoint]
+path = "/comments"
+headers = { "Content-Type" = "application/json" }
+body = { text = "{{text}}" }
+fields = { text = "Seen on floor two as well" }
 
 [errors]
 validation = { fields = { title = "" } }
@@ -386,6 +420,16 @@ fn the_correct_service_passes_and_each_planted_bug_fails_its_own_point() {
         observed_in(&conflict, "concurrent-completed-key")
             .contains("in-progress status for a completed key"),
         "{conflict}"
+    );
+
+    let blind = check_shop(Bugs {
+        operation_blind: true,
+        ..Bugs::default()
+    });
+    assert_eq!(failed(&blind), ["other-endpoint"], "{blind}");
+    assert!(
+        observed_in(&blind, "other-endpoint").contains("collided across operations"),
+        "{blind}"
     );
 
     let no_key = check_shop(Bugs {
@@ -628,7 +672,8 @@ fn the_openapi_description_documents_every_admin_endpoint_with_the_statuses_it_a
     let key = ("Idempotency-Key", "\"forget-me\"");
     // Each admin route with its credentials, and the status it answers on this server (started
     // without retention, so a prune is refused with 400).
-    let routes: [(&str, &str, Vec<(&str, &str)>, u16); 5] = [
+    type Route<'a> = (&'a str, &'a str, Vec<(&'a str, &'a str)>, u16);
+    let routes: [Route; 5] = [
         ("GET", "/admin/tickets", vec![admin], 200),
         ("GET", "/admin/records", vec![admin], 200),
         ("DELETE", "/admin/records", vec![admin, caller, key], 200),
