@@ -11,6 +11,8 @@
 //!   `http`).
 //! - `{{#lab-conformance NAME}}` becomes the report of a conformance run: `sqlite` for the lab's
 //!   store, or the name of a bug switched on in the tests' in-memory adapter.
+//! - `{{#lab-grader NAME}}` becomes the client grader's report on a scripted loop, or `table`
+//!   for all of them (`grader.rs`).
 //! - `{{#lab-shell [status=N] lab ARGS}}` becomes the command `cargo run -p lab -- ARGS` and what
 //!   it printed, run while the book builds (`shell.rs`); it must exit with status N (default 0).
 //! - `{{#lab-outside TEXT | SOURCE}}` becomes TEXT with a link to SOURCE (an `https://` address)
@@ -284,6 +286,7 @@ fn expand_in(text: &str, results: &Results, map: Option<&str>) -> Result<String>
             Some(("table", name)) => crate::plots::table(name.trim(), results.bench()?)?,
             Some(("timeline", name)) => crate::timeline::draw(name.trim())?,
             Some(("conformance", name)) => crate::conformance::report(name.trim())?,
+            Some(("grader", name)) => crate::grader::expand(name.trim())?,
             Some(("shell", command)) => crate::shell::run(command)?,
             Some(("outside", quoted)) => outside(quoted)?,
             None if directive == "rust-version" => rust_version(&crate::root())?,
@@ -293,7 +296,7 @@ fn expand_in(text: &str, results: &Results, map: Option<&str>) -> Result<String>
             _ => bail!(
                 "unknown directive `{{{{#lab-{directive}}}}}` (known: lab-output, lab-value PATH, \
                  lab-bench PATH, lab-bench-ratio A / B, lab-plot NAME, lab-table NAME, lab-timeline NAME, \
-                 lab-conformance NAME, lab-shell [status=N] lab ARGS, lab-outside TEXT | SOURCE, \
+                 lab-conformance NAME, lab-grader NAME, lab-shell [status=N] lab ARGS, lab-outside TEXT | SOURCE, \
                  lab-rust-version, lab-map)"
             ),
         };

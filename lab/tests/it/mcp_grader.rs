@@ -71,6 +71,46 @@ fn python_loop(test: &str, name: &str) -> Option<Value> {
     Some(serde_json::from_str(&text).unwrap())
 }
 
+/// The report in the words the book shows (`src/mcp/grader-python-LOOP.txt`), without the
+/// random keys; the test fails when a fresh run says otherwise. `LAB_BLESS=1` rewrites it.
+fn compare_summary_with_the_book(report: &Value, name: &str) {
+    let mut text = format!("loop: {name}, on the MCP Python SDK\n");
+    for intention in report["intentions"].as_array().unwrap() {
+        let replan = match intention["possible_replan_of"].as_u64() {
+            Some(earlier) => format!(", possibly a re-plan of intention {earlier}"),
+            None => String::new(),
+        };
+        text.push_str(&format!(
+            "intention {}: {} call(s), {} reply lost, {} key(s), arguments {}, {} ticket(s){replan}\n  {}: {}\n",
+            intention["number"],
+            intention["calls"].as_array().unwrap().len(),
+            intention["lost"],
+            intention["keys"].as_array().unwrap().len(),
+            if intention["same_arguments"] == true { "the same" } else { "changed" },
+            intention["tickets"].as_array().unwrap().len(),
+            intention["verdict"].as_str().unwrap().replace('_', " "),
+            intention["reason"].as_str().unwrap().split(':').next().unwrap(),
+        ));
+    }
+    text.push_str(&format!(
+        "sessions: {}; tickets in the store: {}; verdict: {}\n",
+        report["sessions"],
+        report["tickets_in_store"],
+        report["verdict"].as_str().unwrap().replace('_', " ")
+    ));
+    let path = repository_root().join(format!("src/mcp/grader-python-{name}.txt"));
+    if std::env::var("LAB_BLESS").as_deref() == Ok("1") {
+        std::fs::write(&path, &text).unwrap();
+    }
+    let shown = std::fs::read_to_string(&path).unwrap_or_default();
+    assert_eq!(
+        shown,
+        text,
+        "{} differs from the run; rerun with LAB_BLESS=1 and review the diff",
+        path.display()
+    );
+}
+
 fn verdicts(report: &Value) -> Vec<&str> {
     report["intentions"]
         .as_array()
@@ -95,6 +135,7 @@ fn the_python_sdk_loop_that_keeps_its_key_passes_with_one_ticket_per_intention()
     let Some(report) = python_loop(test, "keep-key") else {
         return;
     };
+    compare_summary_with_the_book(&report, "keep-key");
     assert_eq!(verdicts(&report), ["PASS", "PASS"], "{report:#}");
     assert_eq!(tickets_per_intention(&report), [1, 1]);
     assert_eq!(report["tickets_in_store"], 2);
@@ -120,6 +161,7 @@ fn the_python_sdk_loop_that_mints_a_key_per_attempt_fails_and_names_the_duplicat
     let Some(report) = python_loop(test, "new-key") else {
         return;
     };
+    compare_summary_with_the_book(&report, "new-key");
     assert_eq!(verdicts(&report), ["FAIL", "FAIL"], "{report:#}");
     assert_eq!(tickets_per_intention(&report), [2, 2]);
     assert_eq!(report["tickets_in_store"], 4);
@@ -139,6 +181,7 @@ fn a_python_loop_that_reconnects_with_its_key_passes_across_two_server_processes
     let Some(report) = python_loop(test, "reconnect-keep") else {
         return;
     };
+    compare_summary_with_the_book(&report, "reconnect-keep");
     assert_eq!(verdicts(&report), ["PASS"], "{report:#}");
     assert_eq!(report["sessions"], 2);
     assert_eq!(report["tickets_in_store"], 1);
@@ -150,6 +193,7 @@ fn a_python_loop_that_reconnects_and_replans_leaves_its_first_ticket_unresolved_
     let Some(report) = python_loop(test, "reconnect-replan") else {
         return;
     };
+    compare_summary_with_the_book(&report, "reconnect-replan");
     let verdicts = verdicts(&report);
     assert_eq!(verdicts[0], "UNRESOLVED", "{report:#}");
     assert_eq!(report["verdict"], "FAIL");

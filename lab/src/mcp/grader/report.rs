@@ -32,7 +32,8 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    fn word(self) -> &'static str {
+    /// The word the report prints.
+    pub fn word(self) -> &'static str {
         match self {
             Verdict::Pass => "PASS",
             Verdict::Fail => "FAIL",
