@@ -17,7 +17,10 @@ pub fn expand(name: &str) -> Result<String> {
     }
     let Some(scripted) = ScriptedLoop::named(name) else {
         let known: Vec<&str> = ScriptedLoop::ALL.iter().map(|each| each.name()).collect();
-        bail!("lab-grader: unknown loop `{name}` (known: table, {})", known.join(", "));
+        bail!(
+            "lab-grader: unknown loop `{name}` (known: table, {})",
+            known.join(", ")
+        );
     };
     let report = loops::run(scripted).map_err(|err| anyhow!("lab-grader {name}: {err}"))?;
     Ok(format!("```text\n{}```", report))
@@ -29,8 +32,8 @@ fn table() -> Result<String> {
          | --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
     for scripted in ScriptedLoop::ALL {
-        let report = loops::run(scripted)
-            .map_err(|err| anyhow!("lab-grader {}: {err}", scripted.name()))?;
+        let report =
+            loops::run(scripted).map_err(|err| anyhow!("lab-grader {}: {err}", scripted.name()))?;
         let keys: usize = report.intentions.iter().map(|i| i.keys.len()).sum();
         let verdict = report.verdict.word();
         let _ = writeln!(

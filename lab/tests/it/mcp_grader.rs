@@ -384,3 +384,52 @@ fn the_report_file_is_json_and_a_missing_folder_is_refused_before_serving() {
     assert_eq!(report["recorded"][0]["operation_key"], "raw-1");
     assert!(Path::new(&file).exists());
 }
+
+#[test]
+fn on_sigterm_the_grader_stops_and_writes_the_report_of_the_calls_it_saw() {
+    let folder = tempfile::tempdir().unwrap();
+    let file = folder.path().join("report.txt");
+    let mut child = Command::new(LAB)
+        .args([
+            "mcp",
+            "--grade-client",
+            "--lose-replies",
+            "none",
+            "--report",
+        ])
+        .arg(&file)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for line in [INITIALIZE, INITIALIZED, CREATE] {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    stdin.flush().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut answer = String::new();
+    // The initialize answer, then the create's.
+    while !answer.contains(r#""id":7"#) {
+        answer.clear();
+        assert!(
+            stdout.read_line(&mut answer).unwrap() > 0,
+            "the grader closed stdout"
+        );
+    }
+    assert!(
+        !file.exists(),
+        "the report is written at the end, not before"
+    );
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    assert!(child.wait().unwrap().success());
+    let report = std::fs::read_to_string(&file).unwrap();
+    assert!(report.contains("1 create_ticket call(s)"), "{report}");
+    assert!(report.contains("verdict: NOT EXERCISED"), "{report}");
+    drop(stdin);
+}
