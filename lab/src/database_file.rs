@@ -3,8 +3,9 @@
 //! Never a folder, a device, a pipe or a file in another format, which SQLite would report only
 //! later and as a store error.
 
-use std::io::Read;
 use std::path::Path;
+
+use rusqlite::{Connection, ErrorCode, OpenFlags};
 
 use crate::error::{Error, Result};
 
@@ -71,20 +72,42 @@ pub fn check(path: &Path) -> Result<()> {
         // SQLite treats an empty file as a new database.
         return Ok(());
     }
-    let mut header = Vec::with_capacity(SQLITE_HEADER.len());
-    std::fs::File::open(path)
-        .and_then(|file| {
-            file.take(SQLITE_HEADER.len() as u64)
-                .read_to_end(&mut header)
-        })
-        .map_err(|source| Error::InputUnreadable {
-            path: path.to_owned(),
-            source,
-        })?;
-    if header != SQLITE_HEADER {
-        return Err(invalid(
-            "not a SQLite database (it does not start with \"SQLite format 3\")",
-        ));
+    // SQLite reads the header itself, never another API: this check may run while a connection
+    // to the file is open in this process, and closing any other descriptor of the file would
+    // drop every POSIX lock the process holds on it, SQLite's included. A read-only connection
+    // creates nothing, and SQLite keeps its descriptor open while other connections hold locks.
+    let unreadable = |source: rusqlite::Error| Error::InputUnreadable {
+        path: path.to_owned(),
+        source: std::io::Error::other(source),
+    };
+    let connection = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(unreadable)?;
+    connection
+        .busy_timeout(std::time::Duration::from_secs(10))
+        .map_err(unreadable)?;
+    let read = connection.query_row("SELECT COUNT(*) FROM sqlite_schema", [], |row| {
+        row.get::<_, i64>(0)
+    });
+    match read {
+        Ok(_) => {}
+        Err(rusqlite::Error::SqliteFailure(failure, _))
+            if failure.code == ErrorCode::NotADatabase =>
+        {
+            return Err(invalid(
+                "not a SQLite database (it does not start with \"SQLite format 3\")",
+            ));
+        }
+        Err(rusqlite::Error::SqliteFailure(failure, _))
+            if failure.code == ErrorCode::DatabaseCorrupt =>
+        {
+            return Err(invalid(
+                "a damaged SQLite database (SQLite cannot read its schema)",
+            ));
+        }
+        Err(other) => return Err(unreadable(other)),
     }
     Ok(())
 }

@@ -158,6 +158,9 @@ pub enum Error {
         method: &'static str,
         /// The URL called.
         url: String,
+        /// The status the service answered with, or `None` when no answer came or the call
+        /// never reached the point of asking for anything (a refused handshake).
+        status: Option<u16>,
         /// What was wrong: the status and body received, or the transport error.
         problem: String,
     },

@@ -52,6 +52,8 @@
 //!   loopback, and `HttpTool`, the client adapter that runs the suite against it.
 //! - `mcp` (feature `mcp`, on by default through `cli`): `lab mcp`, the ticket tools over the
 //!   Model Context Protocol (stdio and Streamable HTTP), and `McpTool`, its client adapter.
+//! - `check` (feature `http`): `lab check --target FILE`, a black-box check of any HTTP service
+//!   that takes an operation key, graded by the IETF draft and the lab's contract.
 //! - [`runner`]: `lab runner`, a durable caller that saves each operation before sending it and
 //!   resumes what is unfinished.
 //! - [`backend`]: which store the `lab` command runs against; [`database_file`]: whether a path
@@ -67,6 +69,8 @@
 
 pub mod backend;
 pub mod bench;
+#[cfg(feature = "http")]
+pub mod check;
 pub mod conformance;
 pub mod database_file;
 pub mod error;

@@ -55,9 +55,15 @@ CREATE TABLE IF NOT EXISTS operations (
     ticket_id INTEGER,
     note      TEXT,
     attempts  INTEGER NOT NULL DEFAULT 0,
+    refused_sends INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (caller, operation, key)
 ) WITHOUT ROWID;
 ";
+
+/// Added to a runner file made before the column existed. Its earlier sends are not known to have
+/// been refused, so none counts as refused: such an operation is never held on their account.
+const ADD_REFUSED_SENDS: &str =
+    "ALTER TABLE operations ADD COLUMN refused_sends INTEGER NOT NULL DEFAULT 0";
 
 /// How hard the runner tries before it hands an operation to a person. The budget bounds retries;
 /// it has nothing to do with duplicates, which the key prevents however often the runner retries.
@@ -116,9 +122,9 @@ pub enum State {
         reason: String,
     },
     /// Still pending, because of the runner's own configuration: the service refused the
-    /// connection, or refused the token, so nothing this run sent took effect. Resumed on the next
-    /// start, with the same key, like [`State::Pending`]; saved as `pending` with the reason as
-    /// its note.
+    /// connection, or refused the token, and no send of this operation in any run can have taken
+    /// effect (each was refused before the service could act). Resumed on the next start, with
+    /// the same key, like [`State::Pending`]; saved as `pending` with the reason as its note.
     Held {
         /// What to fix, naming the option.
         reason: String,
@@ -212,8 +218,10 @@ pub trait ServiceCheck {
     fn unreachable(&self) -> Option<String>;
 
     /// After the service answered a send with something outside the contract (`answer`): why
-    /// the runner's configuration is at fault (the service refuses its token), or `None` when
-    /// the answer must go to a person.
+    /// the runner's configuration is at fault, or `None` when the answer must go to a person.
+    /// Only an answer that shows the send was turned away before the service could act (its
+    /// token refused, no ticket service at the address) may be called a configuration fault:
+    /// the runner then counts the send as refused.
     fn refused_configuration(&self, answer: &Error) -> Option<String>;
 }
 
@@ -431,9 +439,14 @@ impl<T: TicketTool> Runner<T> {
     /// Sends the saved operation with its saved key until the service gives a final answer, the
     /// budget is spent, or the deadline passes.
     fn drive(&self, mut saved: SavedOperation) -> Result<SavedOperation> {
-        // Nothing can reach the service: keep the operation pending, and send nothing.
+        // Sends of this operation, over every run, that the service turned away before it could
+        // act. Held means "nothing took effect": true only while every send so far was refused.
+        let mut refused = self.refused_sends(&saved)?;
+        // Nothing can reach the service: send nothing, and keep the operation pending if no
+        // earlier send can have taken effect.
         if let Some(reason) = self.check.as_ref().and_then(|check| check.unreachable()) {
-            return self.record(saved, State::Held { reason });
+            let state = self.held_unless_sent(&saved, refused, reason);
+            return self.record(saved, state);
         }
         let started = Instant::now();
         let request = CreateRequest::keyed(&saved.scope, &saved.key, &saved.payload);
@@ -468,21 +481,32 @@ impl<T: TicketTool> Runner<T> {
                     reason: err.to_string(),
                 },
                 // The service answered, and the answer is not in the contract: retrying the same
-                // request would get the same answer. A refused token is the runner's own fault,
-                // and nothing took effect: it stays pending for a run with the token fixed.
+                // request would get the same answer. A refused token is the runner's own fault:
+                // the send was turned away, and if every send was, it stays pending for a run
+                // with the token fixed.
                 Err(err @ Error::Http { .. }) => {
                     match self
                         .check
                         .as_ref()
                         .and_then(|c| c.refused_configuration(&err))
                     {
-                        Some(reason) => State::Held { reason },
+                        Some(reason) => {
+                            refused += 1;
+                            self.count_refused(&saved, refused)?;
+                            self.held_unless_sent(&saved, refused, reason)
+                        }
                         None => State::NeedsReview {
-                            reason: err.to_string(),
+                            reason: format!(
+                                "the service answered outside the contract ({err}) to send {} \
+                                 of key {}",
+                                saved.attempts,
+                                saved.key.as_str()
+                            ),
                         },
                     }
                 }
-                // A lost reply, a key in flight, a failure rolled back: the same key again.
+                // A lost reply, a key in flight, a failure rolled back: the same key again. The
+                // send may have taken effect.
                 Err(err) => {
                     last_failure = err.to_string();
                     continue;
@@ -494,6 +518,57 @@ impl<T: TicketTool> Runner<T> {
         self.record(saved, State::NeedsReview { reason })
     }
     // ANCHOR_END: runner_drive
+
+    /// [`State::Held`] with `reason` when every send of `saved` so far, in any run, was refused
+    /// before the service could act; otherwise [`State::NeedsReview`], since an earlier send may
+    /// have created the ticket.
+    fn held_unless_sent(&self, saved: &SavedOperation, refused: u32, reason: String) -> State {
+        if saved.attempts <= refused {
+            return State::Held { reason };
+        }
+        State::NeedsReview {
+            reason: format!(
+                "{reason}; but {} of its {} send(s) got no answer the runner understood, so the \
+                 service may hold a ticket for key {}",
+                saved.attempts - refused,
+                saved.attempts,
+                saved.key.as_str()
+            ),
+        }
+    }
+
+    /// How many sends of `saved`, over every run, the service refused before it could act.
+    fn refused_sends(&self, saved: &SavedOperation) -> Result<u32> {
+        Ok(self
+            .db
+            .prepare_cached(
+                "SELECT refused_sends FROM operations
+                 WHERE caller = ?1 AND operation = ?2 AND key = ?3",
+            )?
+            .query_row(
+                params![
+                    saved.scope.caller(),
+                    saved.scope.operation(),
+                    saved.key.as_str()
+                ],
+                |row| row.get(0),
+            )?)
+    }
+
+    fn count_refused(&self, saved: &SavedOperation, refused: u32) -> Result<()> {
+        self.db
+            .prepare_cached(
+                "UPDATE operations SET refused_sends = ?4
+                 WHERE caller = ?1 AND operation = ?2 AND key = ?3",
+            )?
+            .execute(params![
+                saved.scope.caller(),
+                saved.scope.operation(),
+                saved.key.as_str(),
+                refused,
+            ])?;
+        Ok(())
+    }
 
     fn count_send(&self, saved: &SavedOperation) -> Result<()> {
         self.db
@@ -603,7 +678,7 @@ impl Row {
 }
 
 /// The columns of the runner's table, in order, as `RUNNER_SCHEMA` creates them.
-const COLUMNS: [&str; 8] = [
+const COLUMNS: [&str; 9] = [
     "caller",
     "operation",
     "key",
@@ -612,6 +687,7 @@ const COLUMNS: [&str; 8] = [
     "ticket_id",
     "note",
     "attempts",
+    "refused_sends",
 ];
 
 /// Refuses a database that holds anything but the runner's own table, so the runner never adds
@@ -633,6 +709,10 @@ fn check_schema(db: &Connection, path: &Path) -> Result<bool> {
                 .query_map([], |row| row.get(0))?
                 .collect::<rusqlite::Result<_>>()?;
             if columns == COLUMNS {
+                Ok(false)
+            } else if columns == COLUMNS[..COLUMNS.len() - 1] {
+                // A file of an earlier runner: it gains the column, every send counted unrefused.
+                db.execute_batch(ADD_REFUSED_SENDS)?;
                 Ok(false)
             } else {
                 Err(invalid(format!(

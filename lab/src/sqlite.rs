@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rusqlite::config::DbConfig;
+use rusqlite::ffi;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -248,7 +249,7 @@ impl SqliteStore {
             // SQLite syncs only the WAL on commit. The main file's first page (which says the
             // file is in WAL mode) was written unsynced above, and without it a crash would
             // leave an empty file whose WAL SQLite then deletes, tickets and all.
-            sync_file(&path)?;
+            sync_database_file(&connection, &path)?;
         }
         SqliteStore::with_connection(connection, path, options, lifetime, folder)
     }
@@ -373,14 +374,45 @@ fn set_durability(connection: &Connection, options: StoreOptions) -> Result<()> 
     Ok(())
 }
 
-/// Flushes a file's data to the disk (fsync).
-fn sync_file(path: &Path) -> Result<()> {
-    std::fs::File::open(path)
-        .and_then(|file| file.sync_all())
-        .map_err(|source| Error::Io {
-            action: format!("cannot sync the database file {}", path.display()),
-            source,
-        })
+/// Flushes the database file to the disk through SQLite's own descriptor of it.
+///
+/// Never by opening the file again with another API: closing any descriptor of a file drops
+/// every POSIX lock the process holds on it, SQLite's included. Another process closing its
+/// connection would then take itself for the last one, checkpoint, and delete the WAL that this
+/// process still writes: every later commit would go to an unlinked file and be lost.
+fn sync_database_file(connection: &Connection, path: &Path) -> Result<()> {
+    let failed = |code: i32| Error::Io {
+        action: format!("cannot sync the database file {}", path.display()),
+        source: std::io::Error::other(format!("SQLite result code {code}")),
+    };
+    let mut file: *mut ffi::sqlite3_file = std::ptr::null_mut();
+    // SAFETY: the handle is this open connection's, "main" names its database, and
+    // SQLITE_FCNTL_FILE_POINTER writes one `sqlite3_file` pointer into `file`, which lives
+    // across the call.
+    let code = unsafe {
+        ffi::sqlite3_file_control(
+            connection.handle(),
+            c"main".as_ptr(),
+            ffi::SQLITE_FCNTL_FILE_POINTER,
+            (&raw mut file).cast(),
+        )
+    };
+    if code != ffi::SQLITE_OK || file.is_null() {
+        return Err(failed(code));
+    }
+    // SAFETY: SQLite owns the file object while the connection is open, which `connection`
+    // borrowed keeps it; a file that is open has its methods set.
+    let sync = unsafe { (*file).pMethods.as_ref() }.and_then(|methods| methods.xSync);
+    let Some(sync) = sync else {
+        return Err(failed(ffi::SQLITE_MISUSE));
+    };
+    // SAFETY: xSync of the file's own VFS, on the file it belongs to, with a valid flag; SQLite
+    // calls it the same way from its pager, which is not running: this thread owns the
+    // connection.
+    match unsafe { sync(file, ffi::SQLITE_SYNC_NORMAL) } {
+        ffi::SQLITE_OK => Ok(()),
+        code => Err(failed(code)),
+    }
 }
 
 /// One create, as plain strings: what the SQL needs, borrowed from a request or from a job queued

@@ -15,6 +15,8 @@
 //!   for all of them (`grader.rs`).
 //! - `{{#lab-shell [status=N] lab ARGS}}` becomes the command `cargo run -p lab -- ARGS` and what
 //!   it printed, run while the book builds (`shell.rs`); it must exit with status N (default 0).
+//! - `{{#lab-check-report NAME}}` becomes `lab check --target` run against a service started for
+//!   it (`lab-serve`), with both commands and the report (`check_report.rs`).
 //! - `{{#lab-outside TEXT | SOURCE}}` becomes TEXT with a link to SOURCE (an `https://` address)
 //!   beside it: the one way to quote a figure from outside the lab (the number check in
 //!   `numbers.rs` refuses typed ones).
@@ -288,6 +290,7 @@ fn expand_in(text: &str, results: &Results, map: Option<&str>) -> Result<String>
             Some(("conformance", name)) => crate::conformance::report(name.trim())?,
             Some(("grader", name)) => crate::grader::expand(name.trim())?,
             Some(("shell", command)) => crate::shell::run(command)?,
+            Some(("check-report", name)) => crate::check_report::report(name.trim())?,
             Some(("outside", quoted)) => outside(quoted)?,
             None if directive == "rust-version" => rust_version(&crate::root())?,
             None if directive == "map" => map
@@ -296,7 +299,8 @@ fn expand_in(text: &str, results: &Results, map: Option<&str>) -> Result<String>
             _ => bail!(
                 "unknown directive `{{{{#lab-{directive}}}}}` (known: lab-output, lab-value PATH, \
                  lab-bench PATH, lab-bench-ratio A / B, lab-plot NAME, lab-table NAME, lab-timeline NAME, \
-                 lab-conformance NAME, lab-grader NAME, lab-shell [status=N] lab ARGS, lab-outside TEXT | SOURCE, \
+                 lab-conformance NAME, lab-grader NAME, lab-shell [status=N] lab ARGS, \
+                 lab-check-report NAME, lab-outside TEXT | SOURCE, \
                  lab-rust-version, lab-map)"
             ),
         };

@@ -19,6 +19,7 @@
 mod bench;
 mod bench_http;
 mod browser;
+mod check_report;
 mod checks;
 mod claims;
 mod conformance;

@@ -149,7 +149,7 @@ fn execute(binary: &Path, args: &[String], folder: &Path) -> Result<(i32, String
 }
 
 /// The `lab` binary `cargo run -p lab` runs, built once per process.
-fn lab_binary() -> Result<&'static Path> {
+pub(crate) fn lab_binary() -> Result<&'static Path> {
     static BINARY: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     BINARY
         .get_or_init(|| build().map_err(|err| format!("{err:#}")))

@@ -1,11 +1,16 @@
 //! `lab check`: every contract point of the conformance run against a store or a service, with
-//! what each expects, what the tool did and the likely cause.
+//! what each expects, what the tool did and the likely cause; or, with `--target FILE`, the
+//! black-box check of any HTTP service that takes an operation key (`lab::check`).
+
+use std::path::PathBuf;
 
 use clap::Args;
 use lab::Error;
+use lab::check::{Overrides, Target};
 use lab::conformance::Options;
 
 use super::run::{BackendArgs, BackendName, backend};
+use super::value::{self, LoopbackUrl};
 use super::{Finished, bad_arguments};
 
 /// `lab check`'s arguments.
@@ -29,6 +34,24 @@ pub struct CheckArgs {
     /// Seeds the callers' jitter, to repeat a run
     #[arg(long, default_value_t = Options::default().seed)]
     pub seed: u64,
+
+    /// Check any HTTP service that takes an operation key, as a black box, as the TOML target
+    /// FILE describes it (with --url: at that base URL instead of the file's)
+    #[arg(long = "target", value_name = "FILE")]
+    pub target_file: Option<PathBuf>,
+
+    /// With --target FILE: write a commented starting file for the service at URL to FILE
+    /// (never replacing a file), and check nothing
+    #[arg(long, value_name = "URL", requires = "target_file")]
+    pub init: Option<String>,
+
+    /// With --target: print the report, with every exchange, as JSON
+    #[arg(long, requires = "target_file")]
+    pub json: bool,
+
+    /// With --target: allow a service that is not on loopback (the check creates real effects)
+    #[arg(long, requires = "target_file")]
+    pub allow_remote: bool,
 }
 
 /// Runs the conformance checks and prints the report.
@@ -37,6 +60,9 @@ pub struct CheckArgs {
 /// Bad input before anything connects; a store or service that cannot be reached; and
 /// [`Error::ScenarioFailed`] (exit status 1) when a contract point failed.
 pub fn exec(args: &CheckArgs) -> lab::Result<Finished> {
+    if let Some(file) = &args.target_file {
+        return check_target(args, file);
+    }
     if args.target.backend == BackendName::Http && args.target.admin_token.is_none() {
         return Err(bad_arguments(
             "lab check --backend http needs --admin-token: each contract point starts from an \
@@ -61,5 +87,73 @@ pub fn exec(args: &CheckArgs) -> lab::Result<Finished> {
         scenario: "conformance",
         expected: format!("all {} contract points to pass", report.points.len()),
         observed: format!("{} failed: {}", failed.len(), failed.join(", ")),
+    })
+}
+
+/// `lab check --target FILE`: validates the file (and the options) before anything is sent,
+/// runs every point, prints the report.
+fn check_target(args: &CheckArgs, file: &std::path::Path) -> lab::Result<Finished> {
+    let defaults = Options::default();
+    let adapter_only = [
+        (args.target.backend != BackendName::Sqlite, "--adapter"),
+        (args.target.token.is_some(), "--token"),
+        (args.target.admin_token.is_some(), "--admin-token"),
+        (args.target.database_url.is_some(), "--database-url"),
+        (
+            args.rounds as usize != defaults.fresh_key_rounds,
+            "--rounds",
+        ),
+        (args.callers as usize != defaults.callers, "--callers"),
+        (args.seed != defaults.seed, "--seed"),
+    ];
+    if let Some((_, option)) = adapter_only.iter().find(|(given, _)| *given) {
+        return Err(bad_arguments(&format!(
+            "{option} is for `lab check --adapter ...`; with --target, the target file says \
+             how to reach the service ([load] sets the concurrent rounds)"
+        )));
+    }
+    if let Some(url) = &args.init {
+        if args.json || args.target.url.is_some() {
+            return Err(bad_arguments(
+                "--init writes a file and checks nothing: no --json, no --url",
+            ));
+        }
+        if !args.allow_remote {
+            value::loopback_url(url).map_err(|problem| Error::InputInvalid {
+                path: "--init".into(),
+                problem: format!("{url}: {problem} (another host needs --allow-remote)"),
+            })?;
+        }
+        lab::check::init::write(file, url)?;
+        eprintln!(
+            "wrote {}: fit it to your service, then run lab check --target {}",
+            file.display(),
+            file.display()
+        );
+        return Ok(Finished::Succeeded);
+    }
+    let overrides = Overrides {
+        base_url: args
+            .target
+            .url
+            .as_ref()
+            .map(|url: &LoopbackUrl| url.text.clone()),
+        allow_remote: args.allow_remote,
+    };
+    let target = Target::from_file(file, &overrides)?;
+    let report = lab::check::run(target)?;
+    if args.json {
+        println!("{}", report.to_json());
+    } else {
+        println!("{report}");
+    }
+    if report.passed {
+        return Ok(Finished::Succeeded);
+    }
+    let failed: Vec<&str> = report.failed().map(|point| point.name).collect();
+    Err(Error::ScenarioFailed {
+        scenario: "check --target",
+        expected: "every MUST and LAB sub-check to pass".to_owned(),
+        observed: format!("{} points failed: {}", failed.len(), failed.join(", ")),
     })
 }

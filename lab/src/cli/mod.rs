@@ -28,8 +28,8 @@ pub const EXIT_STATUSES: &str = "\
 Exit status:
   0  every check passed; for `lab runner`, every operation it ran succeeded
   1  a check failed, or the run broke (a store or the runner's file failed)
-  2  bad input: an argument, the fixture, --output or --database; nothing was created, changed
-     or sent
+  2  bad input: an argument, the fixture, --output, --database or a --target file; nothing was
+     created, changed or sent
   3  lab runner: an operation was rejected (its key was first used with another payload)
   4  lab runner: an operation needs review (its outcome is unknown; look on the service)
   5  lab runner: an operation was held by the runner's own configuration (nothing accepts
@@ -108,7 +108,8 @@ pub enum Command {
     /// 127.0.0.1 with bearer tokens (see the book's "Over MCP" chapter)
     Mcp(mcp::McpArgs),
     /// Check every point of the retry contract against a store or a service (`--adapter http`),
-    /// each on a fresh store, and report each passed or failed with its likely cause
+    /// each on a fresh store, and report each passed or failed with its likely cause; or, with
+    /// `--target FILE`, any HTTP service that takes an operation key, as a black box
     Check(check::CheckArgs),
     /// Run seeded histories of callers, faults, crashes and pruning against a tool, and check the
     /// contract's invariants over each (see the book's "Simulated histories" chapter)

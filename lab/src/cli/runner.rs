@@ -254,7 +254,19 @@ impl ServiceCheck for ServiceAt {
         ))
     }
 
-    fn refused_configuration(&self, _answer: &Error) -> Option<String> {
+    fn refused_configuration(&self, answer: &Error) -> Option<String> {
+        // Only an answer that turned the send away before the service could act: its token
+        // refused, no such route, or an MCP handshake that failed before any tool was called.
+        // Any other answer (a 409, a 5xx, a body the runner cannot read) may follow an effect.
+        let turned_away = match answer {
+            Error::Http { status, .. } => {
+                status.is_none_or(|status| matches!(status, 401 | 403 | 404 | 405))
+            }
+            _ => false,
+        };
+        if !turned_away {
+            return None;
+        }
         match self.protocol {
             Protocol::Http => self.http_refusal(),
             Protocol::Mcp => self.mcp_refusal(),

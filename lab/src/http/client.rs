@@ -185,6 +185,7 @@ impl HttpTool {
         Error::Http {
             method,
             url: self.url(path),
+            status: Some(status),
             problem: format!("status {status}, body {body:?}"),
         }
     }
@@ -194,6 +195,7 @@ impl HttpTool {
             return Err(Error::Http {
                 method,
                 url: self.url(path),
+                status: None,
                 problem: "the inspection hooks need the admin token (--admin-token)".to_owned(),
             });
         };
@@ -216,6 +218,7 @@ impl HttpTool {
                 return Err(Error::Http {
                     method,
                     url: self.url(path),
+                    status: None,
                     problem: transport.to_string(),
                 });
             }

@@ -203,6 +203,7 @@ impl McpTool {
         let handshake_failed = |problem: String| Error::Http {
             method: "POST",
             url: endpoint.url.clone(),
+            status: None,
             problem: format!("the MCP handshake failed, so no tool was called: {problem}"),
         };
         let client = LoopbackHttpClient::for_url(&endpoint.url).map_err(&handshake_failed)?;

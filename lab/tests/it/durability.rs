@@ -498,7 +498,23 @@ fn sigkill_of_the_server_at_random_moments_loses_no_acknowledged_create() {
     let mut acknowledged = Acknowledged::default();
     let rounds = 8;
     let mut kill_delays = Vec::new();
+    let mut startup_kills = 0;
     for round in 0..rounds {
+        // Every other round, the first on a file that does not exist yet, a server is killed
+        // while it starts: opening the file, making or checking its schema, syncing it.
+        if round % 2 == 0 {
+            let mut starting = Command::new(env!("CARGO_BIN_EXE_lab"))
+                .args(["serve", "--port", "0", "--database"])
+                .arg(&database)
+                .args(["--caller", "alice=token-a"])
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(random.next() % 30));
+            starting.kill().unwrap();
+            starting.wait().unwrap();
+            startup_kills += 1;
+        }
         let server = serve_on(&database);
         if reader.is_none() {
             reader = Some(ReadLoop::start(&database, 120));
@@ -530,8 +546,9 @@ fn sigkill_of_the_server_at_random_moments_loses_no_acknowledged_create() {
     stop(server);
     let audit = Audit::of(&database, &acknowledged);
     audit.assert_nothing_lost(&format!(
-        "SIGKILL of lab serve {rounds} times (seed {seed}, after {kill_delays:?} ms) with a \
-         Python reader in a loop ({reads} reads)"
+        "SIGKILL of lab serve {rounds} times under load (seed {seed}, after {kill_delays:?} ms) \
+         and {startup_kills} times while it started, with a Python reader in a loop ({reads} \
+         reads)"
     ));
     assert!(
         replayed_wrong.is_empty(),

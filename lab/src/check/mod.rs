@@ -1,0 +1,73 @@
+//! `lab check --target FILE`: a black-box acceptance check of any HTTP service that takes an
+//! operation key. The service needs no code of ours and no admin endpoints: a target file says
+//! how to call it and how to count its effects, and the check records every exchange and grades
+//! each observation by the IETF draft (MUST, SHOULD) or the lab's stricter contract (LAB).
+//!
+//! - [`target`]: the file and its validation (every refusal names its field).
+//! - [`http`]: the check's own client on hyper, with client-side lost replies and hang-ups.
+//! - [`probe`]: fresh keys and fields, sending, reading replies, counting effects.
+//! - [`points`]: the points, each reporting every sub-check it made.
+//! - [`history`]: what was sent and what came back, "no answer" included.
+//! - [`report`]: the graded report, as text and JSON.
+//! - [`init`]: the commented starting file `--init` writes.
+
+pub mod history;
+pub mod http;
+pub mod init;
+pub mod points;
+pub mod probe;
+pub mod report;
+pub mod target;
+
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+pub use report::Report;
+pub use target::{Overrides, Target};
+
+/// Runs every point against the target and returns the report. Call it only with a validated
+/// [`Target`]: validation is where bad input is refused, before anything is sent.
+///
+/// # Errors
+/// [`Error::Io`] when the check's own runtime cannot start; [`Error::Http`] when the file's
+/// reset or the first count fails (nothing is judged then).
+pub fn run(target: Target) -> Result<Report> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|source| Error::Io {
+            action: "starting the check's runtime".to_owned(),
+            source,
+        })?;
+    let file = target.path.display().to_string();
+    let base_url = target.service.base_url.clone();
+    let probe = Arc::new(probe::Probe::new(target));
+    let points = runtime.block_on(async {
+        probe.reset().await.map_err(|problem| Error::Http {
+            method: "reset",
+            url: base_url.clone(),
+            // The problem text carries the status, when there was one.
+            status: None,
+            problem,
+        })?;
+        // One count first: a service that is not there is one clear error, not a failed point
+        // after another.
+        probe.count().await.map_err(|problem| Error::Http {
+            method: "count",
+            url: base_url.clone(),
+            // The problem text carries the status, when there was one.
+            status: None,
+            problem,
+        })?;
+        Ok::<_, Error>(points::all(&probe).await)
+    })?;
+    let elapsed = probe.history.elapsed();
+    Ok(Report::new(
+        file,
+        base_url,
+        points,
+        elapsed,
+        probe.history.exchanges(),
+    ))
+}

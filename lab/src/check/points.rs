@@ -1,0 +1,1445 @@
+//! The points: everything the retry contract says that a black box can observe, each with its
+//! own fresh keys and field values, judged by the change in the effect count so that a service
+//! holding other data can be checked. Every point records every sub-check it made, passed or
+//! not, so a mild symptom never hides a worse one (a collision across callers beside a leak).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::history::Answer;
+use super::http::HangUp;
+use super::probe::{BodyForm, Call, KeyWire, Probe, Read, Seen};
+use super::report::{Grade, PointReport, SubCheck};
+use super::target::{KeyForm, Provocation, Replay};
+
+/// The draft's sections the grades cite (draft-06 numbering).
+mod section {
+    /// 2.1 Syntax: the value is an sf-string.
+    pub const SYNTAX: &str = "2.1";
+    /// 2.2 Uniqueness: a key names one request payload.
+    pub const UNIQUENESS: &str = "2.2";
+    /// 2.6 Idempotency Enforcement: a retry gets the first result; a concurrent one a 409.
+    pub const ENFORCEMENT: &str = "2.6";
+    /// 2.7 Error Handling: 400 without a key, 422 for another payload, 409 in progress.
+    pub const ERRORS: &str = "2.7";
+    /// 5 Security Considerations: a composite key, so one client cannot reach another's.
+    pub const SECURITY: &str = "5";
+}
+
+/// A point's sub-checks as they are made.
+struct Checks(Vec<SubCheck>);
+
+impl Checks {
+    fn new() -> Checks {
+        Checks(Vec::new())
+    }
+
+    fn add(
+        &mut self,
+        grade: Grade,
+        what: impl Into<String>,
+        passed: bool,
+        expected: impl Into<String>,
+        observed: impl Into<String>,
+        exchanges: &[usize],
+    ) -> bool {
+        self.0.push(SubCheck {
+            what: what.into(),
+            grade,
+            passed,
+            expected: expected.into(),
+            observed: observed.into(),
+            exchanges: exchanges.to_vec(),
+        });
+        passed
+    }
+
+    /// A count the check could not read: the point stops, reported failed.
+    fn count_failed(&mut self, problem: &str) {
+        self.add(
+            Grade::lab(),
+            "the effects can be counted as [count] says",
+            false,
+            "a count",
+            problem,
+            &[],
+        );
+    }
+}
+
+fn lab26() -> Grade {
+    Grade::lab_over_should(section::ENFORCEMENT)
+}
+
+/// Every point, in order.
+pub async fn all(probe: &Arc<Probe>) -> Vec<PointReport> {
+    let mut points = vec![
+        replay(probe).await,
+        lost_reply(probe).await,
+        hang_up(probe).await,
+        changed_payload(probe).await,
+        reordered(probe).await,
+        new_key(probe).await,
+        concurrent_fresh(probe).await,
+        concurrent_completed(probe).await,
+        scope(probe).await,
+        other_endpoint(probe).await,
+        key_forms(probe).await,
+        error_then_corrected(probe).await,
+        server_error_then_corrected(probe).await,
+        fault_between(probe).await,
+    ];
+    points.push(PointReport::not_covered(
+        "crash",
+        "A crash of the service between its effect and its answer",
+        "A black box cannot crash the service at a chosen step. For a Rust tool, `lab check \
+         --adapter ...` stands in for it inside the create: a failure before the commit, and a \
+         reply lost after it. A service's own harness can kill it at its dangerous points (as \
+         lab/tests/it/crash.rs does to the runner) and then run this check's replay point."
+            .to_owned(),
+    ));
+    points
+}
+
+macro_rules! count_or_stop {
+    ($probe:expr, $checks:expr, $name:expr, $title:expr) => {
+        match $probe.count().await {
+            Ok(n) => n,
+            Err(problem) => {
+                $checks.count_failed(&problem);
+                return PointReport::covered($name, $title, $checks.0);
+            }
+        }
+    };
+}
+
+/// Sends the first request of a point and checks that it succeeded; `None` (with the failed
+/// sub-check added) when it did not, since nothing after it can be judged.
+async fn first(
+    probe: &Probe,
+    point: &'static str,
+    checks: &mut Checks,
+    call: &Call,
+) -> Option<(Seen, Read)> {
+    let seen = probe.send(point, call).await;
+    let read = probe.read(&seen.answer, call.other_endpoint);
+    let ok = checks.add(
+        Grade::lab(),
+        format!("{} with a fresh key succeeds", call.step),
+        read.success,
+        "a success status",
+        probe.describe(&seen.answer),
+        &[seen.id],
+    );
+    ok.then_some((seen, read))
+}
+
+fn last(seen: &[Seen]) -> &Seen {
+    // send_settled sends at least once.
+    &seen[seen.len() - 1]
+}
+
+fn ids(seen: &[Seen]) -> Vec<usize> {
+    seen.iter().map(|s| s.id).collect()
+}
+
+fn same_json(a: &Answer, b: &Answer) -> bool {
+    match (a, b) {
+        (Answer::Reply { body: x, .. }, Answer::Reply { body: y, .. }) => {
+            match (
+                serde_json::from_str::<Value>(x),
+                serde_json::from_str::<Value>(y),
+            ) {
+                (Ok(x), Ok(y)) => x == y,
+                _ => x == y,
+            }
+        }
+        _ => false,
+    }
+}
+
+fn effects(delta: i64) -> String {
+    match delta {
+        1 => "one effect".to_owned(),
+        n => format!("{n} effects"),
+    }
+}
+
+/// A retry's answer, judged against the first success: success, same identity.
+fn retry_matches(
+    probe: &Probe,
+    checks: &mut Checks,
+    what: &str,
+    first: &Read,
+    retry: &Seen,
+    grade: Grade,
+) -> bool {
+    let read = probe.read(&retry.answer, false);
+    let passed = read.success && read.identity == first.identity;
+    let observed = if read.success && read.identity != first.identity {
+        format!(
+            "{}: another effect than the first ({})",
+            probe.describe(&retry.answer),
+            first.identity.as_deref().unwrap_or("none")
+        )
+    } else {
+        probe.describe(&retry.answer)
+    };
+    checks.add(
+        grade,
+        what,
+        passed,
+        format!(
+            "a success naming the first effect ({})",
+            first.identity.as_deref().unwrap_or("none")
+        ),
+        observed,
+        &[retry.id],
+    )
+}
+
+async fn replay(probe: &Probe) -> PointReport {
+    const NAME: &str = "replay";
+    const TITLE: &str = "A retry of a completed key answers as the first request did";
+    let mut checks = Checks::new();
+    let key = probe.fresh_key();
+    let fields = probe.fresh_fields(false);
+    let before = count_or_stop!(probe, checks, NAME, TITLE);
+    let call = probe.call("the first request", KeyWire::Normal(key), &fields);
+    let Some((first_seen, first_read)) = first(probe, NAME, &mut checks, &call).await else {
+        return PointReport::covered(NAME, TITLE, checks.0);
+    };
+    if let Some(marked) = first_read.marked_replay {
+        checks.add(
+            Grade::lab(),
+            "the first answer is not marked as a replay",
+            !marked,
+            "no replay mark on a first answer",
+            "marked as a replay",
+            &[first_seen.id],
+        );
+    }
+    let after_first = count_or_stop!(probe, checks, NAME, TITLE);
+    checks.add(
+        Grade::lab(),
+        "the first request made one effect",
+        after_first - before == 1,
+        "one effect",
+        effects(after_first - before),
+        &[first_seen.id],
+    );
+    let mut retry = call.clone();
+    retry.step = "an immediate retry".to_owned();
+    let now = probe.send(NAME, &retry).await;
+    retry_matches(
+        probe,
+        &mut checks,
+        "an immediate retry succeeds and names the first effect",
+        &first_read,
+        &now,
+        lab26(),
+    );
+    let now_read = probe.read(&now.answer, false);
+    let expected_status = match probe.target.replay {
+        Replay::Status(status) => Some(status),
+        _ => first_seen.answer.status(),
+    };
+    checks.add(
+        Grade::should(section::ENFORCEMENT),
+        "the retry has the first answer's status (or the file's replay status)",
+        now.answer.status() == expected_status,
+        expected_status.map_or("-".to_owned(), |s| s.to_string()),
+        now.answer.summary(),
+        &[first_seen.id, now.id],
+    );
+    checks.add(
+        Grade::should(section::ENFORCEMENT),
+        "the retry's body is the first answer's body (as JSON)",
+        same_json(&first_seen.answer, &now.answer),
+        "the same body",
+        if now_read.success {
+            "another body"
+        } else {
+            "not a success"
+        },
+        &[first_seen.id, now.id],
+    );
+    if let Some(marked) = now_read.marked_replay {
+        checks.add(
+            Grade::lab(),
+            "the retry is marked as a replay, as [replay] says",
+            marked,
+            "the replay mark",
+            "no replay mark",
+            &[now.id],
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    retry.step = "a retry after a pause".to_owned();
+    let later = probe.send(NAME, &retry).await;
+    retry_matches(
+        probe,
+        &mut checks,
+        "a retry after a pause still replays the first effect",
+        &first_read,
+        &later,
+        lab26(),
+    );
+    let after = count_or_stop!(probe, checks, NAME, TITLE);
+    checks.add(
+        lab26(),
+        "the retries made no effect",
+        after == after_first,
+        "no new effect",
+        effects(after - after_first),
+        &[now.id, later.id],
+    );
+    PointReport::covered(NAME, TITLE, checks.0)
+}
+
+async fn lost_reply(probe: &Probe) -> PointReport {
+    const NAME: &str = "lost-reply";
+    const TITLE: &str =
+        "A reply the client lost (read, then thrown away) is recovered by a retry with its key";
+    let mut checks = Checks::new();
+    let fields = probe.fresh_fields(false);
+    let before = count_or_stop!(probe, checks, NAME, TITLE);
+    let call = probe.call(
+        "the request whose reply is lost",
+        KeyWire::Normal(probe.fresh_key()),
+        &fields,
+    );
+    let Some((lost, lost_read)) = first(probe, NAME, &mut checks, &call).await else {
+        return PointReport::covered(NAME, TITLE, checks.0);
+    };
+    // The client never saw `lost`; only the history keeps it, to judge the retry.
+    let mut retry = call.clone();
+    retry.step = "the retry after the lost reply".to_owned();
+    let retried = probe.send_settled(NAME, &retry).await;
+    retry_matches(
+        probe,
+        &mut checks,
+        "the retry succeeds and names the effect whose reply was lost",
+        &lost_read,
+        last(&retried),
+        lab26(),
+    );
+    let after = count_or_stop!(probe, checks, NAME, TITLE);
+    let mut evidence = vec![lost.id];
+    evidence.extend(ids(&retried));
+    checks.add(
+        lab26(),
+        "the lost reply and its retry made one effect",
+        after - before == 1,
+        "one effect",
+        effects(after - before),
+        &evidence,
+    );
+    PointReport::covered(NAME, TITLE, checks.0)
+}
+
+async fn hang_up(probe: &Probe) -> PointReport {
+    const NAME: &str = "hang-up";
+    const TITLE: &str = "A client that hangs up before the reply, then retries, gets one effect";
+    let mut checks = Checks::new();
+    for moment in HangUp::ALL {
+        let fields = probe.fresh_fields(false);
+        let before = count_or_stop!(probe, checks, NAME, TITLE);
+        let call = probe.call(
+            &format!("a request the client hangs up on {}", moment.describe()),
+            KeyWire::Normal(probe.fresh_key()),
+            &fields,
+        );
+        let (cut, result) = probe.hang_up(NAME, &call, moment).await;
+        if let Err(problem) = result {
+            checks.add(
+                Grade::lab(),
+                format!(
+                    "the check can send a request and hang up {}",
+                    moment.describe()
+                ),
+                false,
+                "a connection",
+                problem,
+                &[cut],
+            );
+            continue;
+        }
+        // Time for the service to notice the hang-up and finish whatever it started.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        if moment != HangUp::AfterRequest {
+            let now = count_or_stop!(probe, checks, NAME, TITLE);
+            checks.add(
+                Grade::lab(),
+                format!("a request cut off {} made no effect", moment.describe()),
+                now == before,
+                "no effect from an incomplete request",
+                effects(now - before),
+                &[cut],
+            );
+        }
+        let mut retry = call.clone();
+        retry.step = format!("the retry after hanging up {}", moment.describe());
+        let retried = probe.send_settled(NAME, &retry).await;
+        let read = probe.read(&last(&retried).answer, false);
+        checks.add(
+            lab26(),
+            format!("the retry after hanging up {} succeeds", moment.describe()),
+            read.success,
+            "a success status",
+            probe.describe(&last(&retried).answer),
+            &ids(&retried),
+        );
+        let again = probe.send_settled(NAME, &retry).await;
+        if read.success {
+            retry_matches(
+                probe,
+                &mut checks,
+                &format!(
+                    "a second retry after hanging up {} names the same effect",
+                    moment.describe()
+                ),
+                &read,
+                last(&again),
+                lab26(),
+            );
+        }
+        let after = count_or_stop!(probe, checks, NAME, TITLE);
+        let mut evidence = vec![cut];
+        evidence.extend(ids(&retried));
+        evidence.extend(ids(&again));
+        checks.add(
+            lab26(),
+            format!(
+                "hanging up {} and retrying made exactly one effect",
+                moment.describe()
+            ),
+            after - before == 1,
+            "one effect",
+            effects(after - before),
+            &evidence,
+        );
+    }
+    PointReport::covered(NAME, TITLE, checks.0)
+}
+
+async fn changed_payload(probe: &Probe) -> PointReport {
+    const NAME: &str = "changed-payload";
+    const TITLE: &str = "The same key with another payload is refused and the first effect stands";
+    let mut checks = Checks::new();
+    let key = probe.fresh_key();
+    let fields = probe.fresh_fields(false);
+    let before = count_or_stop!(probe, checks, NAME, TITLE);
+    let call = probe.call("the first request", KeyWire::Normal(key.clone()), &fields);
+    let Some((first_seen, first_read)) = first(probe, NAME, &mut checks, &call).await else {
+        return PointReport::covered(NAME, TITLE, checks.0);
+    };
+    let after_first = count_or_stop!(probe, checks, NAME, TITLE);
+    let changed = probe.call(
+        "the same key with another payload",
+        KeyWire::Normal(key),
+        &probe.changed(&fields),
+    );
+    let seen = probe.send_settled(NAME, &changed).await;
+    let changed_seen = last(&seen);
+    let read = probe.read(&changed_seen.answer, false);
+    let observed = if read.success && read.identity == first_read.identity {
+        format!(
+            "{}: the changed payload was answered as a replay of the first request",
+            probe.describe(&changed_seen.answer)
+        )
+    } else if read.success {
+        format!(
+            "{}: the changed payload was accepted as a new request",
+            probe.describe(&changed_seen.answer)
+        )
+    } else {
+        probe.describe(&changed_seen.answer)
+    };
+    checks.add(
+        Grade::must(section::ERRORS),
+        "the changed payload is refused",
+        !read.success && changed_seen.answer.status().is_some(),
+        "an error status",
+        observed,
+        &ids(&seen),
+    );
+    let status = changed_seen.answer.status();
+    checks.add(
+        Grade::should(section::ERRORS),
+        "it is refused with the file's conflict status (statuses.conflict)",
+        status.is_some_and(|s| probe.target.statuses.conflict.contains(&s)),
+        format!("{:?}", probe.target.statuses.conflict),
+        changed_seen.answer.summary(),
+        &[changed_seen.id],
+    );
+    let after_changed = count_or_stop!(probe, checks, NAME, TITLE);
+    checks.add(
+        Grade::must(section::ERRORS),
+        "the changed payload made no effect",
+        after_changed == after_first,
+        "no new effect",
+        effects(after_changed - after_first),
+        &ids(&seen),
+    );
+    let mut again = call.clone();
+    again.step = "the first payload again".to_owned();
+    let replayed = probe.send_settled(NAME, &again).await;
+    retry_matches(
+        probe,
+        &mut checks,
+        "the key still names the first effect with the first payload",
+        &first_read,
+        last(&replayed),
+        lab26(),
+    );
+    checks.add(
+        Grade::should(section::ENFORCEMENT),
+        "and answers the first body",
+        same_json(&first_seen.answer, &last(&replayed).answer),
+        "the first body",
+        "another body",
+        &[first_seen.id, last(&replayed).id],
+    );
+    let after = count_or_stop!(probe, checks, NAME, TITLE);
+    checks.add(
+        Grade::lab(),
+        "one effect in all",
+        after - before == 1,
+        "one effect",
+        effects(after - before),
+        &[first_seen.id],
+    );
+    PointReport::covered(NAME, TITLE, checks.0)
+}
+
+async fn reordered(probe: &Probe) -> PointReport {
+    const NAME: &str = "reordered-fields";
+    const TITLE: &str =
+        "The same payload with its fields reordered and respaced is the same request";
+    let mut checks = Checks::new();
+    let key = probe.fresh_key();
+    let fields = probe.fresh_fields(false);
+    let before = count_or_stop!(probe, checks, NAME, TITLE);
+    let call = probe.call("the first request", KeyWire::Normal(key), &fields);
+    let Some((_, first_read)) = first(probe, NAME, &mut checks, &call).await else {
+        return PointReport::covered(NAME, TITLE, checks.0);
+    };
+    let mut respaced = call.clone();
+    respaced.step = "the same payload, fields reversed and respaced".to_owned();
+    respaced.body = BodyForm::Reordered(fields);
+    let seen = probe.send_settled(NAME, &respaced).await;
+    let answer = &last(&seen).answer;
+    let conflict = answer
+        .status()
+        .is_some_and(|s| probe.target.statuses.conflict.contains(&s));
+    let read = probe.read(answer, false);
+    checks.add(
+        Grade::lab(),
+        "the reordered payload replays the first effect",
+        read.success && read.identity == first_read.identity,
+        "a success naming the first effect",
+        if conflict {
+            format!(
+                "{}: the same payload in other text was taken for a changed one",
+                probe.describe(answer)
+            )
+        } else {
+            probe.describe(answer)
+        },
+        &ids(&seen),
+    );
+    let after = count_or_stop!(probe, checks, NAME, TITLE);
+    checks.add(
+        Grade::lab(),
+        "one effect in all",
+        after - before == 1,
+        "one effect",
+        effects(after - before),
+        &ids(&seen),
+    );
+    PointReport::covered(NAME, TITLE, checks.0)
+}
+
+async fn new_key(probe: &Probe) -> PointReport {
+    const NAME: &str = "new-key";
+    const TITLE: &str = "A new key with the same payload is a new effect";
+    let mut checks = Checks::new();
+    let fields = probe.fresh_fields(false);
+    let before = count_or_stop!(probe, checks, NAME, TITLE);
+    let call = probe.call(
+        "the first request",
+        KeyWire::Normal(probe.fresh_key()),
+        &fields,
+    );
+    let Some((_, first_read)) = first(probe, NAME, &mut checks, &call).await else {
+        return PointReport::covered(NAME, TITLE, checks.0);
+    };
+    let second = probe.call(
+        "the same payload under a new key",
+        KeyWire::Normal(probe.fresh_key()),
+        &fields,
+    );
+    let seen = probe.send_settled(NAME, &second).await;
+    let read = probe.read(&last(&seen).answer, false);
+    checks.add(
+        Grade::lab_over_should(section::UNIQUENESS),
+        "the new key makes a new effect, not a replay of the first",
+        read.success && read.identity != first_read.identity,
+        "a success with another identity",
+        if read.success && read.identity == first_read.identity {
+            format!(
+                "{}: the first effect, found by its payload alone",
+                probe.describe(&last(&seen).answer)
+            )
+        } else {
+            probe.describe(&last(&seen).answer)
+        },
+        &ids(&seen),
+    );
+    let after = count_or_stop!(probe, checks, NAME, TITLE);
+    checks.add(
+        Grade::lab(),
+        "two keys made two effects",
+        after - before == 2,
+        "two effects",
+        effects(after - before),
+        &ids(&seen),
+    );
+    PointReport::covered(NAME, TITLE, checks.0)
+}
+
+/// What the rounds of a concurrent point found, for one sub-check each.
+#[derive(Default)]
+struct Rounds {
+    rounds: usize,
+    wrong_effects: Vec<(usize, i64, Vec<usize>)>,
+    split_identities: Vec<(usize, Vec<String>, Vec<usize>)>,
+    other_statuses: Vec<(String, usize)>,
+    unanswered: Vec<(String, usize)>,
+    in_progress: Vec<usize>,
+    bad_retries: Vec<(String, usize)>,
+}
+
+fn first_of<T: Clone>(list: &[T], n: usize) -> Vec<T> {
+    list.iter().take(n).cloned().collect()
+}
+
+async fn concurrent_fresh(probe: &Arc<Probe>) -> PointReport {
+    const NAME: &str = "concurrent-fresh-key";
+    const TITLE: &str = "Callers racing on a fresh key make one effect";
+    let mut checks = Checks::new();
+    let load = probe.target.load;
+    let mut found = Rounds::default();
+    for round in 1..=load.fresh_rounds {
+        let key = probe.fresh_key();
+        let fields = probe.fresh_fields(false);
+        let before = count_or_stop!(probe, checks, NAME, TITLE);
+        let calls = (0..load.callers)
+            .map(|i| {
+                probe.call(
+                    &format!("round {round}, racer {}", i + 1),
+                    KeyWire::Normal(key.clone()),
+                    &fields,
+                )
+            })
+            .collect();
+        let seen = probe.send_together(NAME, calls).await;
+        let mut identities: Vec<String> = Vec::new();
+        for one in &seen {
+            let read = probe.read(&one.answer, false);
+            match (&one.answer, read.success) {
+                (_, true) => {
+                    let id = read.identity.unwrap_or_else(|| "(none)".to_owned());
+                    if !identities.contains(&id) {
+                        identities.push(id);
+                    }
+                }
+                (Answer::Reply { status, .. }, false)
+                    if probe.target.statuses.in_progress.contains(status) =>
+                {
+                    found.in_progress.push(one.id);
+                }
+                (Answer::Reply { .. }, false) => found
+                    .other_statuses
+                    .push((probe.describe(&one.answer), one.id)),
+                _ => found.unanswered.push((one.answer.summary(), one.id)),
+            }
+        }
+        let after = count_or_stop!(probe, checks, NAME, TITLE);
+        let round_ids = ids(&seen);
+        if after - before != 1 {
+            found
+                .wrong_effects
+                .push((round, after - before, round_ids.clone()));
+        }
+        if identities.len() > 1 {
+            found
+                .split_identities
+                .push((round, identities.clone(), round_ids));
+        }
+        let retry = probe.call(
+            &format!("round {round}, a retry after the race"),
+            KeyWire::Normal(key),
+            &fields,
+        );
+        let settled = probe.send_settled(NAME, &retry).await;
+        let read = probe.read(&last(&settled).answer, false);
+        let fits = read.success
+            && (identities.is_empty()
+                || read
+                    .identity
+                    .as_ref()
+                    .is_some_and(|i| identities.contains(i)));
+        if !fits {
+            found
+                .bad_retries
+                .push((probe.describe(&last(&settled).answer), last(&settled).id));
+        }
+        found.rounds += 1;
+    }
+    let rounds = found.rounds;
+    checks.add(
+        lab26(),
+        format!(
+            "each of {rounds} rounds of {} racers made exactly one effect",
+            load.callers
+        ),
+        found.wrong_effects.is_empty(),
+        "one effect per round",
+        found
+            .wrong_effects
+            .first()
+            .map_or("every round made one".to_owned(), |(round, n, _)| {
+                format!(
+                    "{} of {rounds} rounds did not; round {round} made {}",
+                    found.wrong_effects.len(),
+                    effects(*n)
+                )
+            }),
+        &found
+            .wrong_effects
+            .first()
+            .map(|w| w.2.clone())
+            .unwrap_or_default(),
+    );
+    checks.add(
+        lab26(),
+        "every success in a round names the same effect",
+        found.split_identities.is_empty(),
+        "one identity per round",
+        found
+            .split_identities
+            .first()
+            .map_or("so they did".to_owned(), |(round, ids, _)| {
+                format!("round {round}: successes named {}", ids.join(", "))
+            }),
+        &found
+            .split_identities
+            .first()
+            .map(|w| w.2.clone())
+            .unwrap_or_default(),
+    );
+    checks.add(
+        Grade::lab(),
+        "every racer was answered",
+        found.unanswered.is_empty(),
+        "an answer to each request",
+        found
+            .unanswered
+            .first()
+            .map_or("all were".to_owned(), |(why, _)| {
+                format!("{} were not; the first: {why}", found.unanswered.len())
+            }),
+        &first_of(&found.unanswered, 3)
+            .iter()
+            .map(|u| u.1)
+            .collect::<Vec<_>>(),
+    );
+    checks.add(
+        Grade::should(section::ENFORCEMENT),
+        "a racer that did not get the success got the in-progress status (statuses.in_progress)",
+        found.other_statuses.is_empty(),
+        format!("success or {:?}", probe.target.statuses.in_progress),
+        found.other_statuses.first().map_or(
+            format!(
+                "so it did ({} in-progress answers)",
+                found.in_progress.len()
+            ),
+            |(what, _)| {
+                format!(
+                    "{} other answers; the first: {what}",
+                    found.other_statuses.len()
+                )
+            },
+        ),
+        &first_of(&found.other_statuses, 3)
+            .iter()
+            .map(|u| u.1)
+            .collect::<Vec<_>>(),
+    );
+    checks.add(
+        lab26(),
+        "after each round, a retry replays the round's effect",
+        found.bad_retries.is_empty(),
+        "a success naming the round's effect",
+        found
+            .bad_retries
+            .first()
+            .map_or("so it did".to_owned(), |(what, _)| {
+                format!("{} did not; the first: {what}", found.bad_retries.len())
+            }),
+        &first_of(&found.bad_retries, 3)
+            .iter()
+            .map(|u| u.1)
+            .collect::<Vec<_>>(),
+    );
+    PointReport::covered(NAME, TITLE, checks.0)
+}
+
+async fn concurrent_completed(probe: &Arc<Probe>) -> PointReport {
+    const NAME: &str = "concurrent-completed-key";
+    const TITLE: &str = "Callers racing on a completed key all get its replay";
+    let mut checks = Checks::new();
+    let load = probe.target.load;
+    let mut found = Rounds::default();
+    for round in 1..=load.completed_rounds {
+        let key = probe.fresh_key();
+        let fields = probe.fresh_fields(false);
+        let call = probe.call(
+            &format!("round {round}, the first request"),
+            KeyWire::Normal(key.clone()),
+            &fields,
+        );
+        let opened = probe.send(NAME, &call).await;
+        let first_read = probe.read(&opened.answer, false);
+        if !first_read.success {
+            checks.add(
+                Grade::lab(),
+                format!("round {round}: the first request with a fresh key succeeds"),
+                false,
+                "a success status",
+                probe.describe(&opened.answer),
+                &[opened.id],
+            );
+            return PointReport::covered(NAME, TITLE, checks.0);
+        }
+        let before = count_or_stop!(probe, checks, NAME, TITLE);
+        let calls = (0..load.callers)
+            .map(|i| {
+                probe.call(
+                    &format!("round {round}, retry {}", i + 1),
+                    KeyWire::Normal(key.clone()),
+                    &fields,
+                )
+            })
+            .collect();
+        let seen = probe.send_together(NAME, calls).await;
+        for one in &seen {
+            let read = probe.read(&one.answer, false);
+            if read.success && read.identity == first_read.identity {
+                continue;
+            }
+            match &one.answer {
+                Answer::Reply { status, .. }
+                    if probe.target.statuses.in_progress.contains(status) =>
+                {
+                    found.in_progress.push(one.id);
+                }
+                Answer::Reply { .. } => found
+                    .other_statuses
+                    .push((probe.describe(&one.answer), one.id)),
+                _ => found.unanswered.push((one.answer.summary(), one.id)),
+            }
+        }
+        let after = count_or_stop!(probe, checks, NAME, TITLE);
+        if after != before {
+            found
+                .wrong_effects
+                .push((round, after - before, ids(&seen)));
+        }
+        found.rounds += 1;
+    }
+    let rounds = found.rounds;
+    checks.add(
+        lab26(),
+        format!(
+            "in {rounds} rounds of {} retries together, every retry replayed the first effect",
+            load.callers
+        ),
+        found.other_statuses.is_empty()
+            && found.in_progress.is_empty()
+            && found.unanswered.is_empty(),
+        "a success naming the first effect, every time",
+        match (
+            found.other_statuses.first(),
+            found.in_progress.first(),
+            found.unanswered.first(),
+        ) {
+            (None, None, None) => "so they did".to_owned(),
+            (_, Some(_), _) => format!(
+                "{} answered with the in-progress status for a completed key",
+                found.in_progress.len()
+            ),
+            (Some((what, _)), None, _) => format!(
+                "{} answered otherwise; the first: {what}",
+                found.other_statuses.len()
+            ),
+            (None, None, Some((why, _))) => format!("{} unanswered: {why}", found.unanswered.len()),
+        },
+        &found
+            .in_progress
+            .iter()
+            .chain(found.other_statuses.iter().map(|o| &o.1))
+            .chain(found.unanswered.iter().map(|o| &o.1))
+            .take(3)
+            .copied()
+            .collect::<Vec<_>>(),
+    );
+    checks.add(
+        lab26(),
+        "the retries made no effect",
+        found.wrong_effects.is_empty(),
+        "no new effect",
+        found
+            .wrong_effects
+            .first()
+            .map_or("none".to_owned(), |(round, n, _)| {
+                format!("round {round}: {}", effects(*n))
+            }),
+        &found
+            .wrong_effects
+            .first()
+            .map(|w| w.2.clone())
+            .unwrap_or_default(),
+    );
+    PointReport::covered(NAME, TITLE, checks.0)
+}
+
+async fn scope(probe: &Probe) -> PointReport {
+    const NAME: &str = "scope";
+    const TITLE: &str = "Another caller's same key is that caller's own, never the first caller's";
+    let mut checks = Checks::new();
+    let callers = &probe.target.callers;
+    let (first_name, second_name) = (&callers[0].name, &callers[1].name);
+    let key = probe.fresh_key();
+    let fields = probe.fresh_fields(false);
+    let before = count_or_stop!(probe, checks, NAME, TITLE);
+    let call = probe.call(
+        &format!("{first_name}'s request"),
+        KeyWire::Normal(key.clone()),
+        &fields,
+    );
+    let Some((first_seen, first_read)) = first(probe, NAME, &mut checks, &call).await else {
+        return PointReport::covered(NAME, TITLE, checks.0);
+    };
+    let after_first = count_or_stop!(probe, checks, NAME, TITLE);
+    let mut other = call.clone();
+    other.step = format!("{second_name}'s request, same key and body");
+    other.caller = 1;
+    let seen = probe.send_settled(NAME, &other).await;
+    let other_seen = last(&seen);
+    let read = probe.read(&other_seen.answer, false);
+    let leak = read.success && read.identity == first_read.identity;
+    let grade = Grade {
+        section: Some(section::SECURITY),
+        ..Grade::lab()
+    };
+    checks.add(
+        grade,
+        format!("{second_name} is not given {first_name}'s effect"),
+        !(leak || read.success && same_json(&first_seen.answer, &other_seen.answer)),
+        format!("{second_name}'s own effect"),
+        if leak {
+            format!(
+                "DATA LEAK: {second_name} got {first_name}'s effect {} and its reply",
+                first_read.identity.as_deref().unwrap_or("")
+            )
+        } else {
+            probe.describe(&other_seen.answer)
+        },
+        &[first_seen.id, other_seen.id],
+    );
+    checks.add(
+        grade,
+        format!("{second_name}'s request succeeds as a request of its own"),
+        read.success && !leak,
+        "a success",
+        if !read.success
+            && other_seen.answer.status().is_some_and(|s| {
+                probe.target.statuses.conflict.contains(&s)
+                    || probe.target.statuses.in_progress.contains(&s)
+            })
+        {
+            format!(
+                "{}: {first_name}'s key blocked {second_name}",
+                probe.describe(&other_seen.answer)
+            )
+        } else if leak {
+            "a replay of the other caller's effect".to_owned()
+        } else {
+            probe.describe(&other_seen.answer)
+        },
+        &ids(&seen),
+    );
+    let after_other = count_or_stop!(probe, checks, NAME, TITLE);
+    checks.add(
+        grade,
+        format!("{second_name}'s request made an effect of its own"),
+        after_other - after_first == 1,
+        "one new effect",
+        effects(after_other - after_first),
+        &ids(&seen),
+    );
+    if read.success && !leak {
+        let mut again = other.clone();
+        again.step = format!("{second_name}'s retry");
+        let retried = probe.send_settled(NAME, &again).await;
+        retry_matches(
+            probe,
+            &mut checks,
+            &format!("{second_name}'s retry names {second_name}'s effect"),
+            &read,
+            last(&retried),
+            lab26(),
+        );
+    }
+    let mut mine = call.clone();
+    mine.step = format!("{first_name}'s retry");
+    let retried = probe.send_settled(NAME, &mine).await;
+    retry_matches(
+        probe,
+        &mut checks,
+        &format!("{first_name}'s retry still names {first_name}'s effect"),
+        &first_read,
+        last(&retried),
+        lab26(),
+    );
+    let after = count_or_stop!(probe, checks, NAME, TITLE);
+    checks.add(
+        Grade::lab(),
+        "two callers, one key each: two effects in all",
+        after - before == 2,
+        "two effects",
+        effects(after - before),
+        &[first_seen.id],
+    );
+    PointReport::covered(NAME, TITLE, checks.0)
+}
+
+async fn other_endpoint(probe: &Probe) -> PointReport {
+    const NAME: &str = "other-endpoint";
+    const TITLE: &str = "The same key on another endpoint is another operation";
+    let Some(other) = &probe.target.other_endpoint else {
+        return PointReport::not_covered(
+            NAME,
+            TITLE,
+            "The target file names no [other_endpoint]. Name another endpoint that takes keys \
+             to check that a key is scoped by operation."
+                .to_owned(),
+        );
+    };
+    let mut checks = Checks::new();
+    let key = probe.fresh_key();
+    let fields = probe.fresh_fields(false);
+    let call = probe.call("the create", KeyWire::Normal(key.clone()), &fields);
+    let Some((first_seen, first_read)) = first(probe, NAME, &mut checks, &call).await else {
+        return PointReport::covered(NAME, TITLE, checks.0);
+    };
+    let elsewhere = Call {
+        step: format!("the same key on {} {}", other.method, other.path),
+        caller: 0,
+        key: KeyWire::Normal(key),
+        body: BodyForm::Compact(probe.fresh_fields(true)),
+        extra: Vec::new(),
+        other_endpoint: true,
+    };
+    let seen = probe.send_settled(NAME, &elsewhere).await;
+    let answer = &last(&seen).answer;
+    let read = probe.read(answer, true);
+    let replayed_first = read.success
+        && (same_json(answer, &first_seen.answer)
+            || (read.identity.is_some() && read.identity == first_read.identity));
+    checks.add(
+        Grade::lab(),
+        format!("{} {} accepts the key as its own", other.method, other.path),
+        read.success && !replayed_first,
+        "a success of its own",
+        if replayed_first {
+            "the create's reply was replayed to another endpoint".to_owned()
+        } else if answer
+            .status()
+            .is_some_and(|s| probe.target.statuses.conflict.contains(&s))
+        {
+            format!("{}: the key collided across operations", answer.summary())
+        } else {
+            answer.summary()
+        },
+        &ids(&seen),
+    );
+    let mut again = call.clone();
+    again.step = "the create's retry".to_owned();
+    let retried = probe.send_settled(NAME, &again).await;
+    retry_matches(
+        probe,
+        &mut checks,
+        "the create's key still names the create's effect",
+        &first_read,
+        last(&retried),
+        lab26(),
+    );
+    PointReport::covered(NAME, TITLE, checks.0)
+}
+
+async fn key_forms(probe: &Probe) -> PointReport {
+    const NAME: &str = "key-forms";
+    const TITLE: &str = "A missing key, a malformed key, and the key written in the other form";
+    let mut checks = Checks::new();
+    let statuses = &probe.target.statuses;
+    let before = count_or_stop!(probe, checks, NAME, TITLE);
+    let missing = probe
+        .send(
+            NAME,
+            &probe.call(
+                "a request with no key",
+                KeyWire::Absent,
+                &probe.fresh_fields(false),
+            ),
+        )
+        .await;
+    checks.add(
+        Grade::should(section::ERRORS),
+        "a request with no key is refused with statuses.missing_key",
+        missing
+            .answer
+            .status()
+            .is_some_and(|s| statuses.missing_key.contains(&s)),
+        format!("{:?}", statuses.missing_key),
+        probe.describe(&missing.answer),
+        &[missing.id],
+    );
+    let after_missing = count_or_stop!(probe, checks, NAME, TITLE);
+    checks.add(
+        Grade::lab(),
+        "the request with no key made no effect",
+        after_missing == before,
+        "no effect",
+        effects(after_missing - before),
+        &[missing.id],
+    );
+    let raw = "\"unterminated".to_owned();
+    let malformed = probe
+        .send(
+            NAME,
+            &probe.call(
+                "a request with a malformed key (an unclosed quote)",
+                KeyWire::Raw(raw),
+                &probe.fresh_fields(false),
+            ),
+        )
+        .await;
+    checks.add(
+        Grade::should(section::SYNTAX),
+        "a malformed key is refused with statuses.bad_key",
+        malformed
+            .answer
+            .status()
+            .is_some_and(|s| statuses.bad_key.contains(&s)),
+        format!("{:?}", statuses.bad_key),
+        probe.describe(&malformed.answer),
+        &[malformed.id],
+    );
+    let after_malformed = count_or_stop!(probe, checks, NAME, TITLE);
+    checks.add(
+        Grade::lab(),
+        "the request with a malformed key made no effect",
+        after_malformed == after_missing,
+        "no effect",
+        effects(after_malformed - after_missing),
+        &[malformed.id],
+    );
+    let key = probe.fresh_key();
+    let fields = probe.fresh_fields(false);
+    let (form, other_form) = match probe.target.key.form {
+        KeyForm::SfString => ("a quoted sf-string", "a bare token"),
+        KeyForm::Token => ("a bare token", "a quoted sf-string"),
+    };
+    let call = probe.call(
+        &format!("the key as {form} (the file's form)"),
+        KeyWire::Normal(key.clone()),
+        &fields,
+    );
+    let Some((first_seen, first_read)) = first(probe, NAME, &mut checks, &call).await else {
+        return PointReport::covered(NAME, TITLE, checks.0);
+    };
+    let after_first = count_or_stop!(probe, checks, NAME, TITLE);
+    let mut other = call.clone();
+    other.step = format!("the same key as {other_form}");
+    other.key = KeyWire::OtherForm(key);
+    let seen = probe.send_settled(NAME, &other).await;
+    let answer = &last(&seen).answer;
+    let read = probe.read(answer, false);
+    let after = count_or_stop!(probe, checks, NAME, TITLE);
+    let refused = answer.status().is_some_and(|s| (400..=499).contains(&s));
+    let same = read.success && read.identity == first_read.identity;
+    checks.add(
+        Grade {
+            section: Some(section::SYNTAX),
+            ..Grade::lab()
+        },
+        format!("the key as {other_form} is refused or names the same effect, never a second"),
+        after == after_first && (refused || same),
+        "a 4xx or the first effect, and no new effect",
+        format!(
+            "{}; {}",
+            probe.describe(answer),
+            if after == after_first && same {
+                "read as the same key".to_owned()
+            } else if after == after_first {
+                "no new effect".to_owned()
+            } else {
+                format!(
+                    "{}: the key's two spellings are two keys",
+                    effects(after - after_first)
+                )
+            }
+        ),
+        &[first_seen.id, last(&seen).id],
+    );
+    if probe.target.key.form == KeyForm::Token {
+        // The draft's syntax is the quoted String: a client that follows it sends this form.
+        checks.add(
+            Grade::should(section::SYNTAX),
+            "the key as the draft's quoted String names the same effect",
+            same,
+            "the first effect",
+            probe.describe(answer),
+            &[last(&seen).id],
+        );
+    }
+    PointReport::covered(NAME, TITLE, checks.0)
+}
+
+/// An error answer under a key, then the corrected request under the same key.
+async fn error_then_fix(
+    probe: &Probe,
+    name: &'static str,
+    title: &'static str,
+    provocation: &Provocation,
+    given: bool,
+    kind: &str,
+    statuses: std::ops::RangeInclusive<u16>,
+) -> PointReport {
+    let mut checks = Checks::new();
+    let key = probe.fresh_key();
+    let fields = probe.fresh_fields(false);
+    let before = count_or_stop!(probe, checks, name, title);
+    let mut bad = probe.call(
+        &format!("a request provoking a {kind}"),
+        KeyWire::Normal(key.clone()),
+        &fields,
+    );
+    bad.body = probe.provoked(&fields, provocation);
+    bad.extra = provocation.headers.clone();
+    let seen = probe.send(name, &bad).await;
+    let fired = seen.answer.status().is_some_and(|s| statuses.contains(&s));
+    let how = if given {
+        String::new()
+    } else {
+        " (the file gives no [errors.validation]; the check sent a body that is not JSON)"
+            .to_owned()
+    };
+    if !checks.add(
+        Grade::lab(),
+        format!("the provoked request is answered with a {kind}{how}"),
+        fired,
+        format!("a {kind}"),
+        probe.describe(&seen.answer),
+        &[seen.id],
+    ) {
+        return PointReport::covered(name, title, checks.0);
+    }
+    let after_bad = count_or_stop!(probe, checks, name, title);
+    checks.add(
+        Grade::lab(),
+        format!("the {kind} made no effect"),
+        after_bad == before,
+        "no effect",
+        effects(after_bad - before),
+        &[seen.id],
+    );
+    let fixed = probe.call(
+        "the corrected request under the same key",
+        KeyWire::Normal(key),
+        &fields,
+    );
+    let settled = probe.send_settled(name, &fixed).await;
+    let answer = &last(&settled).answer;
+    let read = probe.read(answer, false);
+    let replayed_error = !read.success && answer.status() == seen.answer.status();
+    let held = !read.success && answer.status().is_some();
+    checks.add(
+        lab26(),
+        format!("the corrected request after the {kind} is processed"),
+        read.success,
+        "a success",
+        if replayed_error {
+            format!(
+                "{}: the saved {kind} was replayed; the key is burned",
+                probe.describe(answer)
+            )
+        } else if held {
+            format!(
+                "{}: the {kind} left a record that holds the key; the key is burned",
+                probe.describe(answer)
+            )
+        } else {
+            probe.describe(answer)
+        },
+        &ids(&settled),
+    );
+    let after = count_or_stop!(probe, checks, name, title);
+    checks.add(
+        Grade::lab(),
+        "the corrected request made one effect",
+        after - before == 1,
+        "one effect",
+        effects(after - before),
+        &ids(&settled),
+    );
+    if read.success {
+        let again = probe.send_settled(name, &fixed).await;
+        retry_matches(
+            probe,
+            &mut checks,
+            "its retry names the same effect",
+            &read,
+            last(&again),
+            lab26(),
+        );
+    }
+    PointReport::covered(name, title, checks.0)
+}
+
+async fn error_then_corrected(probe: &Probe) -> PointReport {
+    let errors = &probe.target.errors;
+    error_then_fix(
+        probe,
+        "error-then-corrected",
+        "A validation error (4xx) does not burn the key for the corrected request",
+        &errors.validation,
+        errors.validation_given,
+        "validation error (4xx)",
+        400..=499,
+    )
+    .await
+}
+
+async fn server_error_then_corrected(probe: &Probe) -> PointReport {
+    const NAME: &str = "server-error-then-corrected";
+    const TITLE: &str = "A handled server error (5xx) does not burn the key for the retry";
+    match &probe.target.errors.server {
+        Some(provocation) => {
+            error_then_fix(
+                probe,
+                NAME,
+                TITLE,
+                provocation,
+                true,
+                "server error (5xx)",
+                500..=599,
+            )
+            .await
+        }
+        None => PointReport::not_covered(
+            NAME,
+            TITLE,
+            "The target file gives no [errors.server]. Name a header or field values that make \
+             the service answer a handled 5xx (a test hook), to check that the retry is \
+             processed rather than answered with the saved error."
+                .to_owned(),
+        ),
+    }
+}
+
+async fn fault_between(probe: &Probe) -> PointReport {
+    const NAME: &str = "fault-between-effect-and-record";
+    const TITLE: &str = "A failure after the effect and before its record leaves one effect";
+    let Some(hook) = &probe.target.faults.between_effect_and_record else {
+        return PointReport::not_covered(
+            NAME,
+            TITLE,
+            "A black box cannot fail the service between its effect and its record. Name a \
+             fault hook in [faults] between_effect_and_record (a header the service honours in \
+             tests), or check a Rust tool with `lab check --adapter ...`, which injects this \
+             fault inside the create."
+                .to_owned(),
+        );
+    };
+    let mut checks = Checks::new();
+    let key = probe.fresh_key();
+    let fields = probe.fresh_fields(false);
+    let before = count_or_stop!(probe, checks, NAME, TITLE);
+    let mut faulted = probe.call(
+        "a request with the fault hook",
+        KeyWire::Normal(key.clone()),
+        &fields,
+    );
+    faulted.body = probe.provoked(&fields, hook);
+    faulted.extra = hook.headers.clone();
+    let seen = probe.send(NAME, &faulted).await;
+    // A 4xx is the hook refused, not the fault: only a 5xx or no answer shows it fired.
+    let fired = seen.answer.status().is_none_or(|s| s >= 500);
+    if !checks.add(
+        Grade::lab(),
+        "the fault hook fired: a 5xx or no answer",
+        fired,
+        "a 5xx or no answer",
+        probe.describe(&seen.answer),
+        &[seen.id],
+    ) {
+        return PointReport::covered(NAME, TITLE, checks.0);
+    }
+    let retry = probe.call("the retry without the hook", KeyWire::Normal(key), &fields);
+    let settled = probe.send_settled(NAME, &retry).await;
+    let retry_read = probe.read(&last(&settled).answer, false);
+    checks.add(
+        lab26(),
+        "the retry succeeds",
+        retry_read.success,
+        "a success",
+        probe.describe(&last(&settled).answer),
+        &ids(&settled),
+    );
+    let after = count_or_stop!(probe, checks, NAME, TITLE);
+    checks.add(
+        Grade::lab(),
+        "the failed attempt and its retry made exactly one effect",
+        after - before == 1,
+        "one effect",
+        format!(
+            "{}{}",
+            effects(after - before),
+            if after - before > 1 {
+                ": the failed attempt's effect stayed without its record"
+            } else {
+                ""
+            }
+        ),
+        &[seen.id],
+    );
+    if retry_read.success {
+        let again = probe.send_settled(NAME, &retry).await;
+        retry_matches(
+            probe,
+            &mut checks,
+            "a second retry names the same effect",
+            &retry_read,
+            last(&again),
+            lab26(),
+        );
+    }
+    PointReport::covered(NAME, TITLE, checks.0)
+}

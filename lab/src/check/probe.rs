@@ -1,0 +1,686 @@
+//! What every point does with the service: build a request from the target file with fresh
+//! keys and field values, send it and record the exchange, read what a reply says (success,
+//! identity, replay mark), and count effects.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::history::{Answer, History, Sent};
+use super::http::{HangUp, Outgoing, Wire, recorded};
+use super::target::{
+    Count, CountCallers, Endpoint, Identity, KeyForm, Provocation, Replay, Target,
+};
+
+/// How the key is written in one request.
+#[derive(Clone, Debug)]
+pub enum KeyWire {
+    /// In the file's form.
+    Normal(String),
+    /// The other form: bare when the file says sf-string, quoted when it says token.
+    OtherForm(String),
+    /// Exactly this header value.
+    Raw(String),
+    /// No key header.
+    Absent,
+}
+
+/// How the body is written.
+#[derive(Clone, Debug)]
+pub enum BodyForm {
+    /// The template with these fields, keys sorted, no spaces.
+    Compact(BTreeMap<String, Value>),
+    /// The same, keys in reverse order and spaced out.
+    Reordered(BTreeMap<String, Value>),
+    /// Exactly this text.
+    Text(String),
+}
+
+/// One request a point sends.
+#[derive(Clone, Debug)]
+pub struct Call {
+    /// What the point means by it.
+    pub step: String,
+    /// The caller's index.
+    pub caller: usize,
+    /// The key.
+    pub key: KeyWire,
+    /// The body.
+    pub body: BodyForm,
+    /// Headers added after the endpoint's and the caller's (a fault hook).
+    pub extra: Vec<(String, String)>,
+    /// The other endpoint instead of the create.
+    pub other_endpoint: bool,
+}
+
+/// An answer and the number of its exchange.
+#[derive(Clone, Debug)]
+pub struct Seen {
+    /// The exchange's number in the history.
+    pub id: usize,
+    /// What came back.
+    pub answer: Answer,
+}
+
+/// What a reply says, in the target file's terms.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Read {
+    /// A success status.
+    pub success: bool,
+    /// The identity, read as the file says.
+    pub identity: Option<String>,
+    /// Marked as a replay: `None` when the file gives no mark.
+    pub marked_replay: Option<bool>,
+}
+
+/// The run's shared state.
+pub struct Probe {
+    /// The target.
+    pub target: Target,
+    wire: Wire,
+    /// What was sent and what came back.
+    pub history: History,
+    run: String,
+    serial: AtomicUsize,
+}
+
+impl Probe {
+    /// A probe for `target`.
+    pub fn new(target: Target) -> Probe {
+        let service = &target.service;
+        let wire = Wire::new(
+            &service.host,
+            service.port,
+            &service.prefix,
+            service.timeout,
+        );
+        // Keys and field values carry the run's tag, so two runs against one service never
+        // meet on a key.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let tag = (nanos as u64) ^ (u64::from(std::process::id()) << 40);
+        Probe {
+            target,
+            wire,
+            history: History::new(),
+            run: format!("{:x}", tag & 0xffff_ffff_ffff),
+            serial: AtomicUsize::new(0),
+        }
+    }
+
+    fn next(&self) -> usize {
+        self.serial.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// A key no request of any run has used: `chk-RUN-N`, valid as a token and an sf-string.
+    pub fn fresh_key(&self) -> String {
+        format!("chk-{}-{}", self.run, self.next())
+    }
+
+    /// The endpoint's fields, each text one tagged so that this request's effect is its own.
+    pub fn fresh_fields(&self, other_endpoint: bool) -> BTreeMap<String, Value> {
+        let endpoint = self.endpoint(other_endpoint);
+        let n = self.next();
+        endpoint
+            .fields
+            .iter()
+            .map(|(name, value)| {
+                let value = match value {
+                    Value::String(text) => {
+                        Value::String(format!("{text} (check {}-{n})", self.run))
+                    }
+                    other => other.clone(),
+                };
+                (name.clone(), value)
+            })
+            .collect()
+    }
+
+    /// `fields` with one text field given another fresh value: a changed payload.
+    pub fn changed(&self, fields: &BTreeMap<String, Value>) -> BTreeMap<String, Value> {
+        let mut changed = fields.clone();
+        if let Some((_, value)) = changed.iter_mut().find(|(_, v)| v.is_string()) {
+            *value = Value::String(format!("changed (check {}-{})", self.run, self.next()));
+        }
+        changed
+    }
+
+    /// `fields` with a provocation's fields laid over them.
+    pub fn provoked(
+        &self,
+        fields: &BTreeMap<String, Value>,
+        provocation: &Provocation,
+    ) -> BodyForm {
+        match &provocation.body_text {
+            Some(text) => BodyForm::Text(text.clone()),
+            None => {
+                let mut fields = fields.clone();
+                fields.extend(provocation.fields.clone());
+                BodyForm::Compact(fields)
+            }
+        }
+    }
+
+    /// The create (or the other endpoint).
+    pub fn endpoint(&self, other_endpoint: bool) -> &Endpoint {
+        match (&self.target.other_endpoint, other_endpoint) {
+            (Some(other), true) => other,
+            _ => &self.target.create,
+        }
+    }
+
+    /// A call of the create with the caller, key and fields; the first caller by default.
+    pub fn call(&self, step: &str, key: KeyWire, fields: &BTreeMap<String, Value>) -> Call {
+        Call {
+            step: step.to_owned(),
+            caller: 0,
+            key,
+            body: BodyForm::Compact(fields.clone()),
+            extra: Vec::new(),
+            other_endpoint: false,
+        }
+    }
+
+    fn key_value(&self, key: &KeyWire) -> Option<String> {
+        let quoted = |k: &str| format!("\"{k}\"");
+        match (key, self.target.key.form) {
+            (KeyWire::Normal(k), KeyForm::SfString) | (KeyWire::OtherForm(k), KeyForm::Token) => {
+                Some(quoted(k))
+            }
+            (KeyWire::Normal(k), KeyForm::Token) | (KeyWire::OtherForm(k), KeyForm::SfString) => {
+                Some(k.clone())
+            }
+            (KeyWire::Raw(text), _) => Some(text.clone()),
+            (KeyWire::Absent, _) => None,
+        }
+    }
+
+    fn outgoing(&self, point: &'static str, call: &Call) -> (Outgoing, Sent) {
+        let endpoint = self.endpoint(call.other_endpoint);
+        let mut headers = endpoint.headers.clone();
+        let caller = &self.target.callers[call.caller.min(self.target.callers.len() - 1)];
+        headers.extend(caller.headers.iter().cloned());
+        let key = self.key_value(&call.key);
+        if let Some(value) = &key {
+            headers.push((self.target.key.header.clone(), value.clone()));
+        }
+        headers.extend(call.extra.iter().cloned());
+        let body = match (&call.body, &endpoint.body) {
+            (BodyForm::Text(text), _) => text.clone(),
+            (BodyForm::Compact(fields), Some(template)) => {
+                let mut text = String::new();
+                write_json(&render(template, fields), false, &mut text, 0);
+                text
+            }
+            (BodyForm::Reordered(fields), Some(template)) => {
+                let mut text = String::new();
+                write_json(&render(template, fields), true, &mut text, 0);
+                text
+            }
+            (_, None) => String::new(),
+        };
+        let sent = Sent {
+            point,
+            step: call.step.clone(),
+            caller: Some(caller.name.clone()),
+            key,
+            method: endpoint.method.clone(),
+            path: endpoint.path.clone(),
+            body: body.clone(),
+        };
+        let outgoing = Outgoing {
+            method: endpoint.method.clone(),
+            path: endpoint.path.clone(),
+            headers,
+            body: body.into_bytes(),
+        };
+        (outgoing, sent)
+    }
+
+    /// Sends one call and records it.
+    pub async fn send(&self, point: &'static str, call: &Call) -> Seen {
+        let (outgoing, sent) = self.outgoing(point, call);
+        let at = Instant::now();
+        let answer = self.wire.send(&outgoing).await;
+        let id = self.history.record(sent, recorded(answer.clone()), at);
+        Seen { id, answer }
+    }
+
+    /// Sends `calls` together: every connection is opened first, then all requests are
+    /// released at once, so they meet inside the service.
+    pub async fn send_together(
+        self: &std::sync::Arc<Self>,
+        point: &'static str,
+        calls: Vec<Call>,
+    ) -> Vec<Seen> {
+        let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(calls.len()));
+        let mut tasks = tokio::task::JoinSet::new();
+        for (index, call) in calls.into_iter().enumerate() {
+            let probe = std::sync::Arc::clone(self);
+            let barrier = std::sync::Arc::clone(&barrier);
+            tasks.spawn(async move {
+                let (outgoing, sent) = probe.outgoing(point, &call);
+                let connection = probe.wire.connect().await;
+                barrier.wait().await;
+                let at = Instant::now();
+                let answer = match connection {
+                    Ok(connection) => probe.wire.send_on(connection, &outgoing).await,
+                    Err(reason) => Answer::NoAnswer { reason },
+                };
+                let id = probe.history.record(sent, recorded(answer.clone()), at);
+                (index, Seen { id, answer })
+            });
+        }
+        let mut seen = Vec::new();
+        while let Some(joined) = tasks.join_next().await {
+            match joined {
+                Ok(one) => seen.push(one),
+                Err(err) => seen.push((
+                    usize::MAX,
+                    Seen {
+                        id: 0,
+                        answer: Answer::NoAnswer {
+                            reason: format!("the caller's task failed: {err}"),
+                        },
+                    },
+                )),
+            }
+        }
+        seen.sort_by_key(|(index, _)| *index);
+        seen.into_iter().map(|(_, seen)| seen).collect()
+    }
+
+    /// Sends a call until it is no longer answered "in progress" (at most ten times, waiting
+    /// as `Retry-After` asks, capped at two seconds, a quarter second without it).
+    pub async fn send_settled(&self, point: &'static str, call: &Call) -> Vec<Seen> {
+        let mut seen = Vec::new();
+        for _ in 0..10 {
+            let one = self.send(point, call).await;
+            let waiting = one
+                .answer
+                .status()
+                .is_some_and(|s| self.target.statuses.in_progress.contains(&s));
+            let wait = one
+                .answer
+                .header("retry-after")
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map_or(Duration::from_millis(250), |s| {
+                    Duration::from_secs(s.min(2))
+                });
+            seen.push(one);
+            if !waiting {
+                break;
+            }
+            tokio::time::sleep(wait).await;
+        }
+        seen
+    }
+
+    /// Writes a call up to `moment`, hangs up, and records it.
+    pub async fn hang_up(
+        &self,
+        point: &'static str,
+        call: &Call,
+        moment: HangUp,
+    ) -> (usize, Result<(), String>) {
+        let (outgoing, sent) = self.outgoing(point, call);
+        let at = Instant::now();
+        let result = self.wire.hang_up(&outgoing, moment).await;
+        let answer = match &result {
+            Ok(()) => Answer::HungUp {
+                moment: moment.describe().to_owned(),
+            },
+            Err(reason) => Answer::NoAnswer {
+                reason: reason.clone(),
+            },
+        };
+        (self.history.record(sent, answer, at), result)
+    }
+
+    /// What a reply says in the file's terms.
+    pub fn read(&self, answer: &Answer, other_endpoint: bool) -> Read {
+        let Answer::Reply { status, body, .. } = answer else {
+            return Read {
+                success: false,
+                identity: None,
+                marked_replay: None,
+            };
+        };
+        let endpoint = self.endpoint(other_endpoint);
+        let success = if endpoint.success.is_empty() {
+            (200..=299).contains(status)
+        } else {
+            endpoint.success.contains(status)
+        };
+        let identity = match &self.target.identity {
+            Identity::Pointer(pointer) => serde_json::from_str::<Value>(body)
+                .ok()
+                .and_then(|json| json.pointer(pointer).cloned())
+                .filter(|value| !value.is_null())
+                .map(|value| match value {
+                    Value::String(text) => text,
+                    other => other.to_string(),
+                }),
+            Identity::Header(name) => answer.header(name).map(str::to_owned),
+        };
+        let marked_replay = match &self.target.replay {
+            Replay::Header { name, value } => Some(answer.header(name).is_some_and(|v| {
+                value
+                    .as_deref()
+                    .is_none_or(|wanted| v.trim().eq_ignore_ascii_case(wanted))
+            })),
+            Replay::Status(replay_status) => Some(status == replay_status),
+            Replay::Inferred => None,
+        };
+        Read {
+            success,
+            identity: identity.filter(|_| success),
+            marked_replay,
+        }
+    }
+
+    /// An answer in words, naming what the file says its status means.
+    pub fn describe(&self, answer: &Answer) -> String {
+        let Some(status) = answer.status() else {
+            return answer.summary();
+        };
+        let read = self.read(answer, false);
+        let statuses = &self.target.statuses;
+        let meaning = if read.success {
+            match &read.identity {
+                Some(identity) => format!(" with identity {identity}"),
+                None => " with no identity where [identity] says".to_owned(),
+            }
+        } else if statuses.in_progress.contains(&status) {
+            " (statuses.in_progress: \"still in progress\")".to_owned()
+        } else if statuses.conflict.contains(&status) {
+            " (statuses.conflict: \"key used with another payload\")".to_owned()
+        } else if statuses.bad_key.contains(&status) || statuses.missing_key.contains(&status) {
+            " (a bad-request status)".to_owned()
+        } else {
+            String::new()
+        };
+        format!("{status}{meaning}")
+    }
+
+    /// Runs the reset the file names, if any.
+    ///
+    /// # Errors
+    /// The reason, when the reset is not answered with a success or the command fails.
+    pub async fn reset(&self) -> Result<(), String> {
+        if let Some(endpoint) = &self.target.service.reset {
+            let outgoing = Outgoing {
+                method: endpoint.method.clone(),
+                path: endpoint.path.clone(),
+                headers: endpoint.headers.clone(),
+                body: endpoint
+                    .body
+                    .as_ref()
+                    .map(|b| b.to_string().into_bytes())
+                    .unwrap_or_default(),
+            };
+            let answer = self.wire.send(&outgoing).await;
+            if !answer.status().is_some_and(|s| (200..=299).contains(&s)) {
+                return Err(format!(
+                    "service.reset {} {}: {}",
+                    endpoint.method,
+                    endpoint.path,
+                    answer.summary()
+                ));
+            }
+        }
+        if let Some(argv) = self.target.service.reset_command.clone() {
+            let status = tokio::task::spawn_blocking(move || {
+                std::process::Command::new(&argv[0])
+                    .args(&argv[1..])
+                    .status()
+            })
+            .await
+            .map_err(|err| err.to_string())?
+            .map_err(|err| format!("service.reset_command: {err}"))?;
+            if !status.success() {
+                return Err(format!("service.reset_command: exited with {status}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The number of effects now, as `[count]` says.
+    ///
+    /// # Errors
+    /// The reason, when the count cannot be read.
+    pub async fn count(&self) -> Result<i64, String> {
+        match &self.target.count {
+            Count::Request {
+                request,
+                pointer,
+                callers,
+            } => {
+                let as_callers: Vec<Option<usize>> = match callers {
+                    CountCallers::Each => (0..self.target.callers.len()).map(Some).collect(),
+                    CountCallers::One(one) => vec![*one],
+                };
+                let mut total = 0;
+                for caller in as_callers {
+                    let mut headers = request.headers.clone();
+                    if let Some(index) = caller {
+                        headers.extend(self.target.callers[index].headers.iter().cloned());
+                    }
+                    let outgoing = Outgoing {
+                        method: request.method.clone(),
+                        path: request.path.clone(),
+                        headers,
+                        body: Vec::new(),
+                    };
+                    let answer = self.wire.send(&outgoing).await;
+                    total += count_in(&answer, pointer).map_err(|problem| {
+                        format!(
+                            "count.request {} {}: {problem}",
+                            request.method, request.path
+                        )
+                    })?;
+                }
+                Ok(total)
+            }
+            Count::Sqlite { file, query } => {
+                let (file, query) = (file.clone(), query.clone());
+                tokio::task::spawn_blocking(move || {
+                    let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
+                        | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+                    let connection = rusqlite::Connection::open_with_flags(&file, flags)
+                        .map_err(|err| format!("count.sql.sqlite {}: {err}", file.display()))?;
+                    connection
+                        .query_row(&query, [], |row| row.get::<_, i64>(0))
+                        .map_err(|err| format!("count.sql.query: {err}"))
+                })
+                .await
+                .map_err(|err| err.to_string())?
+            }
+            Count::Postgres { url, query } => postgres_count(url.clone(), query.clone()).await,
+            Count::Command(argv) => {
+                let argv = argv.clone();
+                tokio::task::spawn_blocking(move || {
+                    let output = std::process::Command::new(&argv[0])
+                        .args(&argv[1..])
+                        .stdin(std::process::Stdio::null())
+                        .output()
+                        .map_err(|err| format!("count.command {:?}: {err}", argv[0]))?;
+                    let text = String::from_utf8_lossy(&output.stdout);
+                    if !output.status.success() {
+                        return Err(format!("count.command: exited with {}", output.status));
+                    }
+                    text.trim().parse::<i64>().map_err(|_| {
+                        format!("count.command: printed {:?}, not one number", text.trim())
+                    })
+                })
+                .await
+                .map_err(|err| err.to_string())?
+            }
+        }
+    }
+}
+
+#[cfg(feature = "postgres")]
+async fn postgres_count(url: String, query: String) -> Result<i64, String> {
+    tokio::task::spawn_blocking(move || {
+        let mut client = postgres::Client::connect(&url, postgres::NoTls)
+            .map_err(|err| format!("count.sql.postgres: {err}"))?;
+        let row = client
+            .query_one(query.as_str(), &[])
+            .map_err(|err| format!("count.sql.query: {err}"))?;
+        row.try_get::<_, i64>(0)
+            .map_err(|err| format!("count.sql.query: the first column is not a bigint: {err}"))
+    })
+    .await
+    .map_err(|err| err.to_string())?
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn postgres_count(_: String, _: String) -> Result<i64, String> {
+    Err("count.sql.postgres: this lab was built without the postgres feature".to_owned())
+}
+
+/// The count a counting reply holds at `pointer`: a list's length, or a number.
+fn count_in(answer: &Answer, pointer: &str) -> Result<i64, String> {
+    let Answer::Reply { status, body, .. } = answer else {
+        return Err(answer.summary());
+    };
+    if !(200..=299).contains(status) {
+        return Err(format!("answered {status}"));
+    }
+    let json: Value =
+        serde_json::from_str(body).map_err(|err| format!("the answer is not JSON: {err}"))?;
+    match json.pointer(pointer) {
+        Some(Value::Array(items)) => Ok(items.len() as i64),
+        Some(Value::Number(n)) if n.as_i64().is_some() => Ok(n.as_i64().unwrap_or_default()),
+        Some(Value::String(text)) if text.parse::<i64>().is_ok() => {
+            Ok(text.parse().unwrap_or_default())
+        }
+        Some(other) => Err(format!("{pointer} holds {other}, not a list or a number")),
+        None => Err(format!("nothing at {pointer}")),
+    }
+}
+
+/// The template with its `{{field}}` placeholders filled: a text that is one placeholder takes
+/// the field's value (a number stays a number); one inside a longer text takes its text.
+pub fn render(template: &Value, fields: &BTreeMap<String, Value>) -> Value {
+    match template {
+        Value::String(text) => {
+            let trimmed = text.trim();
+            if let Some(name) = trimmed
+                .strip_prefix("{{")
+                .and_then(|t| t.strip_suffix("}}"))
+                && !name.contains("{{")
+                && let Some(value) = fields.get(name.trim())
+            {
+                return value.clone();
+            }
+            let mut out = text.clone();
+            for (name, value) in fields {
+                let as_text = match value {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                out = out.replace(&format!("{{{{{name}}}}}"), &as_text);
+            }
+            Value::String(out)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(|v| render(v, fields)).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), render(v, fields)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// Writes JSON with object keys sorted (`reordered`: reversed, with spaces and line breaks), so
+/// the same payload can be sent in two textual forms.
+pub fn write_json(value: &Value, reordered: bool, out: &mut String, depth: usize) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            if reordered {
+                keys.reverse();
+            }
+            out.push('{');
+            for (i, key) in keys.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                if reordered {
+                    out.push('\n');
+                    out.push_str(&"   ".repeat(depth + 1));
+                }
+                out.push_str(&Value::String((*key).clone()).to_string());
+                out.push_str(if reordered { " :  " } else { ":" });
+                write_json(&map[key.as_str()], reordered, out, depth + 1);
+            }
+            if reordered {
+                out.push_str("\n\t");
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(if reordered { " , " } else { "," });
+                }
+                write_json(item, reordered, out, depth + 1);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_template_takes_its_fields_as_values_or_as_text() {
+        let template = json!({"title": "{{title}}", "n": "{{n}}", "note": "about {{title}}"});
+        let fields: BTreeMap<String, Value> = [
+            ("title".to_owned(), json!("Jam")),
+            ("n".to_owned(), json!(3)),
+        ]
+        .into();
+        assert_eq!(
+            render(&template, &fields),
+            json!({"title": "Jam", "n": 3, "note": "about Jam"})
+        );
+    }
+
+    #[test]
+    fn the_reordered_form_is_other_text_for_the_same_json() {
+        let value = json!({"a": 1, "b": {"c": [1, 2], "d": "x"}});
+        let (mut compact, mut reordered) = (String::new(), String::new());
+        write_json(&value, false, &mut compact, 0);
+        write_json(&value, true, &mut reordered, 0);
+        assert_eq!(compact, r#"{"a":1,"b":{"c":[1,2],"d":"x"}}"#);
+        assert_ne!(compact, reordered);
+        assert!(reordered.find("\"b\"") < reordered.find("\"a\""));
+        assert_eq!(serde_json::from_str::<Value>(&reordered).unwrap(), value);
+    }
+
+    #[test]
+    fn a_count_is_a_list_length_or_a_number() {
+        let reply = |body: &str| Answer::Reply {
+            status: 200,
+            headers: vec![],
+            body: body.to_owned(),
+        };
+        assert_eq!(count_in(&reply(r#"{"t":[1,2,3]}"#), "/t"), Ok(3));
+        assert_eq!(count_in(&reply(r#"{"n":7}"#), "/n"), Ok(7));
+        assert!(count_in(&reply(r#"{"n":{}}"#), "/n").is_err());
+        assert!(count_in(&reply("{}"), "/n").is_err());
+    }
+}

@@ -1,0 +1,409 @@
+//! The graded report: one line per point in a summary table, then each point with every
+//! sub-check it made, graded by what the IETF draft requires (MUST), what it recommends
+//! (SHOULD), or what this lab's stricter contract adds (LAB).
+//!
+//! The run passes when every MUST and every LAB sub-check passed; a failed SHOULD is reported
+//! and does not fail the run. The report knows nothing of HTTP: a point is a name, sub-checks
+//! and the numbers of the exchanges they rest on.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::history::Exchange;
+
+/// The draft this check grades against, with its section numbers: the newest revision whose
+/// full text could be read when the check was written (the working group's repository and the
+/// published revision agree). Later revisions are listed by the IETF datatracker; a grade that
+/// their text changes is to be rechecked against them.
+pub const DRAFT: &str = "draft-ietf-httpapi-idempotency-key-header-06";
+
+/// Where a reader finds that draft.
+pub const DRAFT_URL: &str =
+    "https://datatracker.ietf.org/doc/html/draft-ietf-httpapi-idempotency-key-header-06";
+
+/// How binding a sub-check is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Level {
+    /// The draft's MUST: required.
+    Must,
+    /// The draft's SHOULD: reported, not required.
+    Should,
+    /// The lab's contract, stricter than the draft: required.
+    Lab,
+}
+
+/// A sub-check's grade: its level, the draft's section it rests on, and for a LAB grade what
+/// the draft itself says there (if anything).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Grade {
+    /// The level.
+    pub level: Level,
+    /// The draft's section (`2.7`), when the draft speaks to it.
+    pub section: Option<&'static str>,
+    /// For a LAB grade: the draft's own level at that section.
+    pub draft_level: Option<Level>,
+}
+
+impl Grade {
+    /// The draft's MUST at `section`.
+    pub const fn must(section: &'static str) -> Grade {
+        Grade {
+            level: Level::Must,
+            section: Some(section),
+            draft_level: None,
+        }
+    }
+
+    /// The draft's SHOULD at `section`.
+    pub const fn should(section: &'static str) -> Grade {
+        Grade {
+            level: Level::Should,
+            section: Some(section),
+            draft_level: None,
+        }
+    }
+
+    /// The lab's contract where the draft says nothing binding.
+    pub const fn lab() -> Grade {
+        Grade {
+            level: Level::Lab,
+            section: None,
+            draft_level: None,
+        }
+    }
+
+    /// The lab's contract, where the draft at `section` only recommends (or allows otherwise).
+    pub const fn lab_over_should(section: &'static str) -> Grade {
+        Grade {
+            level: Level::Lab,
+            section: Some(section),
+            draft_level: Some(Level::Should),
+        }
+    }
+
+    /// Whether a failure fails the run.
+    pub fn required(&self) -> bool {
+        matches!(self.level, Level::Must | Level::Lab)
+    }
+}
+
+impl fmt::Display for Grade {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.level, self.section, self.draft_level) {
+            (Level::Must, Some(s), _) => write!(f, "MUST §{s}"),
+            (Level::Should, Some(s), _) => write!(f, "SHOULD §{s}"),
+            (Level::Lab, Some(s), Some(_)) => write!(f, "LAB (§{s} SHOULD)"),
+            (Level::Lab, Some(s), None) => write!(f, "LAB (§{s})"),
+            (Level::Must, None, _) => write!(f, "MUST"),
+            (Level::Should, None, _) => write!(f, "SHOULD"),
+            (Level::Lab, None, _) => write!(f, "LAB"),
+        }
+    }
+}
+
+/// One thing a point checked.
+#[derive(Clone, Debug, Serialize)]
+pub struct SubCheck {
+    /// What was checked, as a sentence.
+    pub what: String,
+    /// How binding it is.
+    pub grade: Grade,
+    /// Whether it held.
+    pub passed: bool,
+    /// What the contract expects.
+    pub expected: String,
+    /// What the service did.
+    pub observed: String,
+    /// The exchanges it rests on.
+    pub exchanges: Vec<usize>,
+}
+
+/// Whether a point could be checked from outside.
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "coverage", rename_all = "snake_case")]
+pub enum Coverage {
+    /// Checked; the sub-checks say how it went.
+    Covered,
+    /// Not checked, and what would check it.
+    NotCovered {
+        /// Why not, and what would cover it.
+        reason: String,
+    },
+}
+
+/// A point's verdict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Verdict {
+    /// Every sub-check held.
+    Pass,
+    /// Every required sub-check held; a SHOULD did not.
+    PassWithWarnings,
+    /// A required sub-check failed.
+    Fail,
+    /// The point could not be checked.
+    NotCovered,
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Verdict::Pass => "PASS",
+            Verdict::PassWithWarnings => "WARN",
+            Verdict::Fail => "FAIL",
+            Verdict::NotCovered => "NOT COVERED",
+        })
+    }
+}
+
+/// One point and every sub-check it made.
+#[derive(Clone, Debug, Serialize)]
+pub struct PointReport {
+    /// The point's short name (`scope`).
+    pub name: &'static str,
+    /// What it checks, as a sentence.
+    pub title: &'static str,
+    /// Whether it could be checked.
+    #[serde(flatten)]
+    pub coverage: Coverage,
+    /// Every sub-check, passed or not.
+    pub checks: Vec<SubCheck>,
+    /// The verdict the sub-checks make.
+    pub verdict: Verdict,
+}
+
+impl PointReport {
+    /// A point from its sub-checks.
+    pub fn covered(name: &'static str, title: &'static str, checks: Vec<SubCheck>) -> PointReport {
+        let verdict = if checks.iter().any(|c| !c.passed && c.grade.required()) {
+            Verdict::Fail
+        } else if checks.iter().any(|c| !c.passed) {
+            Verdict::PassWithWarnings
+        } else {
+            Verdict::Pass
+        };
+        PointReport {
+            name,
+            title,
+            coverage: Coverage::Covered,
+            checks,
+            verdict,
+        }
+    }
+
+    /// A point a black box cannot reach, with what would.
+    pub fn not_covered(name: &'static str, title: &'static str, reason: String) -> PointReport {
+        PointReport {
+            name,
+            title,
+            coverage: Coverage::NotCovered { reason },
+            checks: Vec::new(),
+            verdict: Verdict::NotCovered,
+        }
+    }
+
+    fn tally(&self, required: bool) -> (usize, usize) {
+        let mine = self
+            .checks
+            .iter()
+            .filter(|c| c.grade.required() == required);
+        let (mut passed, mut all) = (0, 0);
+        for check in mine {
+            all += 1;
+            passed += usize::from(check.passed);
+        }
+        (passed, all)
+    }
+}
+
+/// The whole run.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// The target file.
+    pub target: String,
+    /// The service's base URL.
+    pub base_url: String,
+    /// The draft the grades cite.
+    pub draft: &'static str,
+    /// Every point, in the order they ran.
+    pub points: Vec<PointReport>,
+    /// How long the run took.
+    #[serde(rename = "elapsed_ms", serialize_with = "millis")]
+    pub elapsed: Duration,
+    /// Every exchange, in order.
+    pub history: Vec<Exchange>,
+    /// Whether every MUST and LAB sub-check passed.
+    pub passed: bool,
+}
+
+fn millis<S: serde::Serializer>(value: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_u64(value.as_millis() as u64)
+}
+
+impl Report {
+    /// A report of `points`; passed when no required sub-check failed.
+    pub fn new(
+        target: String,
+        base_url: String,
+        points: Vec<PointReport>,
+        elapsed: Duration,
+        history: Vec<Exchange>,
+    ) -> Report {
+        let passed = points.iter().all(|p| p.verdict != Verdict::Fail);
+        Report {
+            target,
+            base_url,
+            draft: DRAFT,
+            points,
+            elapsed,
+            history,
+            passed,
+        }
+    }
+
+    /// The points that failed.
+    pub fn failed(&self) -> impl Iterator<Item = &PointReport> {
+        self.points.iter().filter(|p| p.verdict == Verdict::Fail)
+    }
+
+    /// The report as pretty JSON, history included.
+    pub fn to_json(&self) -> String {
+        // Every field is a string, a number, a bool or a list of them: serialising cannot fail.
+        serde_json::to_string_pretty(self).unwrap_or_else(|err| format!("{{\"error\": \"{err}\"}}"))
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "lab check --target {} ({})", self.target, self.base_url)?;
+        writeln!(
+            f,
+            "Graded against {} (MUST, SHOULD) and the lab's contract (LAB).",
+            self.draft
+        )?;
+        writeln!(f)?;
+        let width = self
+            .points
+            .iter()
+            .map(|p| p.name.len())
+            .max()
+            .unwrap_or(5)
+            .max(5);
+        writeln!(
+            f,
+            "{:width$}  {:11}  {:>8}  {:>6}",
+            "point", "verdict", "required", "should"
+        )?;
+        for point in &self.points {
+            let (req_ok, req_all) = point.tally(true);
+            let (sh_ok, sh_all) = point.tally(false);
+            let fraction = |ok: usize, all: usize| {
+                if all == 0 {
+                    "-".to_owned()
+                } else {
+                    format!("{ok}/{all}")
+                }
+            };
+            writeln!(
+                f,
+                "{:width$}  {:11}  {:>8}  {:>6}",
+                point.name,
+                point.verdict.to_string(),
+                fraction(req_ok, req_all),
+                fraction(sh_ok, sh_all)
+            )?;
+        }
+        writeln!(f)?;
+        for point in &self.points {
+            writeln!(f, "{} {}: {}", point.verdict, point.name, point.title)?;
+            if let Coverage::NotCovered { reason } = &point.coverage {
+                writeln!(f, "  {reason}")?;
+            }
+            for check in &point.checks {
+                let mark = if check.passed { "ok  " } else { "FAIL" };
+                let exchanges = if check.exchanges.is_empty() {
+                    String::new()
+                } else {
+                    let ids: Vec<String> =
+                        check.exchanges.iter().map(|id| format!("#{id}")).collect();
+                    format!(" [{}]", ids.join(" "))
+                };
+                writeln!(f, "  {mark} {} — {}{exchanges}", check.grade, check.what)?;
+                if !check.passed {
+                    writeln!(f, "       expected: {}", check.expected)?;
+                    writeln!(f, "       observed: {}", check.observed)?;
+                }
+            }
+        }
+        writeln!(f)?;
+        let failed: Vec<&str> = self.failed().map(|p| p.name).collect();
+        let verdict = if failed.is_empty() {
+            "every MUST and LAB sub-check passed".to_owned()
+        } else {
+            format!("failed: {}", failed.join(", "))
+        };
+        write!(
+            f,
+            "{} exchanges in {:.1} s; {verdict}",
+            self.history.len(),
+            self.elapsed.as_secs_f64()
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(grade: Grade, passed: bool) -> SubCheck {
+        SubCheck {
+            what: "w".into(),
+            grade,
+            passed,
+            expected: "e".into(),
+            observed: "o".into(),
+            exchanges: vec![1],
+        }
+    }
+
+    #[test]
+    fn only_a_required_failure_fails_a_point_and_the_run() {
+        let warn = PointReport::covered("a", "t", vec![check(Grade::should("2.7"), false)]);
+        let fail = PointReport::covered("b", "t", vec![check(Grade::lab(), false)]);
+        let must = PointReport::covered("c", "t", vec![check(Grade::must("2.7"), false)]);
+        assert_eq!(warn.verdict, Verdict::PassWithWarnings);
+        assert_eq!(fail.verdict, Verdict::Fail);
+        assert_eq!(must.verdict, Verdict::Fail);
+        let gap = PointReport::not_covered("d", "t", "why".into());
+        let report = Report::new(
+            "f".into(),
+            "u".into(),
+            vec![warn.clone(), gap],
+            Duration::ZERO,
+            vec![],
+        );
+        assert!(report.passed);
+        let report = Report::new(
+            "f".into(),
+            "u".into(),
+            vec![warn, fail],
+            Duration::ZERO,
+            vec![],
+        );
+        assert!(!report.passed);
+        assert!(report.to_string().contains("failed: b"));
+    }
+
+    #[test]
+    fn grades_name_their_level_and_section() {
+        assert_eq!(Grade::must("2.7").to_string(), "MUST §2.7");
+        assert_eq!(
+            Grade::lab_over_should("2.6").to_string(),
+            "LAB (§2.6 SHOULD)"
+        );
+        assert_eq!(Grade::lab().to_string(), "LAB");
+    }
+}

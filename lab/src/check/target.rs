@@ -1,0 +1,1061 @@
+//! The target file of `lab check --target`: which service to check, how to call it, and how to
+//! observe it from outside. Read from TOML, then validated as a whole before anything is sent;
+//! every refusal names the field at fault (`create.path`, `callers[1].headers`).
+//!
+//! Nothing here speaks HTTP: a request is a method, a path, headers and a body template, so an
+//! MCP variant can reuse the parts it shares (callers, fields, counting, statuses).
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+
+/// A validated target file.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// The file it was read from, for messages.
+    pub path: PathBuf,
+    /// Where the service is.
+    pub service: Service,
+    /// The keyed create request every point sends.
+    pub create: Endpoint,
+    /// Where the key goes and in which form.
+    pub key: KeySpec,
+    /// How the created thing's identity is read from a success.
+    pub identity: Identity,
+    /// How a replayed answer is recognised.
+    pub replay: Replay,
+    /// Which statuses mean what.
+    pub statuses: Statuses,
+    /// Two or more callers, each with its credentials (the first is the default caller).
+    pub callers: Vec<Caller>,
+    /// How effects are counted.
+    pub count: Count,
+    /// Another endpoint that takes keys, for the "same key on another endpoint" point.
+    pub other_endpoint: Option<Endpoint>,
+    /// How the error points provoke an error.
+    pub errors: Errors,
+    /// Fault hooks the service offers, for points a black box cannot reach otherwise.
+    pub faults: Faults,
+    /// How much concurrency the concurrent points use.
+    pub load: Load,
+}
+
+/// `[service]`.
+#[derive(Clone, Debug)]
+pub struct Service {
+    /// The base URL as written (`http://127.0.0.1:8000`), or as `--url` replaced it.
+    pub base_url: String,
+    /// Host and port to connect to.
+    pub host: String,
+    /// The port.
+    pub port: u16,
+    /// A path prefix every request path is appended to (empty, or `/api`).
+    pub prefix: String,
+    /// Whether the host is a loopback address.
+    pub loopback: bool,
+    /// A request that resets the service's state before the run.
+    pub reset: Option<Endpoint>,
+    /// A command that resets the service's state before the run.
+    pub reset_command: Option<Vec<String>>,
+    /// How long one request may take before it counts as "no answer".
+    pub timeout: Duration,
+}
+
+/// A request the check sends: method, path, headers and a JSON body template.
+#[derive(Clone, Debug)]
+pub struct Endpoint {
+    /// `POST`, `PUT`, ...
+    pub method: String,
+    /// The path after the base URL's prefix, starting with `/`.
+    pub path: String,
+    /// Headers sent with every such request (the caller's are added).
+    pub headers: Vec<(String, String)>,
+    /// The JSON body, with `"{{field}}"` placeholders; `None` sends no body.
+    pub body: Option<Value>,
+    /// The fields' values; a point varies the text ones so its effects are its own.
+    pub fields: BTreeMap<String, Value>,
+    /// The statuses that mean success (default: any 2xx).
+    pub success: Vec<u16>,
+}
+
+/// The key's wire form.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyForm {
+    /// An RFC 8941 sf-string, `"..."`, as the draft's section 2.1 asks.
+    SfString,
+    /// The key's characters bare, as many middlewares read it.
+    Token,
+}
+
+/// `[key]`.
+#[derive(Clone, Debug)]
+pub struct KeySpec {
+    /// The header name (`Idempotency-Key`).
+    pub header: String,
+    /// How the key is written in it.
+    pub form: KeyForm,
+}
+
+/// Where a success names what it created.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Identity {
+    /// A JSON pointer into the answer's body (`/ticket_id`).
+    Pointer(String),
+    /// A header of the answer (`Location`).
+    Header(String),
+}
+
+/// How a replay is recognised.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Replay {
+    /// The answer carries this header (with this value, when given).
+    Header {
+        /// The header's name.
+        name: String,
+        /// The value it must have, or any value.
+        value: Option<String>,
+    },
+    /// The answer has this status (the first answer has another success status).
+    Status(u16),
+    /// Nothing marks a replay; it is known by the identity alone.
+    Inferred,
+}
+
+/// `[statuses]`: what the service answers in each case the contract names.
+#[derive(Clone, Debug)]
+pub struct Statuses {
+    /// A key reused with another payload (default 422, the draft's section 2.7).
+    pub conflict: Vec<u16>,
+    /// A key whose first request is still being processed (default 409).
+    pub in_progress: Vec<u16>,
+    /// A malformed key (default 400).
+    pub bad_key: Vec<u16>,
+    /// No key at all (default 400).
+    pub missing_key: Vec<u16>,
+}
+
+/// One caller and its credentials.
+#[derive(Clone, Debug)]
+pub struct Caller {
+    /// A name for the report.
+    pub name: String,
+    /// The headers that say who it is (`Authorization`); redacted in the report.
+    pub headers: Vec<(String, String)>,
+}
+
+/// How effects are counted.
+#[derive(Clone, Debug)]
+pub enum Count {
+    /// A read-back request; the JSON pointer names a list (its length counts) or a number.
+    Request {
+        /// The request (its body is not sent).
+        request: Endpoint,
+        /// Where the list or number is in the answer.
+        pointer: String,
+        /// Which callers it is sent as: all of them, summed (a per-caller list), or one.
+        callers: CountCallers,
+    },
+    /// A read-only query against the service's SQLite file; its first column is the count.
+    Sqlite {
+        /// The database file.
+        file: PathBuf,
+        /// The query.
+        query: String,
+    },
+    /// A read-only query against the service's PostgreSQL database.
+    Postgres {
+        /// The connection URL.
+        url: String,
+        /// The query.
+        query: String,
+    },
+    /// A command that prints one number.
+    Command(Vec<String>),
+}
+
+/// Which callers a counting request is sent as.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CountCallers {
+    /// Each caller, and the counts are added: for lists that show a caller its own effects.
+    Each,
+    /// This caller only (an index into [`Target::callers`]); or none of them, with `None`.
+    One(Option<usize>),
+}
+
+/// How to provoke an error answer.
+#[derive(Clone, Debug, Default)]
+pub struct Provocation {
+    /// Headers added to the create request.
+    pub headers: Vec<(String, String)>,
+    /// Fields whose values replace the create's.
+    pub fields: BTreeMap<String, Value>,
+    /// A raw body sent instead of the template.
+    pub body_text: Option<String>,
+}
+
+/// `[errors]`.
+#[derive(Clone, Debug, Default)]
+pub struct Errors {
+    /// A request the service refuses with a 4xx (default: a body that is not JSON).
+    pub validation: Provocation,
+    /// Whether `validation` came from the file or is the default.
+    pub validation_given: bool,
+    /// A request the service answers with a handled 5xx; without it the point is not covered.
+    pub server: Option<Provocation>,
+}
+
+/// `[faults]`: hooks a black box cannot do without.
+#[derive(Clone, Debug, Default)]
+pub struct Faults {
+    /// Makes the service fail after the effect and before its record is saved.
+    pub between_effect_and_record: Option<Provocation>,
+}
+
+/// `[load]`: the concurrent points' size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Load {
+    /// Rounds on a fresh key.
+    pub fresh_rounds: usize,
+    /// Rounds on a completed key.
+    pub completed_rounds: usize,
+    /// Requests released together in each round.
+    pub callers: usize,
+}
+
+/// What the command line changes in a file's meaning.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    /// `--url`: another base URL than the file's.
+    pub base_url: Option<String>,
+    /// `--allow-remote`: a host other than loopback is allowed.
+    pub allow_remote: bool,
+}
+
+// The file as TOML has it. Unknown fields are refused, so a misspelt name is reported, not
+// ignored.
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    service: Option<ServiceFile>,
+    create: Option<EndpointFile>,
+    key: Option<KeyFile>,
+    identity: Option<IdentityFile>,
+    replay: Option<ReplayFile>,
+    statuses: Option<StatusesFile>,
+    #[serde(default)]
+    callers: Vec<CallerFile>,
+    count: Option<CountFile>,
+    other_endpoint: Option<EndpointFile>,
+    errors: Option<ErrorsFile>,
+    faults: Option<FaultsFile>,
+    load: Option<LoadFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ServiceFile {
+    base_url: Option<String>,
+    reset: Option<EndpointFile>,
+    reset_command: Option<Vec<String>>,
+    timeout_ms: Option<u64>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct EndpointFile {
+    method: Option<String>,
+    path: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    body: Option<Value>,
+    #[serde(default)]
+    fields: BTreeMap<String, Value>,
+    success: Option<Vec<u16>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeyFile {
+    header: Option<String>,
+    form: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IdentityFile {
+    json_pointer: Option<String>,
+    header: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReplayFile {
+    header: Option<String>,
+    value: Option<String>,
+    status: Option<u16>,
+    inferred: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StatusesFile {
+    conflict: Option<Vec<u16>>,
+    in_progress: Option<Vec<u16>>,
+    bad_key: Option<Vec<u16>>,
+    missing_key: Option<Vec<u16>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CallerFile {
+    name: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CountFile {
+    request: Option<CountRequestFile>,
+    sql: Option<SqlFile>,
+    command: Option<Vec<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CountRequestFile {
+    method: Option<String>,
+    path: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    json_pointer: Option<String>,
+    caller: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SqlFile {
+    sqlite: Option<PathBuf>,
+    postgres: Option<String>,
+    query: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ErrorsFile {
+    validation: Option<ProvocationFile>,
+    server: Option<ProvocationFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FaultsFile {
+    between_effect_and_record: Option<ProvocationFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProvocationFile {
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    #[serde(default)]
+    fields: BTreeMap<String, Value>,
+    body_text: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LoadFile {
+    fresh_rounds: Option<usize>,
+    completed_rounds: Option<usize>,
+    callers: Option<usize>,
+}
+
+/// The most rounds and callers a file may ask for: the concurrent points stay bounded.
+pub const MAX_ROUNDS: usize = 1000;
+/// The most requests released together.
+pub const MAX_LOAD_CALLERS: usize = 64;
+
+impl Target {
+    /// Reads and validates a target file.
+    ///
+    /// # Errors
+    /// [`Error::InputUnreadable`] when the file cannot be read; [`Error::InputInvalid`] naming
+    /// the field at fault otherwise.
+    pub fn from_file(path: &Path, overrides: &Overrides) -> Result<Target> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::InputUnreadable {
+            path: path.to_owned(),
+            source,
+        })?;
+        Target::parse(&text, path, overrides)
+    }
+
+    /// Validates a target file's text; `path` names it in messages.
+    ///
+    /// # Errors
+    /// [`Error::InputInvalid`] naming the field at fault.
+    pub fn parse(text: &str, path: &Path, overrides: &Overrides) -> Result<Target> {
+        let bad = |problem: String| Error::InputInvalid {
+            path: path.to_owned(),
+            problem,
+        };
+        let file: File = toml::from_str(text).map_err(|err| {
+            // toml's message names the line, the column and the key; keep it on one line.
+            let message = err.to_string();
+            bad(message.split_whitespace().collect::<Vec<_>>().join(" "))
+        })?;
+        file.validate(overrides).map_err(bad).map(|mut target| {
+            target.path = path.to_owned();
+            target
+        })
+    }
+
+    /// The caller index named `name`.
+    pub fn caller_index(&self, name: &str) -> Option<usize> {
+        self.callers.iter().position(|caller| caller.name == name)
+    }
+}
+
+type Checked<T> = std::result::Result<T, String>;
+
+fn required<T>(value: Option<T>, field: &str) -> Checked<T> {
+    value.ok_or_else(|| format!("{field}: missing (required)"))
+}
+
+impl File {
+    fn validate(self, overrides: &Overrides) -> Checked<Target> {
+        let service_file = required(self.service, "[service]")?;
+        let service = service(service_file, overrides)?;
+        let create = endpoint(required(self.create, "[create]")?, "create", true)?;
+        let key_file = required(self.key, "[key]")?;
+        let key = KeySpec {
+            header: header_name(
+                &key_file
+                    .header
+                    .unwrap_or_else(|| "Idempotency-Key".to_owned()),
+                "key.header",
+            )?,
+            form: match key_file.form.as_deref() {
+                None | Some("sf-string") => KeyForm::SfString,
+                Some("token") => KeyForm::Token,
+                Some(other) => {
+                    return Err(format!(
+                        "key.form: {other:?}: expected \"sf-string\" or \"token\""
+                    ));
+                }
+            },
+        };
+        let identity = identity(required(self.identity, "[identity]")?, "identity")?;
+        let replay = match self.replay {
+            None => Replay::Inferred,
+            Some(file) => replay(file)?,
+        };
+        let statuses = match self.statuses {
+            None => Statuses::default(),
+            Some(file) => statuses(file)?,
+        };
+        if self.callers.len() < 2 {
+            return Err(format!(
+                "[[callers]]: {} given; name at least two callers, each with its own \
+                 credentials, so the scope point can tell them apart",
+                self.callers.len()
+            ));
+        }
+        let mut callers = Vec::new();
+        for (i, caller) in self.callers.into_iter().enumerate() {
+            let field = format!("callers[{i}]");
+            let name = required(caller.name, &format!("{field}.name"))?;
+            if name.is_empty() || name.len() > 64 {
+                return Err(format!(
+                    "{field}.name: {name:?}: one to sixty-four characters"
+                ));
+            }
+            if callers.iter().any(|c: &Caller| c.name == name) {
+                return Err(format!("{field}.name: {name:?} is named twice"));
+            }
+            let headers = headers(caller.headers, &format!("{field}.headers"))?;
+            callers.push(Caller { name, headers });
+        }
+        if let Some((i, _)) = callers
+            .iter()
+            .enumerate()
+            .skip(1)
+            .find(|(_, c)| c.headers == callers[0].headers)
+        {
+            return Err(format!(
+                "callers[{i}].headers: the same credentials as callers[0]; the scope point \
+                 needs callers the service can tell apart"
+            ));
+        }
+        let count = count(required(self.count, "[count]")?, &callers)?;
+        let other_endpoint = self
+            .other_endpoint
+            .map(|file| endpoint(file, "other_endpoint", false))
+            .transpose()?;
+        let errors = match self.errors {
+            None => Errors {
+                validation: default_validation(),
+                validation_given: false,
+                server: None,
+            },
+            Some(file) => Errors {
+                validation_given: file.validation.is_some(),
+                validation: match file.validation {
+                    Some(p) => provocation(p, "errors.validation", &create)?,
+                    None => default_validation(),
+                },
+                server: file
+                    .server
+                    .map(|p| provocation(p, "errors.server", &create))
+                    .transpose()?,
+            },
+        };
+        let faults = match self.faults {
+            None => Faults::default(),
+            Some(file) => Faults {
+                between_effect_and_record: file
+                    .between_effect_and_record
+                    .map(|p| provocation(p, "faults.between_effect_and_record", &create))
+                    .transpose()?,
+            },
+        };
+        let load = match self.load {
+            None => Load::default(),
+            Some(file) => {
+                let default = Load::default();
+                let bounded = |value: Option<usize>, field: &str, max: usize, min: usize| {
+                    let value = value.unwrap_or(match field {
+                        "load.fresh_rounds" => default.fresh_rounds,
+                        "load.completed_rounds" => default.completed_rounds,
+                        _ => default.callers,
+                    });
+                    if value < min || value > max {
+                        Err(format!("{field}: {value}: expected {min} to {max}"))
+                    } else {
+                        Ok(value)
+                    }
+                };
+                Load {
+                    fresh_rounds: bounded(file.fresh_rounds, "load.fresh_rounds", MAX_ROUNDS, 1)?,
+                    completed_rounds: bounded(
+                        file.completed_rounds,
+                        "load.completed_rounds",
+                        MAX_ROUNDS,
+                        1,
+                    )?,
+                    callers: bounded(file.callers, "load.callers", MAX_LOAD_CALLERS, 2)?,
+                }
+            }
+        };
+        Ok(Target {
+            path: PathBuf::new(),
+            service,
+            create,
+            key,
+            identity,
+            replay,
+            statuses,
+            callers,
+            count,
+            other_endpoint,
+            errors,
+            faults,
+            load,
+        })
+    }
+}
+
+impl Default for Statuses {
+    fn default() -> Statuses {
+        Statuses {
+            conflict: vec![422],
+            in_progress: vec![409],
+            bad_key: vec![400],
+            missing_key: vec![400],
+        }
+    }
+}
+
+impl Default for Load {
+    fn default() -> Load {
+        Load {
+            fresh_rounds: 12,
+            completed_rounds: 6,
+            callers: 8,
+        }
+    }
+}
+
+fn default_validation() -> Provocation {
+    Provocation {
+        body_text: Some("{\"this body\": \"is not JSON\"".to_owned()),
+        ..Provocation::default()
+    }
+}
+
+fn service(file: ServiceFile, overrides: &Overrides) -> Checked<Service> {
+    let (base_url, field) = match &overrides.base_url {
+        Some(url) => (url.clone(), "--url"),
+        None => (
+            required(file.base_url, "service.base_url")?,
+            "service.base_url",
+        ),
+    };
+    let (host, port, prefix) = parse_base_url(&base_url).map_err(|e| format!("{field}: {e}"))?;
+    let loopback = is_loopback(&host);
+    if !loopback && !overrides.allow_remote {
+        return Err(format!(
+            "{field}: {base_url:?} is not a loopback address (127.0.0.1, ::1, localhost); the \
+             check creates real effects, so another host needs --allow-remote"
+        ));
+    }
+    let reset = file
+        .reset
+        .map(|r| endpoint(r, "service.reset", false))
+        .transpose()?;
+    if let Some(command) = &file.reset_command
+        && command.first().is_none_or(String::is_empty)
+    {
+        return Err("service.reset_command: an argv list whose first word is the program".into());
+    }
+    let timeout_ms = file.timeout_ms.unwrap_or(10_000);
+    if !(100..=600_000).contains(&timeout_ms) {
+        return Err(format!(
+            "service.timeout_ms: {timeout_ms}: expected 100 to 600000"
+        ));
+    }
+    Ok(Service {
+        base_url,
+        host,
+        port,
+        prefix,
+        loopback,
+        reset,
+        reset_command: file.reset_command,
+        timeout: Duration::from_millis(timeout_ms),
+    })
+}
+
+/// `http://HOST[:PORT][/PREFIX]` into its parts.
+fn parse_base_url(url: &str) -> Checked<(String, u16, String)> {
+    let rest = url.strip_prefix("http://").ok_or_else(|| {
+        format!("{url:?}: expected http://HOST:PORT (https is not spoken by the check)")
+    })?;
+    let (authority, prefix) = match rest.find('/') {
+        Some(i) => (&rest[..i], rest[i..].trim_end_matches('/')),
+        None => (rest, ""),
+    };
+    if prefix.contains(['?', '#']) {
+        return Err(format!("{url:?}: no query or fragment in a base URL"));
+    }
+    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+        let (host, after) = v6
+            .split_once(']')
+            .ok_or_else(|| format!("{url:?}: unclosed [ in the host"))?;
+        (host.to_owned(), after.strip_prefix(':'))
+    } else {
+        match authority.rsplit_once(':') {
+            Some((host, port)) => (host.to_owned(), Some(port)),
+            None => (authority.to_owned(), None),
+        }
+    };
+    if host.is_empty() || host.contains('@') {
+        return Err(format!("{url:?}: no host (and no user info) expected"));
+    }
+    let port = match port {
+        None => 80,
+        Some(text) => text
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p != 0)
+            .ok_or_else(|| format!("{url:?}: port {text:?} is not 1 to 65535"))?,
+    };
+    Ok((host, port, prefix.to_owned()))
+}
+
+fn is_loopback(host: &str) -> bool {
+    host == "localhost" || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+fn method(value: Option<String>, field: &str, default: &str) -> Checked<String> {
+    let method = value.unwrap_or_else(|| default.to_owned());
+    if method.is_empty() || !method.bytes().all(|b| b.is_ascii_uppercase()) {
+        return Err(format!(
+            "{field}: {method:?}: an HTTP method in capitals (POST, PUT, ...)"
+        ));
+    }
+    Ok(method)
+}
+
+fn request_path(value: Option<String>, field: &str) -> Checked<String> {
+    let path = required(value, field)?;
+    if !path.starts_with('/') || path.bytes().any(|b| !(0x21..=0x7e).contains(&b)) {
+        return Err(format!(
+            "{field}: {path:?}: a path starting with / in printable ASCII without spaces"
+        ));
+    }
+    Ok(path)
+}
+
+fn header_name(name: &str, field: &str) -> Checked<String> {
+    let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    if name.is_empty() || !name.bytes().all(token) {
+        return Err(format!("{field}: {name:?} is not a header name"));
+    }
+    Ok(name.to_owned())
+}
+
+fn headers(map: BTreeMap<String, String>, field: &str) -> Checked<Vec<(String, String)>> {
+    map.into_iter()
+        .map(|(name, value)| {
+            let name = header_name(&name, &format!("{field}.{name}"))?;
+            if value
+                .bytes()
+                .any(|b| b != b'\t' && !(0x20..=0x7e).contains(&b))
+            {
+                return Err(format!(
+                    "{field}.{name}: the value holds a byte outside printable ASCII"
+                ));
+            }
+            let lower = name.to_ascii_lowercase();
+            if ["content-length", "host", "connection", "transfer-encoding"]
+                .contains(&lower.as_str())
+            {
+                return Err(format!("{field}.{name}: the check sets this header itself"));
+            }
+            Ok((name, value))
+        })
+        .collect()
+}
+
+fn endpoint(file: EndpointFile, field: &str, needs_fields: bool) -> Checked<Endpoint> {
+    let method = method(file.method, &format!("{field}.method"), "POST")?;
+    let path = request_path(file.path, &format!("{field}.path"))?;
+    let headers = headers(file.headers, &format!("{field}.headers"))?;
+    if let Some(body) = &file.body {
+        let mut names = Vec::new();
+        placeholders(body, &mut names);
+        for name in &names {
+            if !file.fields.contains_key(name) {
+                return Err(format!(
+                    "{field}.body: the placeholder {{{{{name}}}}} names no entry of {field}.fields"
+                ));
+            }
+        }
+        for name in file.fields.keys() {
+            if !names.contains(name) {
+                return Err(format!(
+                    "{field}.fields.{name}: not used by any {{{{{name}}}}} placeholder in {field}.body"
+                ));
+            }
+        }
+    } else if !file.fields.is_empty() {
+        return Err(format!("{field}.fields: given without a {field}.body"));
+    }
+    for (name, value) in &file.fields {
+        if !(value.is_string() || value.is_number() || value.is_boolean()) {
+            return Err(format!(
+                "{field}.fields.{name}: a text, a number or a boolean"
+            ));
+        }
+    }
+    if needs_fields && !file.fields.values().any(Value::is_string) {
+        return Err(format!(
+            "{field}.fields: name at least one text field used in {field}.body; the check \
+             varies it so that each point's effects are its own"
+        ));
+    }
+    let success = file.success.unwrap_or_default();
+    if let Some(bad) = success.iter().find(|s| !(100..=599).contains(*s)) {
+        return Err(format!("{field}.success: {bad} is not an HTTP status"));
+    }
+    Ok(Endpoint {
+        method,
+        path,
+        headers,
+        body: file.body,
+        fields: file.fields,
+        success,
+    })
+}
+
+/// The `{{name}}` placeholders in the text values of `value`.
+pub fn placeholders(value: &Value, names: &mut Vec<String>) {
+    match value {
+        Value::String(text) => {
+            let mut rest = text.as_str();
+            while let Some(start) = rest.find("{{") {
+                let after = &rest[start + 2..];
+                let Some(end) = after.find("}}") else { break };
+                let name = after[..end].trim().to_owned();
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+                rest = &after[end + 2..];
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| placeholders(v, names)),
+        Value::Object(map) => map.values().for_each(|v| placeholders(v, names)),
+        _ => {}
+    }
+}
+
+fn identity(file: IdentityFile, field: &str) -> Checked<Identity> {
+    match (file.json_pointer, file.header) {
+        (Some(pointer), None) => Ok(Identity::Pointer(json_pointer(
+            pointer,
+            &format!("{field}.json_pointer"),
+        )?)),
+        (None, Some(header)) => Ok(Identity::Header(header_name(
+            &header,
+            &format!("{field}.header"),
+        )?)),
+        _ => Err(format!(
+            "[{field}]: give exactly one of json_pointer or header"
+        )),
+    }
+}
+
+fn json_pointer(pointer: String, field: &str) -> Checked<String> {
+    if !pointer.is_empty() && !pointer.starts_with('/') {
+        return Err(format!(
+            "{field}: {pointer:?} is not a JSON pointer (RFC 6901: empty, or starting with /)"
+        ));
+    }
+    Ok(pointer)
+}
+
+fn replay(file: ReplayFile) -> Checked<Replay> {
+    match (file.header, file.status, file.inferred) {
+        (Some(name), None, None | Some(false)) => Ok(Replay::Header {
+            name: header_name(&name, "replay.header")?,
+            value: file.value,
+        }),
+        (None, Some(status), None | Some(false)) if file.value.is_none() => {
+            if (200..=299).contains(&status) {
+                Ok(Replay::Status(status))
+            } else {
+                Err(format!("replay.status: {status}: a success status (2xx)"))
+            }
+        }
+        (None, None, Some(true)) if file.value.is_none() => Ok(Replay::Inferred),
+        _ => Err(
+            "[replay]: give exactly one of header (with an optional value), status, or \
+             inferred = true"
+                .to_owned(),
+        ),
+    }
+}
+
+fn statuses(file: StatusesFile) -> Checked<Statuses> {
+    let default = Statuses::default();
+    let list = |value: Option<Vec<u16>>, field: &str, default: Vec<u16>| {
+        let list = value.unwrap_or(default);
+        if list.is_empty() {
+            return Err(format!("statuses.{field}: an empty list"));
+        }
+        match list.iter().find(|s| !(400..=599).contains(*s)) {
+            Some(bad) => Err(format!(
+                "statuses.{field}: {bad} is not an error status (4xx or 5xx)"
+            )),
+            None => Ok(list),
+        }
+    };
+    Ok(Statuses {
+        conflict: list(file.conflict, "conflict", default.conflict)?,
+        in_progress: list(file.in_progress, "in_progress", default.in_progress)?,
+        bad_key: list(file.bad_key, "bad_key", default.bad_key)?,
+        missing_key: list(file.missing_key, "missing_key", default.missing_key)?,
+    })
+}
+
+fn count(file: CountFile, callers: &[Caller]) -> Checked<Count> {
+    match (file.request, file.sql, file.command) {
+        (Some(request), None, None) => {
+            let pointer = json_pointer(
+                required(request.json_pointer, "count.request.json_pointer")?,
+                "count.request.json_pointer",
+            )?;
+            let callers = match request.caller.as_deref() {
+                None | Some("each") => CountCallers::Each,
+                Some("none") => CountCallers::One(None),
+                Some(name) => CountCallers::One(Some(
+                    callers.iter().position(|c| c.name == name).ok_or_else(|| {
+                        format!(
+                            "count.request.caller: {name:?} names no caller (or use \"each\" \
+                             or \"none\")"
+                        )
+                    })?,
+                )),
+            };
+            let endpoint = endpoint(
+                EndpointFile {
+                    method: Some(method(request.method, "count.request.method", "GET")?),
+                    path: request.path,
+                    headers: request.headers,
+                    ..EndpointFile::default()
+                },
+                "count.request",
+                false,
+            )?;
+            Ok(Count::Request {
+                request: endpoint,
+                pointer,
+                callers,
+            })
+        }
+        (None, Some(sql), None) => {
+            let query = required(sql.query, "count.sql.query")?;
+            match (sql.sqlite, sql.postgres) {
+                (Some(file), None) => Ok(Count::Sqlite { file, query }),
+                (None, Some(url)) => Ok(Count::Postgres { url, query }),
+                _ => {
+                    Err("count.sql: give exactly one of sqlite (a file) or postgres (a URL)".into())
+                }
+            }
+        }
+        (None, None, Some(command)) => {
+            if command.first().is_none_or(String::is_empty) {
+                return Err("count.command: an argv list whose first word is the program".into());
+            }
+            Ok(Count::Command(command))
+        }
+        _ => Err("[count]: give exactly one of request, sql or command".into()),
+    }
+}
+
+fn provocation(file: ProvocationFile, field: &str, create: &Endpoint) -> Checked<Provocation> {
+    let headers = headers(file.headers, &format!("{field}.headers"))?;
+    for name in file.fields.keys() {
+        if !create.fields.contains_key(name) {
+            return Err(format!(
+                "{field}.fields.{name}: names no entry of create.fields"
+            ));
+        }
+    }
+    if file.body_text.is_some() && !file.fields.is_empty() {
+        return Err(format!("{field}: give fields or body_text, not both"));
+    }
+    if headers.is_empty() && file.fields.is_empty() && file.body_text.is_none() {
+        return Err(format!(
+            "{field}: say how to provoke it: headers, fields or body_text"
+        ));
+    }
+    Ok(Provocation {
+        headers,
+        fields: file.fields,
+        body_text: file.body_text,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+[service]
+base_url = "http://127.0.0.1:8000"
+[create]
+path = "/tickets"
+body = { title = "{{title}}", n = "{{n}}" }
+fields = { title = "Jammed", n = 3 }
+[key]
+form = "sf-string"
+[identity]
+json_pointer = "/ticket_id"
+[[callers]]
+name = "alice"
+headers = { Authorization = "Bearer a" }
+[[callers]]
+name = "bob"
+headers = { Authorization = "Bearer b" }
+[count]
+request = { path = "/tickets", json_pointer = "/tickets" }
+"#;
+
+    fn parse(text: &str) -> std::result::Result<Target, String> {
+        Target::parse(text, Path::new("t.toml"), &Overrides::default()).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_complete_file_is_read_with_its_defaults() {
+        let target = parse(GOOD).unwrap();
+        assert_eq!(target.create.method, "POST");
+        assert_eq!(target.service.port, 8000);
+        assert_eq!(target.key.header, "Idempotency-Key");
+        assert_eq!(target.replay, Replay::Inferred);
+        assert_eq!(target.statuses.conflict, vec![422]);
+        assert_eq!(target.callers[1].name, "bob");
+        assert!(!target.errors.validation_given);
+    }
+
+    #[test]
+    fn each_fault_in_a_file_is_named_by_its_field() {
+        let cases = [
+            (
+                GOOD.replace("path = \"/tickets\"\nbody", "pth = \"/tickets\"\nbody"),
+                "pth",
+            ),
+            (GOOD.replace("127.0.0.1", "192.0.2.1"), "service.base_url"),
+            (
+                GOOD.replace("form = \"sf-string\"", "form = \"quoted\""),
+                "key.form",
+            ),
+            (GOOD.replace("{{n}}", "{{m}}"), "create.body"),
+            (GOOD.replace("Bearer b", "Bearer a"), "callers[1].headers"),
+            (
+                GOOD.replace("json_pointer = \"/tickets\"", "json_pointer = \"tickets\""),
+                "count.request.json_pointer",
+            ),
+            (
+                GOOD.replace("[identity]\njson_pointer = \"/ticket_id\"", "[identity]"),
+                "[identity]",
+            ),
+            (
+                GOOD.replace("title = \"Jammed\", ", "title = 7, "),
+                "create.fields",
+            ),
+            (format!("{GOOD}\n[load]\ncallers = 1000\n"), "load.callers"),
+            (
+                format!("{GOOD}\n[errors]\nserver = {{}}\n"),
+                "errors.server",
+            ),
+        ];
+        for (text, field) in cases {
+            let err = parse(&text).unwrap_err();
+            assert!(err.contains(field), "expected {field} in: {err}");
+        }
+    }
+
+    #[test]
+    fn a_remote_host_needs_the_explicit_option() {
+        let text = GOOD.replace("127.0.0.1", "192.0.2.1");
+        let overrides = Overrides {
+            allow_remote: true,
+            ..Overrides::default()
+        };
+        let target = Target::parse(&text, Path::new("t.toml"), &overrides).unwrap();
+        assert!(!target.service.loopback);
+    }
+
+    #[test]
+    fn base_urls_split_into_host_port_and_prefix() {
+        assert_eq!(
+            parse_base_url("http://[::1]:9/api/").unwrap(),
+            ("::1".to_owned(), 9, "/api".to_owned())
+        );
+        assert_eq!(
+            parse_base_url("http://localhost").unwrap(),
+            ("localhost".to_owned(), 80, String::new())
+        );
+        assert!(parse_base_url("https://127.0.0.1").is_err());
+        assert!(parse_base_url("http://127.0.0.1:0").is_err());
+    }
+}
