@@ -28,6 +28,7 @@ mod copyable;
 mod deps;
 mod doctests;
 mod figures;
+mod grader;
 mod listings;
 mod map;
 mod markdown;

@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 use lab::http::{CallerToken, StopSignals};
+use lab::mcp::contract::KeySource;
+use lab::mcp::grader::{Calls, ClientGrader, Delay, GradeOptions, Schedule};
 use lab::mcp::server::serve_stdio;
 use lab::mcp::{McpOptions, McpServer, Transport};
 
@@ -44,6 +46,34 @@ pub struct McpArgs {
     /// List and accept the test-only admin tools (counts, forget, reset) with this token
     #[arg(long, value_name = "TOKEN", value_parser = value::token)]
     pub admin_token: Option<String>,
+    /// Grade the client: serve the ticket tools over stdio, lose or delay replies on a schedule,
+    /// record every create_ticket call, and at the end (stdin closed, SIGTERM, or --calls) write
+    /// a report per intention to stderr or --report
+    #[arg(long)]
+    pub grade_client: bool,
+    /// For --grade-client: the replies to lose: none, or call numbers (1 is the first
+    /// create_ticket call), ranges N-M and first (the first call of every intention), comma-separated
+    #[arg(long, value_name = "SCHEDULE", default_value = "first", requires = "grade_client", value_parser = Calls::parse)]
+    pub lose_replies: Calls,
+    /// For --grade-client: the replies to send late, CALLS@DURATION (first@1500ms, 2,4@2s; at most 60s)
+    #[arg(long, value_name = "CALLS@DURATION", requires = "grade_client", value_parser = Delay::parse)]
+    pub delay_replies: Option<Delay>,
+    /// For --grade-client: stop after this many create_ticket calls have been answered or lost
+    #[arg(long, value_name = "N", requires = "grade_client", value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub calls: Option<u64>,
+    /// For --grade-client: where the key comes from: host (the lab's design), task-id, or prepare
+    #[arg(long, value_name = "DESIGN", default_value = "host", requires = "grade_client", value_parser = key_source)]
+    pub key_source: KeySource,
+    /// For --grade-client: write the report as JSON
+    #[arg(long, requires = "grade_client")]
+    pub json: bool,
+    /// For --grade-client: write the report to FILE (replaced whole) instead of stderr
+    #[arg(long, value_name = "FILE", requires = "grade_client")]
+    pub report: Option<PathBuf>,
+}
+
+fn key_source(text: &str) -> Result<KeySource, String> {
+    text.parse()
 }
 
 /// Serves until stdin closes (stdio) or the process is stopped (HTTP).
@@ -54,6 +84,9 @@ pub struct McpArgs {
 pub fn exec(args: McpArgs) -> lab::Result<()> {
     if let Some(path) = &args.database {
         lab::database_file::check(path).map_err(|err| file_option("--database", path, err))?;
+    }
+    if args.grade_client {
+        return grade(args);
     }
     let transport = match args.transport {
         TransportName::Stdio if !args.callers.is_empty() || args.port != 0 => {
@@ -88,6 +121,46 @@ pub fn exec(args: McpArgs) -> lab::Result<()> {
             flush_stdout()?;
             signals.wait()?;
             server.stop()
+        }
+    }
+}
+
+/// `lab mcp --grade-client`: serves until the client is done, then writes the report.
+fn grade(args: McpArgs) -> lab::Result<()> {
+    if args.transport != TransportName::Stdio || !args.callers.is_empty() || args.port != 0 {
+        return Err(bad_arguments(
+            "--grade-client serves over stdio; a client that reconnects starts it again on the same --database",
+        ));
+    }
+    if args.faults || args.admin_token.is_some() {
+        return Err(bad_arguments(
+            "--grade-client loses replies itself and lists only the ticket tools: drop --faults and --admin-token",
+        ));
+    }
+    let schedule = Schedule::new(args.lose_replies, args.delay_replies)
+        .map_err(|problem| bad_arguments(&problem))?;
+    let report_file = match &args.report {
+        Some(path) => Some(lab::evidence::AtomicFile::create(path)?),
+        None => None,
+    };
+    let grader = ClientGrader::open(GradeOptions {
+        caller: args.stdio_caller,
+        database: args.database,
+        schedule,
+        key_source: args.key_source,
+        calls: args.calls,
+    })?;
+    let report = grader.serve_stdio()?;
+    let text = if args.json {
+        serde_json::to_string_pretty(&report).unwrap_or_default() + "\n"
+    } else {
+        report.to_string()
+    };
+    match report_file {
+        Some(file) => file.commit(text.as_bytes()),
+        None => {
+            eprint!("{text}");
+            Ok(())
         }
     }
 }

@@ -73,30 +73,143 @@ pub mod code {
 }
 
 // ANCHOR: mcp_description
-/// The description of `create_ticket`, written for the model that calls it.
+/// The description of `create_ticket`, written for the model that calls it. `lab mcp` follows
+/// [`KeySource::Host`]: the key is made outside the model, once per approved intention.
 pub const CREATE_TICKET_DESCRIPTION: &str = "\
-Create a support ticket. Every call needs an operation_key that names ONE intention \
-(one ticket you mean to create), for example \"ticket-<task id>-<short purpose>\".
+Create a support ticket. Every call needs an operation_key that names ONE intention (one ticket \
+you were asked to create). Do not make the key up: your host (the application or runner that \
+runs you) makes it once, when the ticket is approved, saves it, and gives it to you with the \
+task or fills it in for you. Copy it exactly. Keep it even when you reword the ticket or start \
+the task over. If the task came without a key, ask for one instead of inventing it.
 
 Retries: if a call times out, fails on the way, or you are not sure it ran, call create_ticket \
 AGAIN WITH THE SAME operation_key AND THE SAME arguments. The server then returns the ticket the \
 first call created (replayed: true, the same ticket_id) instead of creating a second one. Never \
-invent a new key for a call whose outcome you do not know: that is how duplicates are made. A new \
-intention (a different ticket) needs a new key.
+invent a new key for a call whose outcome you do not know: that is how duplicates are made.
 
 Errors (isError: true, structuredContent.code):
-- conflict: this key was already used with different arguments. Nothing was written. If you meant \
-the same ticket, resend the original arguments; if you mean a new ticket, use a new key.
+- conflict: this key was already used with different arguments. Nothing was written. Resend the \
+arguments the key was first sent with, or ask your host; do not pick another key yourself.
 - in_progress: another call with this key is still running. Wait a second and retry the same call.
 - expired: the server no longer remembers this key, so it cannot tell whether the ticket was \
 created. Do not retry with a new key; list_tickets and ask a person.
 - invalid_key: the key is not printable ASCII, has a leading or trailing space, or is longer than \
-255 bytes. Nothing was written; fix the key.
+255 bytes. Nothing was written; ask your host for the key again.
 
 Annotations: idempotentHint is true because calling again with the same arguments (the key \
 included) has no further effect. That is a hint for you, not a guarantee the server enforces for \
 other arguments.";
 // ANCHOR_END: mcp_description
+
+/// The tool a server of the [`KeySource::Prepare`] design adds: it issues a key.
+pub const PREPARE_TICKET: &str = "prepare_ticket";
+
+/// Where `create_ticket`'s key comes from: the three designs a server author has, each with the
+/// description the model reads and what it guarantees when the model re-plans. `lab mcp` serves
+/// [`KeySource::Host`]; `lab mcp --grade-client --key-source` serves any of them, so a client
+/// can be graded under each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KeySource {
+    /// The host or runner makes the key once per approved intention, saves it, and passes it in.
+    Host,
+    /// The model derives the key from a stable task id the host gives it.
+    TaskId,
+    /// The server issues the key in a first `prepare_ticket` call.
+    Prepare,
+}
+
+// ANCHOR: key_sources
+impl KeySource {
+    /// Every design, the recommended one first.
+    pub const ALL: [KeySource; 3] = [KeySource::Host, KeySource::TaskId, KeySource::Prepare];
+
+    /// The name on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            KeySource::Host => "host",
+            KeySource::TaskId => "task-id",
+            KeySource::Prepare => "prepare",
+        }
+    }
+
+    /// What the design guarantees when the model re-plans (rewords the call, or starts over
+    /// after a reconnect).
+    pub fn guarantee(self) -> &'static str {
+        match self {
+            KeySource::Host => {
+                "the key is made outside the model and saved before the first send, so a \
+                 re-plan keeps it: the same arguments replay, other arguments get conflict and \
+                 write nothing. One ticket per approved intention, across reconnects and, if the \
+                 host saved the key durably, its restarts."
+            }
+            KeySource::TaskId => {
+                "the key is as stable as the text the model derives it from: a re-plan that \
+                 builds the same string replays, one that picks another suffix, or a host that \
+                 gives each attempt a new task id, makes a second ticket."
+            }
+            KeySource::Prepare => {
+                "the key lives only in the model's context: a retry that keeps it replays, but a \
+                 re-plan or a reconnect that calls prepare_ticket again gets a new key, and the \
+                 server cannot tell a second prepare for the same ticket from one for a new ticket."
+            }
+        }
+    }
+
+    /// The description of `create_ticket` under this design.
+    pub fn create_description(self) -> &'static str {
+        match self {
+            KeySource::Host => CREATE_TICKET_DESCRIPTION,
+            KeySource::TaskId => {
+                "Create a support ticket. operation_key: build it from the task id your host \
+                 gave you, as ticket-<task id>, the same way on every call; add -2, -3 only for \
+                 a second or third ticket of one task. Retries: if a call times out or you are \
+                 not sure it ran, call again with the same operation_key and the same arguments; \
+                 the server then returns the first ticket (replayed: true). Errors are \
+                 isError: true with structuredContent.code: conflict, in_progress, expired, \
+                 invalid_key."
+            }
+            KeySource::Prepare => {
+                "Create a support ticket. operation_key: first call prepare_ticket, which returns \
+                 a key the server made, and pass that key here. Retries: if a call times out or \
+                 you are not sure it ran, call again with the same operation_key and the same \
+                 arguments (do not prepare again); the server then returns the first ticket \
+                 (replayed: true). Errors are isError: true with structuredContent.code: \
+                 conflict, in_progress, expired, invalid_key."
+            }
+        }
+    }
+
+    /// The schema's description of the `operation_key` argument under this design.
+    pub fn key_description(self) -> &'static str {
+        match self {
+            KeySource::Host => {
+                "The key your host made for this intention and gave you. Copy it; never make one \
+                 up. Reuse it for every retry."
+            }
+            KeySource::TaskId => {
+                "ticket-<task id>, built the same way on every call of this intention."
+            }
+            KeySource::Prepare => "The key prepare_ticket returned for this intention.",
+        }
+    }
+}
+// ANCHOR_END: key_sources
+
+impl std::str::FromStr for KeySource {
+    type Err = String;
+
+    fn from_str(text: &str) -> std::result::Result<KeySource, String> {
+        KeySource::ALL
+            .into_iter()
+            .find(|source| source.name() == text)
+            .ok_or_else(|| format!("{text:?}: expected host, task-id or prepare"))
+    }
+}
+
+/// The description of `prepare_ticket`.
+pub const PREPARE_TICKET_DESCRIPTION: &str = "Returns a new operation_key for one ticket you \
+are about to create. Call it once per ticket, before create_ticket, and keep the key for every \
+retry of that create.";
 
 /// The description of `get_ticket`.
 pub const GET_TICKET_DESCRIPTION: &str = "Read one of your own tickets by its ticket_id. Tickets of \
@@ -114,7 +227,7 @@ pub fn create_ticket_input(faults: bool) -> Map<String, Value> {
             "type": "string",
             "minLength": 1,
             "maxLength": 255,
-            "description": "Names one intention. Reuse it for every retry of that intention; a new ticket needs a new key."
+            "description": KeySource::Host.key_description()
         },
         "title": {"type": "string", "description": "The ticket's title."},
         "priority": {"type": ["string", "null"], "description": "For example low, normal, urgent."},
@@ -232,6 +345,33 @@ mod tests {
         }
         assert!(CREATE_TICKET_DESCRIPTION.contains("AGAIN WITH THE SAME operation_key"));
         assert!(CREATE_TICKET_DESCRIPTION.contains("Never invent a new key"));
+    }
+
+    #[test]
+    fn the_lab_server_tells_the_model_the_key_comes_from_its_host_not_from_itself() {
+        // The contradiction of issue 25: the book says the key is the runner's, so the text
+        // the model reads must not ask it to build one.
+        assert!(CREATE_TICKET_DESCRIPTION.contains("Do not make the key up"));
+        assert!(!CREATE_TICKET_DESCRIPTION.contains("<task id>"));
+        assert_eq!(
+            create_ticket_input(false)["properties"][OPERATION_KEY]["description"],
+            json!(KeySource::Host.key_description())
+        );
+        for source in KeySource::ALL {
+            assert_eq!(source.name().parse::<KeySource>(), Ok(source));
+            assert!(
+                source
+                    .create_description()
+                    .to_lowercase()
+                    .contains("same operation_key")
+            );
+        }
+        assert!(
+            "model"
+                .parse::<KeySource>()
+                .unwrap_err()
+                .contains("\"model\"")
+        );
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 pub mod client;
 pub mod contract;
+pub mod grader;
 pub mod http_client;
 pub mod server;
 

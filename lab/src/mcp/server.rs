@@ -163,7 +163,7 @@ fn poisoned<T>(_: std::sync::PoisonError<T>) -> Error {
 
 /// The MCP server handler: the three ticket tools, and the admin tools when enabled.
 #[derive(Clone)]
-struct TicketTools {
+pub(crate) struct TicketTools {
     shared: Arc<Shared>,
 }
 
@@ -640,7 +640,14 @@ fn shared(options: &McpOptions) -> Result<Arc<Shared>> {
     }))
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime> {
+/// The handler `lab mcp` serves, for a wrapper such as the client grader (`super::grader`).
+pub(crate) fn ticket_tools(options: &McpOptions) -> Result<TicketTools> {
+    Ok(TicketTools {
+        shared: shared(options)?,
+    })
+}
+
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -695,7 +702,7 @@ pub fn serve_stdio(options: &McpOptions) -> Result<()> {
 }
 
 /// Cancels `stop` on the first SIGTERM or SIGINT.
-fn signal_stop(stop: CancellationToken) -> Result<tokio::task::JoinHandle<()>> {
+pub(crate) fn signal_stop(stop: CancellationToken) -> Result<tokio::task::JoinHandle<()>> {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|source| Error::Io {
             action: "listening for SIGTERM".to_owned(),

@@ -18,6 +18,7 @@ mod http_hostile;
 #[cfg(feature = "postgres")]
 mod http_postgres;
 mod mcp;
+mod mcp_grader;
 mod middlewares;
 #[cfg(feature = "postgres")]
 mod postgres;

@@ -1,0 +1,263 @@
+//! The grader's handler: `lab mcp`'s own ticket tools, wrapped. Every `create_ticket` call is
+//! recorded before it runs and settled after; its reply is then sent, lost or held back as the
+//! schedule says. The tools themselves are not changed: the wrapper only decides what the client
+//! gets to see.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, JsonObject, ListToolsResult,
+    PaginatedRequestParams, ServerConfig, Tool, ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::journal::{Arrival, Journal, Settled};
+use super::schedule::{Fate, Schedule};
+use crate::mcp::contract::{self, KeySource};
+use crate::mcp::server::TicketTools;
+use crate::payload::Payload;
+
+/// What every session of one grader shares: the journal, the schedule, the design served, and
+/// the bound on calls.
+pub struct Grader {
+    pub(crate) journal: Journal,
+    pub(crate) schedule: Schedule,
+    pub(crate) key_source: KeySource,
+    /// Cancelled when `--calls N` calls have settled.
+    pub(crate) stop: CancellationToken,
+    pub(crate) calls_bound: Option<u64>,
+    settled: AtomicU64,
+    prepared: AtomicU64,
+}
+
+impl Grader {
+    pub(crate) fn new(
+        journal: Journal,
+        schedule: Schedule,
+        key_source: KeySource,
+        calls_bound: Option<u64>,
+    ) -> Grader {
+        Grader {
+            journal,
+            schedule,
+            key_source,
+            stop: CancellationToken::new(),
+            calls_bound,
+            settled: AtomicU64::new(0),
+            prepared: AtomicU64::new(0),
+        }
+    }
+
+    fn settle(&self, number: u64, settled: &Settled) {
+        // A journal that cannot be written makes the report incomplete, never the call wrong:
+        // the report counts the calls it holds and the tickets the store holds.
+        let _ = self.journal.settle(number, settled);
+        let done = self.settled.fetch_add(1, Ordering::SeqCst) + 1;
+        if self.calls_bound.is_some_and(|bound| done >= bound) {
+            self.stop.cancel();
+        }
+    }
+}
+
+/// One session's handler: the ticket tools and the grader around them.
+#[derive(Clone)]
+pub struct Graded {
+    pub(crate) inner: TicketTools,
+    pub(crate) grader: Arc<Grader>,
+    /// The session's name in the journal.
+    pub(crate) session: Arc<str>,
+}
+
+/// What the tools answered, as the journal keeps it: the answer, the ticket, and whether it
+/// was created.
+fn summarize(answer: &Result<CallToolResponse, ErrorData>) -> (String, Option<String>, bool) {
+    match answer {
+        Ok(CallToolResponse::Complete(result)) => {
+            let content = result.structured_content.clone().unwrap_or(Value::Null);
+            if result.is_error == Some(true) {
+                let code = content["code"].as_str().unwrap_or("error").to_owned();
+                return (format!("error {code}"), None, false);
+            }
+            let ticket = match &content["ticket_id"] {
+                Value::Null => None,
+                Value::String(text) => Some(text.clone()),
+                other => Some(other.to_string()),
+            };
+            let replayed = content["replayed"] == Value::Bool(true);
+            let word = if replayed { "replayed" } else { "created" };
+            (word.to_owned(), ticket, !replayed)
+        }
+        Ok(_) => (
+            "an answer that is not a tool result".to_owned(),
+            None,
+            false,
+        ),
+        Err(err) => (format!("protocol error: {}", err.message), None, false),
+    }
+}
+
+/// The ticket's fields: every argument but the key and the fault, as canonical JSON.
+pub(crate) fn fields_of(arguments: &JsonObject) -> String {
+    let mut fields = arguments.clone();
+    fields.remove(contract::OPERATION_KEY);
+    fields.remove(contract::FAULT);
+    let value = Value::Object(fields);
+    match Payload::new(value.clone()) {
+        Ok(payload) => payload.canonical().to_owned(),
+        Err(_) => value.to_string(),
+    }
+}
+
+impl Graded {
+    /// The tools, with `create_ticket`'s text for the design served, and `prepare_ticket` when
+    /// the design has it.
+    fn tools(&self, mut tools: Vec<Tool>) -> Vec<Tool> {
+        let source = self.grader.key_source;
+        for tool in &mut tools {
+            if tool.name == contract::CREATE_TICKET {
+                tool.description = Some(source.create_description().into());
+                let mut schema = (*tool.input_schema).clone();
+                if let Some(Value::Object(properties)) = schema.get_mut("properties")
+                    && let Some(Value::Object(key)) = properties.get_mut(contract::OPERATION_KEY)
+                {
+                    key.insert(
+                        "description".to_owned(),
+                        Value::String(source.key_description().to_owned()),
+                    );
+                }
+                tool.input_schema = Arc::new(schema);
+            }
+        }
+        if source == KeySource::Prepare {
+            let mut prepare = Tool::new(
+                contract::PREPARE_TICKET,
+                contract::PREPARE_TICKET_DESCRIPTION,
+                match json!({"type": "object", "properties": {}}) {
+                    Value::Object(map) => map,
+                    _ => JsonObject::new(),
+                },
+            );
+            prepare.annotations = Some(
+                ToolAnnotations::with_title("Get a key for one new ticket")
+                    .read_only(false)
+                    .destructive(false)
+                    .idempotent(false)
+                    .open_world(false),
+            );
+            tools.push(prepare);
+        }
+        tools
+    }
+
+    async fn create(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let arguments = request.arguments.clone().unwrap_or_default();
+        let client = context.peer.peer_info().map_or_else(
+            || "unknown client".to_owned(),
+            |info| format!("{} {}", info.client_info.name, info.client_info.version),
+        );
+        let arrival = Arrival {
+            session: self.session.to_string(),
+            client,
+            request_id: serde_json::to_string(&context.id).unwrap_or_default(),
+            operation_key: arguments
+                .get(contract::OPERATION_KEY)
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            arguments: Value::Object(arguments.clone()).to_string(),
+            fields: fields_of(&arguments),
+        };
+        let grader = &self.grader;
+        let (number, first) = grader
+            .journal
+            .arrive(&arrival)
+            .map_err(|err| ErrorData::internal_error(format!("grader journal: {err}"), None))?;
+        let fate = grader.schedule.fate(number, first);
+        let cancelled = context.ct.clone();
+        let answer = self.inner.call_tool(request, context).await;
+        let (said, ticket_id, created) = summarize(&answer);
+        let settled = |fate: String, reached_client: bool| Settled {
+            fate,
+            answer: said.clone(),
+            ticket_id: ticket_id.clone(),
+            created,
+            reached_client,
+        };
+        match fate {
+            Fate::Deliver => {
+                grader.settle(number, &settled("delivered".to_owned(), true));
+                answer
+            }
+            Fate::Lose => {
+                grader.settle(number, &settled("lost".to_owned(), false));
+                // Never answered: the call waits until the client cancels it or goes away.
+                cancelled.cancelled().await;
+                let _ = grader.journal.cancelled(number);
+                Err(ErrorData::internal_error(
+                    "the grader lost this reply on purpose",
+                    None,
+                ))
+            }
+            Fate::Delay(by) => {
+                let fate = format!("delayed {}ms", by.as_millis());
+                tokio::select! {
+                    () = tokio::time::sleep(by) => {
+                        grader.settle(number, &settled(fate, true));
+                        answer
+                    }
+                    () = cancelled.cancelled() => {
+                        grader.settle(number, &settled(fate, false));
+                        let _ = grader.journal.cancelled(number);
+                        Err(ErrorData::internal_error("cancelled while the grader held the reply", None))
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl ServerHandler for Graded {
+    fn get_info(&self) -> ServerConfig {
+        self.inner.get_info()
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let listed = self.inner.list_tools(request, context).await?;
+        Ok(ListToolsResult::with_all_items(self.tools(listed.tools)))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        let mut tools = Vec::new();
+        if let Some(tool) = self.inner.get_tool(name) {
+            tools.push(tool);
+        }
+        self.tools(tools).into_iter().find(|tool| tool.name == name)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        match request.name.as_ref() {
+            contract::CREATE_TICKET => self.create(request, context).await,
+            contract::PREPARE_TICKET if self.grader.key_source == KeySource::Prepare => {
+                let issued = self.grader.prepared.fetch_add(1, Ordering::SeqCst) + 1;
+                let key = format!("prepared-{}-{issued}", std::process::id());
+                Ok(CallToolResult::structured(json!({ contract::OPERATION_KEY: key })).into())
+            }
+            _ => self.inner.call_tool(request, context).await,
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! The client grader (`lab mcp --grade-client`): `lab mcp`'s ticket tools, served to a team's
+//! own agent loop, with some replies lost or held back on a schedule. Every `create_ticket` call
+//! is recorded (arguments, key, session, JSON-RPC id, time, what the tools answered and whether
+//! the client saw it); at the end a report groups the calls into intentions and says, for each,
+//! whether every retry reused the key and the arguments, how many tickets exist, and a verdict.
+//!
+//! The grader wraps the rmcp handler of `lab mcp` ([`handler::Graded`]) rather than changing its
+//! tools, so what it grades against is exactly what `lab mcp` serves. It serves over stdio, one
+//! session per process; the journal lives in the database, so a client that restarts the
+//! server on the same `--database` continues one history. In-process sessions
+//! ([`ClientGrader::connect`]) are how the lab's own scripted loops ([`loops`]) are graded.
+
+pub mod handler;
+pub mod journal;
+pub mod loops;
+pub mod report;
+pub mod schedule;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rmcp::service::RunningService;
+use rmcp::{RoleClient, ServiceExt};
+
+use self::handler::{Graded, Grader};
+use self::journal::Journal;
+pub use self::report::{Report, Verdict};
+pub use self::schedule::{Calls, Delay, Schedule};
+use super::contract::KeySource;
+use super::server::{self, McpOptions, Transport};
+use crate::error::{Error, Result};
+use crate::sqlite::SqliteStore;
+
+/// What a grader serves and how it treats replies.
+#[derive(Clone, Debug)]
+pub struct GradeOptions {
+    /// The caller every call acts for (as `lab mcp --stdio-caller`).
+    pub caller: String,
+    /// The database; `None` for a temporary one (then a restarted server starts a new history).
+    pub database: Option<PathBuf>,
+    /// The replies to lose and to hold back.
+    pub schedule: Schedule,
+    /// The key design whose description and tools are served.
+    pub key_source: KeySource,
+    /// Stop after this many `create_ticket` calls have settled.
+    pub calls: Option<u64>,
+}
+
+/// A grader: the journal, the store, and a way to open sessions.
+pub struct ClientGrader {
+    grader: Arc<Grader>,
+    options: McpOptions,
+    database: PathBuf,
+    caller: String,
+    sessions: AtomicU64,
+    // Kept so a temporary database lives as long as the grader.
+    _folder: Option<tempfile::TempDir>,
+}
+
+fn mcp_error(action: &str, err: impl std::fmt::Display) -> Error {
+    Error::from(Box::<dyn std::error::Error + Send + Sync>::from(format!(
+        "MCP grader: {action}: {err}"
+    )))
+}
+
+impl ClientGrader {
+    /// Opens the store and the journal.
+    ///
+    /// # Errors
+    /// [`Error::InvalidIdentifier`] for a bad caller; [`Error::Store`] when the database cannot
+    /// be opened; [`Error::Io`] when a temporary folder cannot be made.
+    pub fn open(options: GradeOptions) -> Result<ClientGrader> {
+        let (folder, database) = match &options.database {
+            Some(path) => (None, path.clone()),
+            None => {
+                let folder = tempfile::tempdir().map_err(|source| Error::Io {
+                    action: "making the grader's temporary folder".to_owned(),
+                    source,
+                })?;
+                let path = folder.path().join("graded.sqlite");
+                (Some(folder), path)
+            }
+        };
+        let served = McpOptions {
+            transport: Transport::Stdio {
+                caller: options.caller.clone(),
+            },
+            database: Some(database.clone()),
+            faults: false,
+            admin_token: None,
+        };
+        // Opening the tools first creates the store's tables in a new file.
+        drop(server::ticket_tools(&served)?);
+        let journal = Journal::open(&database)?;
+        let grader = Grader::new(journal, options.schedule, options.key_source, options.calls);
+        Ok(ClientGrader {
+            grader: Arc::new(grader),
+            options: served,
+            database,
+            caller: options.caller,
+            sessions: AtomicU64::new(0),
+            _folder: folder,
+        })
+    }
+
+    /// The database the tickets and the journal are in.
+    pub fn database(&self) -> &Path {
+        &self.database
+    }
+
+    fn handler(&self, session: String) -> Result<Graded> {
+        Ok(Graded {
+            inner: server::ticket_tools(&self.options)?,
+            grader: Arc::clone(&self.grader),
+            session: session.into(),
+        })
+    }
+
+    /// Opens a new in-process session (a new MCP connection on a pipe in memory) and returns
+    /// its client; the server side runs on the current tokio runtime until the client closes.
+    ///
+    /// # Errors
+    /// As [`ClientGrader::open`]; [`Error::Adapter`] when the handshake fails.
+    pub async fn connect(&self) -> Result<RunningService<RoleClient, ()>> {
+        let number = self.sessions.fetch_add(1, Ordering::SeqCst) + 1;
+        let handler = self.handler(format!("session {number}"))?;
+        let (server_side, client_side) = tokio::io::duplex(64 * 1024);
+        let (server_read, server_write) = tokio::io::split(server_side);
+        tokio::spawn(async move {
+            if let Ok(running) = handler.serve((server_read, server_write)).await {
+                let _ = running.waiting().await;
+            }
+        });
+        let (client_read, client_write) = tokio::io::split(client_side);
+        ().serve((client_read, client_write))
+            .await
+            .map_err(|err| mcp_error("opening a session", err))
+    }
+
+    /// The report over every call recorded so far (by any process on this database).
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the journal or the tickets cannot be read.
+    pub fn report(&self) -> Result<Report> {
+        let calls = self.grader.journal.calls()?;
+        let tickets = SqliteStore::open(&self.database)?.tickets_of(&self.caller)?;
+        Ok(report::grade(
+            &calls,
+            &tickets,
+            self.grader.key_source.name(),
+            &self.grader.schedule.to_string(),
+        ))
+    }
+
+    /// Serves over stdio until the client closes stdin, SIGTERM or SIGINT arrives, or the
+    /// `calls` bound is reached; then returns the report.
+    ///
+    /// # Errors
+    /// As [`ClientGrader::open`]; [`Error::Adapter`] when the session fails.
+    pub fn serve_stdio(&self) -> Result<Report> {
+        let handler = self.handler(format!("process {}", std::process::id()))?;
+        let stop = self.grader.stop.clone();
+        let runtime = server::runtime()?;
+        let served = runtime.block_on(async move {
+            let signals = server::signal_stop(stop.clone())?;
+            let started = handler
+                .serve_with_ct(rmcp::transport::stdio(), stop.child_token())
+                .await;
+            let running = match started {
+                Ok(running) => running,
+                Err(
+                    rmcp::service::ServerInitializeError::ConnectionClosed(_)
+                    | rmcp::service::ServerInitializeError::Cancelled,
+                ) => return Ok(()),
+                Err(err) => return Err(mcp_error("starting the stdio session", err)),
+            };
+            let quit = running.waiting().await;
+            signals.abort();
+            quit.map(drop)
+                .map_err(|err| mcp_error("serving stdio", err))
+        });
+        // As `lab mcp`: tokio's stdin reader sits on a blocking thread no signal wakes.
+        runtime.shutdown_background();
+        served?;
+        self.report()
+    }
+}

@@ -1,0 +1,445 @@
+//! The grader's report: the recorded calls grouped into intentions, each with its calls, its
+//! keys, its tickets and a verdict, and what one run cannot know.
+//!
+//! How intentions are told apart: calls with the same `operation_key` are one intention. A call
+//! with a key not seen before joins an earlier intention when it carries the same fields (the
+//! arguments without the key) and that intention has not yet seen a ticket reach the client: it
+//! is then a retry with a new key. Otherwise it starts a new intention; when it comes right
+//! after a call whose answer never reached the client, it is marked as a possible re-plan of it.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use serde::Serialize;
+
+use super::journal::Call;
+use crate::sqlite::StoredTicket;
+
+/// What the report says of one intention.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Verdict {
+    /// A lost or late reply was retried with the same key and the same arguments, and one
+    /// ticket exists.
+    Pass,
+    /// More than one ticket, or a retry with a new key.
+    Fail,
+    /// No ticket ever reached the client and it stopped asking: a ticket may exist that it was
+    /// never told of.
+    Unresolved,
+    /// No reply of this intention was lost or late, so its retries were never tested.
+    NotExercised,
+}
+
+impl Verdict {
+    /// The word the report prints.
+    pub fn word(self) -> &'static str {
+        match self {
+            Verdict::Pass => "PASS",
+            Verdict::Fail => "FAIL",
+            Verdict::Unresolved => "UNRESOLVED",
+            Verdict::NotExercised => "NOT EXERCISED",
+        }
+    }
+}
+
+/// One intention.
+#[derive(Clone, Debug, Serialize)]
+pub struct Intention {
+    /// Its number in the report, from 1, in order of its first call.
+    pub number: usize,
+    /// The numbers of its calls.
+    pub calls: Vec<u64>,
+    /// The keys it used, in order of first use (`(none)` for a call without a key).
+    pub keys: Vec<String>,
+    /// Its fields, as the first call sent them.
+    pub fields: String,
+    /// Whether every call carried the same fields.
+    pub same_arguments: bool,
+    /// How many of its replies were lost, and how many held back.
+    pub lost: usize,
+    /// How many of its replies were held back.
+    pub delayed: usize,
+    /// The tickets its calls created.
+    pub tickets: Vec<String>,
+    /// How many tickets in the store have these fields (from any intention).
+    pub tickets_with_these_fields: usize,
+    /// Whether a ticket reached the client.
+    pub resolved: bool,
+    /// The intention this one may be a re-plan of.
+    pub possible_replan_of: Option<usize>,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// Why, in a sentence.
+    pub reason: String,
+}
+
+/// The whole report.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// The design served (`host`, `task-id`, `prepare`).
+    pub key_source: String,
+    /// The schedule, as text.
+    pub schedule: String,
+    /// How many `create_ticket` calls were recorded.
+    pub calls: usize,
+    /// The sessions they came in.
+    pub sessions: usize,
+    /// The clients that sent them (name and version).
+    pub clients: Vec<String>,
+    /// How many tickets the store holds.
+    pub tickets_in_store: usize,
+    /// How intentions were told apart.
+    pub intentions_told_apart_by: String,
+    /// Each intention.
+    pub intentions: Vec<Intention>,
+    /// The verdict of the run: FAIL or UNRESOLVED if any intention is; PASS if one passed and
+    /// none failed; NOT EXERCISED otherwise.
+    pub verdict: Verdict,
+    /// Every call, as recorded.
+    pub recorded: Vec<Call>,
+    /// What this run cannot know.
+    pub cannot_know: Vec<String>,
+}
+
+/// How the report tells intentions apart, as it prints it.
+pub const TOLD_APART_BY: &str = "by operation_key; a call with a new key joins an earlier \
+intention when its fields (the arguments without the key) are the same and no ticket of that \
+intention had reached the client";
+
+/// What one run cannot know, printed with every report.
+pub const CANNOT_KNOW: [&str; 4] = [
+    "A model may re-plan differently under another prompt, task or sampling: a PASS is evidence \
+about this run, not a proof about the loop.",
+    "Two tickets the client really wanted with the same fields look like a retry with a new key \
+when the second follows an unanswered first; a re-plan that changes both the key and the fields \
+looks like a new intention, and is only marked as a possible re-plan when it follows an \
+unanswered call.",
+    "The client's own state is out of sight: whether it saved the key durably before sending, so \
+that a crash of the host (not only the reconnects this run showed) keeps it.",
+    "Only this server's create_ticket is graded; other tools and other servers the agent calls \
+are not.",
+];
+
+struct Group<'a> {
+    calls: Vec<&'a Call>,
+    keys: Vec<String>,
+}
+
+impl Group<'_> {
+    fn resolved(&self) -> bool {
+        self.calls
+            .iter()
+            .any(|call| call.reached_client && call.ticket_id.is_some())
+    }
+}
+
+fn key_name(call: &Call) -> String {
+    call.operation_key
+        .clone()
+        .unwrap_or_else(|| "(none)".to_owned())
+}
+
+/// Groups `calls` into intentions and judges each; `tickets` are the store's tickets.
+pub fn grade(calls: &[Call], tickets: &[StoredTicket], key_source: &str, schedule: &str) -> Report {
+    let mut groups: Vec<Group> = Vec::new();
+    let mut replan_of: Vec<Option<usize>> = Vec::new();
+    let mut previous: Option<usize> = None;
+    for call in calls {
+        let key = key_name(call);
+        let same_key = if call.operation_key.is_some() {
+            groups.iter().position(|group| group.keys.contains(&key))
+        } else {
+            None
+        };
+        let joined = same_key.or_else(|| {
+            groups.iter().position(|group| {
+                !group.resolved() && group.calls.first().is_some_and(|c| c.fields == call.fields)
+            })
+        });
+        let index = match joined {
+            Some(index) => index,
+            None => {
+                let follows = previous.filter(|&index| {
+                    groups[index]
+                        .calls
+                        .last()
+                        .is_some_and(|last| !last.reached_client)
+                        && !groups[index].resolved()
+                });
+                groups.push(Group {
+                    calls: Vec::new(),
+                    keys: Vec::new(),
+                });
+                replan_of.push(follows);
+                groups.len() - 1
+            }
+        };
+        let group = &mut groups[index];
+        group.calls.push(call);
+        if !group.keys.contains(&key) {
+            group.keys.push(key);
+        }
+        previous = Some(index);
+    }
+    let intentions: Vec<Intention> = groups
+        .iter()
+        .zip(&replan_of)
+        .enumerate()
+        .map(|(index, (group, follows))| judge(index + 1, group, *follows, tickets))
+        .collect();
+    let verdicts: Vec<Verdict> = intentions.iter().map(|i| i.verdict).collect();
+    let verdict = if verdicts.contains(&Verdict::Fail) {
+        Verdict::Fail
+    } else if verdicts.contains(&Verdict::Unresolved) {
+        Verdict::Unresolved
+    } else if verdicts.contains(&Verdict::Pass) {
+        Verdict::Pass
+    } else {
+        Verdict::NotExercised
+    };
+    let sessions: BTreeSet<&str> = calls.iter().map(|call| call.session.as_str()).collect();
+    let clients: BTreeSet<String> = calls.iter().map(|call| call.client.clone()).collect();
+    Report {
+        key_source: key_source.to_owned(),
+        schedule: schedule.to_owned(),
+        calls: calls.len(),
+        sessions: sessions.len(),
+        clients: clients.into_iter().collect(),
+        tickets_in_store: tickets.len(),
+        intentions_told_apart_by: TOLD_APART_BY.to_owned(),
+        intentions,
+        verdict,
+        recorded: calls.to_vec(),
+        cannot_know: CANNOT_KNOW.map(str::to_owned).to_vec(),
+    }
+}
+
+fn judge(
+    number: usize,
+    group: &Group,
+    follows: Option<usize>,
+    tickets: &[StoredTicket],
+) -> Intention {
+    let fields = group
+        .calls
+        .first()
+        .map(|call| call.fields.clone())
+        .unwrap_or_default();
+    let same_arguments = group.calls.iter().all(|call| call.fields == fields);
+    let mut created: Vec<String> = Vec::new();
+    for call in &group.calls {
+        if let (true, Some(id)) = (call.created, &call.ticket_id)
+            && !created.contains(id)
+        {
+            created.push(id.clone());
+        }
+    }
+    let lost = group.calls.iter().filter(|c| c.fate == "lost").count();
+    let delayed = group
+        .calls
+        .iter()
+        .filter(|c| c.fate.starts_with("delayed"))
+        .count();
+    let resolved = group.resolved();
+    let keys = group.keys.clone();
+    let (verdict, reason) = if created.len() > 1 {
+        (
+            Verdict::Fail,
+            format!(
+                "duplicate: tickets {} for one intention, made by keys {}",
+                created.join(", "),
+                keys.join(", ")
+            ),
+        )
+    } else if keys.len() > 1 {
+        (
+            Verdict::Fail,
+            format!(
+                "a retry changed the key ({}), so the server could not tell it from a new ticket",
+                keys.join(" then ")
+            ),
+        )
+    } else if !resolved {
+        let ticket = match created.first() {
+            Some(id) => format!("ticket {id} exists and the client was never told of it"),
+            None => "no ticket reached the client".to_owned(),
+        };
+        (
+            Verdict::Unresolved,
+            format!(
+                "no answer with a ticket reached the client and it did not ask again with its key: {ticket}"
+            ),
+        )
+    } else if lost + delayed == 0 {
+        (
+            Verdict::NotExercised,
+            "no reply of it was lost or late, so its retry was not tested".to_owned(),
+        )
+    } else if group.calls.len() == 1 {
+        (
+            Verdict::Pass,
+            "the client waited for the late reply instead of sending again; one ticket".to_owned(),
+        )
+    } else if same_arguments {
+        (
+            Verdict::Pass,
+            "every retry reused the key and the arguments; one ticket".to_owned(),
+        )
+    } else {
+        (
+            Verdict::Pass,
+            "the key was kept; a retry with other arguments got conflict and wrote nothing; one ticket"
+                .to_owned(),
+        )
+    };
+    Intention {
+        number,
+        calls: group.calls.iter().map(|call| call.number).collect(),
+        keys,
+        tickets_with_these_fields: tickets.iter().filter(|t| t.payload == fields).count(),
+        fields,
+        same_arguments,
+        lost,
+        delayed,
+        tickets: created,
+        resolved,
+        possible_replan_of: follows.map(|index| index + 1),
+        verdict,
+        reason,
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "client grader: {} create_ticket call(s) in {} session(s); key source: {}; {}",
+            self.calls, self.sessions, self.key_source, self.schedule
+        )?;
+        writeln!(f, "clients: {}", self.clients.join(", "))?;
+        writeln!(f, "intentions told apart {}", self.intentions_told_apart_by)?;
+        for intention in &self.intentions {
+            writeln!(f, "intention {}: {}", intention.number, intention.fields)?;
+            let calls: Vec<String> = intention.calls.iter().map(u64::to_string).collect();
+            writeln!(
+                f,
+                "  calls: {} (call {}); replies lost: {}, late: {}",
+                intention.calls.len(),
+                calls.join(", "),
+                intention.lost,
+                intention.delayed
+            )?;
+            let keys: Vec<String> = intention.keys.iter().map(|k| format!("{k:?}")).collect();
+            writeln!(
+                f,
+                "  keys: {}; arguments: {}",
+                keys.join(", "),
+                if intention.same_arguments {
+                    "the same on every call"
+                } else {
+                    "changed"
+                }
+            )?;
+            let tickets = if intention.tickets.is_empty() {
+                "none".to_owned()
+            } else {
+                intention.tickets.join(", ")
+            };
+            writeln!(
+                f,
+                "  tickets created: {} ({tickets}); tickets with these fields in the store: {}",
+                intention.tickets.len(),
+                intention.tickets_with_these_fields
+            )?;
+            if let Some(earlier) = intention.possible_replan_of {
+                writeln!(
+                    f,
+                    "  began right after intention {earlier} went unanswered: possibly its re-plan"
+                )?;
+            }
+            writeln!(
+                f,
+                "  verdict: {}: {}",
+                intention.verdict.word(),
+                intention.reason
+            )?;
+        }
+        writeln!(f, "tickets in the store: {}", self.tickets_in_store)?;
+        writeln!(f, "verdict: {}", self.verdict.word())?;
+        writeln!(f, "what this run cannot know:")?;
+        for line in &self.cannot_know {
+            writeln!(f, "- {line}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(
+        number: u64,
+        key: Option<&str>,
+        fields: &str,
+        fate: &str,
+        ticket: u64,
+        created: bool,
+    ) -> Call {
+        Call {
+            number,
+            session: "s".to_owned(),
+            client: "c".to_owned(),
+            request_id: number.to_string(),
+            operation_key: key.map(str::to_owned),
+            arguments: String::new(),
+            fields: fields.to_owned(),
+            started_ms: 0,
+            fate: fate.to_owned(),
+            answer: String::new(),
+            ticket_id: Some(ticket.to_string()),
+            created,
+            reached_client: fate != "lost",
+            cancelled: fate == "lost",
+        }
+    }
+
+    #[test]
+    fn a_new_key_after_a_lost_reply_is_the_same_intention_and_a_duplicate() {
+        let calls = [
+            call(1, Some("a"), "{\"title\":\"x\"}", "lost", 1, true),
+            call(2, Some("b"), "{\"title\":\"x\"}", "delivered", 2, true),
+        ];
+        let report = grade(&calls, &[], "host", "");
+        assert_eq!(report.intentions.len(), 1);
+        assert_eq!(report.intentions[0].verdict, Verdict::Fail);
+        assert_eq!(report.intentions[0].tickets, ["1", "2"]);
+        assert_eq!(report.verdict, Verdict::Fail);
+    }
+
+    #[test]
+    fn the_same_fields_after_a_delivered_ticket_are_a_new_intention() {
+        let calls = [
+            call(1, Some("a"), "{\"title\":\"x\"}", "lost", 1, true),
+            call(2, Some("a"), "{\"title\":\"x\"}", "delivered", 1, false),
+            call(3, Some("b"), "{\"title\":\"x\"}", "delivered", 2, true),
+        ];
+        let report = grade(&calls, &[], "host", "");
+        let verdicts: Vec<Verdict> = report.intentions.iter().map(|i| i.verdict).collect();
+        assert_eq!(verdicts, [Verdict::Pass, Verdict::NotExercised]);
+        assert_eq!(report.verdict, Verdict::Pass);
+    }
+
+    #[test]
+    fn a_lost_reply_never_retried_is_unresolved_and_the_next_call_a_possible_replan() {
+        let calls = [
+            call(1, Some("a"), "{\"title\":\"x\"}", "lost", 1, true),
+            call(2, Some("b"), "{\"title\":\"y\"}", "delivered", 2, true),
+        ];
+        let report = grade(&calls, &[], "host", "");
+        assert_eq!(report.intentions[0].verdict, Verdict::Unresolved);
+        assert_eq!(report.intentions[1].possible_replan_of, Some(1));
+        assert_eq!(report.verdict, Verdict::Unresolved);
+    }
+}

@@ -1,0 +1,110 @@
+"""Retrying loops on the official MCP Python SDK, driven against `lab mcp --grade-client`.
+
+Usage:
+  mcp_grader_loops.py LOOP LAB_BINARY DATABASE REPORT
+
+LOOP is one of:
+  keep-key          makes one key per intention and resends it, with the same arguments, after a
+                    timeout (two intentions, one session)
+  new-key           the same loop, but it mints a new key for every attempt
+  reconnect-keep    after a timeout it closes the session (the server process ends), starts a new
+                    one on the same database and resends the same key and arguments
+  reconnect-replan  after a timeout it starts a new session and plans the call again: another
+                    title, and a new key
+
+Each session starts `LAB_BINARY mcp --grade-client --database DATABASE --report REPORT --json`;
+the grader loses the first reply of every intention (its default). The script prints what it sent
+and got; the test reads the grader's report from REPORT. It asserts nothing about the grade: the
+grade is the grader's to give.
+"""
+
+import asyncio
+import contextlib
+import json
+import sys
+import uuid
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.shared.exceptions import MCPError
+
+TIMEOUT = 2
+ATTEMPTS = 3
+
+
+def say(line):
+    print(line, flush=True)
+
+
+@contextlib.asynccontextmanager
+async def session(lab, database, report):
+    args = ["mcp", "--grade-client", "--database", database, "--report", report, "--json"]
+    params = StdioServerParameters(command=lab, args=args)
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as opened:
+            await opened.initialize()
+            yield opened
+
+
+async def create(opened, arguments):
+    """One create_ticket call; the ticket id, or None when no answer came in time."""
+    say(f"-> create_ticket {json.dumps(arguments, sort_keys=True)}")
+    try:
+        result = await opened.call_tool("create_ticket", arguments, read_timeout_seconds=TIMEOUT)
+    except MCPError as err:
+        say(f"<- no answer ({err.error.message})")
+        return None
+    say(f"<- {json.dumps(result.structured_content, sort_keys=True)}")
+    if result.is_error:
+        return None
+    return result.structured_content["ticket_id"]
+
+
+TICKETS = [
+    {"title": "Queue backlog", "priority": "normal"},
+    {"title": "Disk almost full", "priority": "urgent"},
+]
+
+
+async def in_one_session(lab, database, report, fresh_key_per_attempt):
+    async with session(lab, database, report) as opened:
+        for fields in TICKETS:
+            key = f"host-{uuid.uuid4()}"
+            for _ in range(ATTEMPTS):
+                if fresh_key_per_attempt:
+                    key = f"attempt-{uuid.uuid4()}"
+                if await create(opened, {"operation_key": key, **fields}) is not None:
+                    break
+
+
+async def reconnecting(lab, database, report, replan):
+    fields = dict(TICKETS[0])
+    key = f"host-{uuid.uuid4()}"
+    for attempt in range(ATTEMPTS):
+        say(f"-- session {attempt + 1}")
+        async with session(lab, database, report) as opened:
+            if await create(opened, {"operation_key": key, **fields}) is not None:
+                return
+        if replan:
+            # A new conversation: the model plans the ticket again, in other words, with a key
+            # of its own.
+            fields = {"title": "Queue backlog is growing", "priority": "normal"}
+            key = f"replanned-{uuid.uuid4()}"
+
+
+async def main():
+    loop, lab, database, report = sys.argv[1:5]
+    if loop == "keep-key":
+        await in_one_session(lab, database, report, fresh_key_per_attempt=False)
+    elif loop == "new-key":
+        await in_one_session(lab, database, report, fresh_key_per_attempt=True)
+    elif loop == "reconnect-keep":
+        await reconnecting(lab, database, report, replan=False)
+    elif loop == "reconnect-replan":
+        await reconnecting(lab, database, report, replan=True)
+    else:
+        raise SystemExit(f"unknown loop {loop!r}")
+    say("DONE")
+
+
+asyncio.run(main())

@@ -1,0 +1,435 @@
+//! `lab mcp --grade-client`: the grader's report for loops that need no model: the official
+//! Python SDK in four retrying loops, the lab's scripted loops (the decisions chapter's two and
+//! one per key design), a raw session for the `--calls` bound and a late reply, and the
+//! refusals of bad schedules.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use lab::mcp::grader::loops::{self, ScriptedLoop};
+use lab::mcp::grader::{Report, Verdict};
+use lab::sim::AgentLoop;
+use serde_json::Value;
+
+use crate::repository_root;
+
+const LAB: &str = env!("CARGO_BIN_EXE_lab");
+
+/// The venv's python, or `None` after a loud skip; a failure when CI requires the clients
+/// (`LAB_REQUIRE_CLIENTS=1` or `LAB_REQUIRE_MCP_CLIENT=1`), as in `mcp.rs`.
+fn python(test: &str) -> Option<PathBuf> {
+    let named = std::env::var_os("LAB_MCP_PYTHON")
+        .filter(|path| !path.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("LAB_CLIENTS_VENV")
+                .filter(|path| !path.is_empty())
+                .map(|venv| PathBuf::from(venv).join("bin/python"))
+        });
+    let required = ["LAB_REQUIRE_MCP_CLIENT", "LAB_REQUIRE_CLIENTS"]
+        .iter()
+        .any(|variable| std::env::var(variable).as_deref() == Ok("1"));
+    match named {
+        Some(path) => Some(path),
+        None if required => panic!(
+            "LAB_REQUIRE_CLIENTS=1, but neither LAB_MCP_PYTHON nor LAB_CLIENTS_VENV names a \
+             python with the `mcp` package (lab/tests/clients/requirements.txt)"
+        ),
+        None => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "\n*** SKIPPED: {test}: no MCP Python SDK. Set LAB_CLIENTS_VENV to a venv made from \
+                 lab/tests/clients/requirements.txt; LAB_REQUIRE_CLIENTS=1 makes this a failure ***\n"
+            );
+            None
+        }
+    }
+}
+
+/// Runs one Python loop against the grader and returns the grader's JSON report.
+fn python_loop(test: &str, name: &str) -> Option<Value> {
+    let python = python(test)?;
+    let folder = tempfile::tempdir().unwrap();
+    let database = folder.path().join("graded.sqlite");
+    let report = folder.path().join("report.json");
+    let output = Command::new(python)
+        .arg(repository_root().join("lab/tests/clients/mcp_grader_loops.py"))
+        .args([name, LAB])
+        .arg(&database)
+        .arg(&report)
+        .output()
+        .unwrap();
+    let transcript = String::from_utf8_lossy(&output.stdout);
+    println!("{transcript}");
+    assert!(
+        output.status.success() && transcript.ends_with("DONE\n"),
+        "the {name} loop failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = std::fs::read_to_string(&report).unwrap();
+    Some(serde_json::from_str(&text).unwrap())
+}
+
+/// The report in the words the book shows (`src/mcp/grader-python-LOOP.txt`), without the
+/// random keys; the test fails when a fresh run says otherwise. `LAB_BLESS=1` rewrites it.
+fn compare_summary_with_the_book(report: &Value, name: &str) {
+    let mut text = format!("loop: {name}, on the MCP Python SDK\n");
+    for intention in report["intentions"].as_array().unwrap() {
+        let replan = match intention["possible_replan_of"].as_u64() {
+            Some(earlier) => format!(", possibly a re-plan of intention {earlier}"),
+            None => String::new(),
+        };
+        text.push_str(&format!(
+            "intention {}: {} call(s), {} reply lost, {} key(s), arguments {}, {} ticket(s){replan}\n  {}: {}\n",
+            intention["number"],
+            intention["calls"].as_array().unwrap().len(),
+            intention["lost"],
+            intention["keys"].as_array().unwrap().len(),
+            if intention["same_arguments"] == true { "the same" } else { "changed" },
+            intention["tickets"].as_array().unwrap().len(),
+            intention["verdict"].as_str().unwrap().replace('_', " "),
+            intention["reason"].as_str().unwrap().split(':').next().unwrap(),
+        ));
+    }
+    text.push_str(&format!(
+        "sessions: {}; tickets in the store: {}; verdict: {}\n",
+        report["sessions"],
+        report["tickets_in_store"],
+        report["verdict"].as_str().unwrap().replace('_', " ")
+    ));
+    let path = repository_root().join(format!("src/mcp/grader-python-{name}.txt"));
+    if std::env::var("LAB_BLESS").as_deref() == Ok("1") {
+        std::fs::write(&path, &text).unwrap();
+    }
+    let shown = std::fs::read_to_string(&path).unwrap_or_default();
+    assert_eq!(
+        shown,
+        text,
+        "{} differs from the run; rerun with LAB_BLESS=1 and review the diff",
+        path.display()
+    );
+}
+
+fn verdicts(report: &Value) -> Vec<&str> {
+    report["intentions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|intention| intention["verdict"].as_str().unwrap())
+        .collect()
+}
+
+fn tickets_per_intention(report: &Value) -> Vec<usize> {
+    report["intentions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|intention| intention["tickets"].as_array().unwrap().len())
+        .collect()
+}
+
+#[test]
+fn the_python_sdk_loop_that_keeps_its_key_passes_with_one_ticket_per_intention() {
+    let test = "mcp_grader::the_python_sdk_loop_that_keeps_its_key_passes";
+    let Some(report) = python_loop(test, "keep-key") else {
+        return;
+    };
+    compare_summary_with_the_book(&report, "keep-key");
+    assert_eq!(verdicts(&report), ["PASS", "PASS"], "{report:#}");
+    assert_eq!(tickets_per_intention(&report), [1, 1]);
+    assert_eq!(report["tickets_in_store"], 2);
+    assert_eq!(report["verdict"], "PASS");
+    for intention in report["intentions"].as_array().unwrap() {
+        assert_eq!(intention["lost"], 1);
+        assert_eq!(intention["keys"].as_array().unwrap().len(), 1);
+        assert_eq!(intention["same_arguments"], true);
+    }
+    // The lost call was cancelled by the SDK when it timed out, and the journal saw it.
+    let recorded = report["recorded"].as_array().unwrap();
+    assert!(
+        recorded
+            .iter()
+            .any(|call| call["fate"] == "lost" && call["cancelled"] == true)
+    );
+    assert!(recorded[0]["client"].as_str().unwrap().contains("mcp"));
+}
+
+#[test]
+fn the_python_sdk_loop_that_mints_a_key_per_attempt_fails_and_names_the_duplicates() {
+    let test = "mcp_grader::the_python_sdk_loop_that_mints_a_key_per_attempt_fails";
+    let Some(report) = python_loop(test, "new-key") else {
+        return;
+    };
+    compare_summary_with_the_book(&report, "new-key");
+    assert_eq!(verdicts(&report), ["FAIL", "FAIL"], "{report:#}");
+    assert_eq!(tickets_per_intention(&report), [2, 2]);
+    assert_eq!(report["tickets_in_store"], 4);
+    for intention in report["intentions"].as_array().unwrap() {
+        let reason = intention["reason"].as_str().unwrap();
+        let tickets = intention["tickets"].as_array().unwrap();
+        assert!(reason.starts_with("duplicate"), "{reason}");
+        for ticket in tickets {
+            assert!(reason.contains(ticket.as_str().unwrap()), "{reason}");
+        }
+    }
+}
+
+#[test]
+fn a_python_loop_that_reconnects_with_its_key_passes_across_two_server_processes() {
+    let test = "mcp_grader::a_python_loop_that_reconnects_with_its_key_passes";
+    let Some(report) = python_loop(test, "reconnect-keep") else {
+        return;
+    };
+    compare_summary_with_the_book(&report, "reconnect-keep");
+    assert_eq!(verdicts(&report), ["PASS"], "{report:#}");
+    assert_eq!(report["sessions"], 2);
+    assert_eq!(report["tickets_in_store"], 1);
+}
+
+#[test]
+fn a_python_loop_that_reconnects_and_replans_leaves_its_first_ticket_unresolved_and_fails() {
+    let test = "mcp_grader::a_python_loop_that_reconnects_and_replans";
+    let Some(report) = python_loop(test, "reconnect-replan") else {
+        return;
+    };
+    compare_summary_with_the_book(&report, "reconnect-replan");
+    let verdicts = verdicts(&report);
+    assert_eq!(verdicts[0], "UNRESOLVED", "{report:#}");
+    assert_eq!(report["verdict"], "FAIL");
+    assert_eq!(report["intentions"][1]["possible_replan_of"], 1);
+    assert!(report["tickets_in_store"].as_u64().unwrap() >= 2);
+}
+
+fn scripted(name: &str) -> Report {
+    let scripted = ScriptedLoop::named(name).unwrap();
+    let report = loops::run(scripted).unwrap();
+    println!("{}\n{report}", scripted.describe());
+    report
+}
+
+#[test]
+fn the_decisions_chapter_loops_over_mcp_the_fresh_call_fails_and_the_saved_key_passes() {
+    let fresh = scripted("fresh-call");
+    assert_eq!(fresh.verdict, Verdict::Fail);
+    assert_eq!(fresh.intentions.len(), 1);
+    assert!(fresh.intentions[0].tickets.len() >= 2);
+    assert_eq!(fresh.intentions[0].keys[..2], ["call-1", "call-2"]);
+    let saved = scripted("saved-key");
+    assert_eq!(saved.verdict, Verdict::Pass);
+    assert_eq!(saved.tickets_in_store, 1);
+    assert_eq!(
+        ScriptedLoop::named("saved-key"),
+        Some(ScriptedLoop::Agent(AgentLoop::SavedKeyOnTimeout))
+    );
+}
+
+#[test]
+fn under_a_replan_the_host_key_keeps_one_ticket_and_the_derived_and_prepared_keys_duplicate() {
+    let host = scripted("host-key-replan");
+    assert_eq!(host.key_source, "host");
+    assert_eq!(host.verdict, Verdict::Pass, "{host}");
+    assert_eq!(host.tickets_in_store, 1);
+    assert_eq!(host.sessions, 2);
+    assert!(!host.intentions[0].same_arguments);
+    assert!(
+        host.recorded
+            .iter()
+            .any(|call| call.answer == "error conflict")
+    );
+    for name in ["task-id-replan", "prepare-replan"] {
+        let report = scripted(name);
+        assert_eq!(report.verdict, Verdict::Fail, "{report}");
+        assert_eq!(report.intentions.len(), 1);
+        assert_eq!(report.intentions[0].tickets.len(), 2);
+        assert_eq!(report.tickets_in_store, 2);
+    }
+}
+
+/// Sends `lines` to a grader over raw stdio and returns its stderr and whether it exited 0 by
+/// itself, with stdin still open.
+fn raw_grader(args: &[&str], lines: &[&str]) -> (String, bool, String) {
+    let mut child = Command::new(LAB)
+        .args(["mcp", "--grade-client"])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for line in lines {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    stdin.flush().unwrap();
+    let mut answers = String::new();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    for line in stdout.lines() {
+        answers.push_str(&line.unwrap());
+        answers.push('\n');
+    }
+    // stdout closed: the process ended by itself, stdin is still ours.
+    let status = child.wait().unwrap();
+    drop(stdin);
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    (stderr, status.success(), answers)
+}
+
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw-test","version":"1"}}}"#;
+const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+const CREATE: &str = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"create_ticket","arguments":{"operation_key":"raw-1","title":"Late"}}}"#;
+
+#[test]
+fn with_calls_one_the_grader_stops_by_itself_and_reports_the_late_reply_it_sent() {
+    let (report, exited, answers) = raw_grader(
+        &[
+            "--lose-replies",
+            "none",
+            "--delay-replies",
+            "1@200ms",
+            "--calls",
+            "1",
+        ],
+        &[INITIALIZE, INITIALIZED, CREATE],
+    );
+    assert!(exited, "{report}");
+    assert!(
+        answers.contains(r#""id":7"#) && answers.contains(r#""ticket_id":1"#),
+        "{answers}"
+    );
+    assert!(
+        report.contains("1 create_ticket call(s) in 1 session(s)"),
+        "{report}"
+    );
+    assert!(report.contains("replies lost: 0, late: 1"), "{report}");
+    assert!(report.contains("clients: raw-test 1"), "{report}");
+    assert!(report.contains("verdict: PASS"), "{report}");
+    assert!(report.contains("what this run cannot know:"), "{report}");
+}
+
+#[test]
+fn a_reply_that_is_never_lost_or_late_is_reported_as_not_exercised() {
+    let (report, exited, _) = raw_grader(
+        &["--lose-replies", "none", "--calls", "1"],
+        &[INITIALIZE, INITIALIZED, CREATE],
+    );
+    assert!(exited, "{report}");
+    assert!(report.contains("verdict: NOT EXERCISED"), "{report}");
+}
+
+fn refused(args: &[&str]) -> String {
+    let output = Command::new(LAB).arg("mcp").args(args).output().unwrap();
+    assert_eq!(output.status.code(), Some(2), "lab mcp {args:?}");
+    assert!(output.stdout.is_empty());
+    String::from_utf8(output.stderr).unwrap()
+}
+
+#[test]
+fn bad_grader_options_are_refused_with_exit_2_naming_the_option_and_value() {
+    let err = refused(&["--grade-client", "--lose-replies", "0"]);
+    assert!(
+        err.contains("--lose-replies") && err.contains("\"0\""),
+        "{err}"
+    );
+    let err = refused(&["--grade-client", "--delay-replies", "2@5m"]);
+    assert!(
+        err.contains("--delay-replies") && err.contains("\"5m\""),
+        "{err}"
+    );
+    let err = refused(&[
+        "--grade-client",
+        "--lose-replies",
+        "1",
+        "--delay-replies",
+        "1@1s",
+    ]);
+    assert!(err.contains("call 1"), "{err}");
+    let err = refused(&["--grade-client", "--key-source", "model"]);
+    assert!(
+        err.contains("--key-source") && err.contains("\"model\""),
+        "{err}"
+    );
+    let err = refused(&["--lose-replies", "first"]);
+    assert!(err.contains("--grade-client"), "{err}");
+    let err = refused(&["--grade-client", "--transport", "http", "--caller", "a=b"]);
+    assert!(err.contains("stdio"), "{err}");
+    let err = refused(&["--grade-client", "--faults"]);
+    assert!(err.contains("--faults"), "{err}");
+}
+
+#[test]
+fn the_report_file_is_json_and_a_missing_folder_is_refused_before_serving() {
+    let folder = tempfile::tempdir().unwrap();
+    let missing = folder.path().join("no/such/report.json");
+    let err = refused(&["--grade-client", "--report", missing.to_str().unwrap()]);
+    assert!(err.contains("report.json"), "{err}");
+    let file = folder.path().join("report.json");
+    let (_, exited, _) = raw_grader(
+        &[
+            "--calls",
+            "1",
+            "--lose-replies",
+            "none",
+            "--json",
+            "--report",
+            file.to_str().unwrap(),
+        ],
+        &[INITIALIZE, INITIALIZED, CREATE],
+    );
+    assert!(exited);
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(report["calls"], 1);
+    assert_eq!(report["recorded"][0]["request_id"], "7");
+    assert_eq!(report["recorded"][0]["operation_key"], "raw-1");
+    assert!(Path::new(&file).exists());
+}
+
+#[test]
+fn on_sigterm_the_grader_stops_and_writes_the_report_of_the_calls_it_saw() {
+    let folder = tempfile::tempdir().unwrap();
+    let file = folder.path().join("report.txt");
+    let mut child = Command::new(LAB)
+        .args([
+            "mcp",
+            "--grade-client",
+            "--lose-replies",
+            "none",
+            "--report",
+        ])
+        .arg(&file)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for line in [INITIALIZE, INITIALIZED, CREATE] {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    stdin.flush().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut answer = String::new();
+    // The initialize answer, then the create's.
+    while !answer.contains(r#""id":7"#) {
+        answer.clear();
+        assert!(
+            stdout.read_line(&mut answer).unwrap() > 0,
+            "the grader closed stdout"
+        );
+    }
+    assert!(
+        !file.exists(),
+        "the report is written at the end, not before"
+    );
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    assert!(child.wait().unwrap().success());
+    let report = std::fs::read_to_string(&file).unwrap();
+    assert!(report.contains("1 create_ticket call(s)"), "{report}");
+    assert!(report.contains("verdict: NOT EXERCISED"), "{report}");
+    drop(stdin);
+}
