@@ -11,6 +11,8 @@
 //!   `http`).
 //! - `{{#lab-conformance NAME}}` becomes the report of a conformance run: `sqlite` for the lab's
 //!   store, or the name of a bug switched on in the tests' in-memory adapter.
+//! - `{{#lab-model KIND VARIANT [FIELD]}}` becomes a figure of a run of the model checker: its
+//!   report, one value, or a counterexample drawn as a timeline (`model.rs`).
 //! - `{{#lab-shell [status=N] lab ARGS}}` becomes the command `cargo run -p lab -- ARGS` and what
 //!   it printed, run while the book builds (`shell.rs`); it must exit with status N (default 0).
 //! - `{{#lab-outside TEXT | SOURCE}}` becomes TEXT with a link to SOURCE (an `https://` address)
@@ -283,6 +285,7 @@ fn expand_in(text: &str, results: &Results, map: Option<&str>) -> Result<String>
             Some(("plot", name)) => crate::plots::draw(name.trim(), results.bench()?)?,
             Some(("table", name)) => crate::plots::table(name.trim(), results.bench()?)?,
             Some(("timeline", name)) => crate::timeline::draw(name.trim())?,
+            Some(("model", arguments)) => crate::model::directive(arguments)?,
             Some(("conformance", name)) => crate::conformance::report(name.trim())?,
             Some(("shell", command)) => crate::shell::run(command)?,
             Some(("outside", quoted)) => outside(quoted)?,
@@ -293,7 +296,7 @@ fn expand_in(text: &str, results: &Results, map: Option<&str>) -> Result<String>
             _ => bail!(
                 "unknown directive `{{{{#lab-{directive}}}}}` (known: lab-output, lab-value PATH, \
                  lab-bench PATH, lab-bench-ratio A / B, lab-plot NAME, lab-table NAME, lab-timeline NAME, \
-                 lab-conformance NAME, lab-shell [status=N] lab ARGS, lab-outside TEXT | SOURCE, \
+                 lab-conformance NAME, lab-model KIND VARIANT, lab-shell [status=N] lab ARGS, lab-outside TEXT | SOURCE, \
                  lab-rust-version, lab-map)"
             ),
         };

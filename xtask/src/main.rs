@@ -29,6 +29,7 @@ mod figures;
 mod listings;
 mod map;
 mod markdown;
+mod model;
 mod numbers;
 mod plots;
 mod postgres;

@@ -16,6 +16,8 @@ mod http_hostile;
 #[cfg(feature = "postgres")]
 mod http_postgres;
 mod mcp;
+#[cfg(feature = "model")]
+mod model;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod proxy;
