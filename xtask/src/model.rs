@@ -135,9 +135,8 @@ fn summary(variant: Variant, found: &Counterexample) -> String {
 /// The counterexample as an SVG sequence diagram.
 pub fn svg(variant: Variant, found: &Counterexample) -> String {
     let lanes = lanes(found);
-    let x_of = |lane: Lane| {
-        LEFT + LANE_WIDTH * lanes.iter().position(|l| *l == lane).unwrap_or(0) as f64
-    };
+    let x_of =
+        |lane: Lane| LEFT + LANE_WIDTH * lanes.iter().position(|l| *l == lane).unwrap_or(0) as f64;
     let tickets_x = LEFT + LANE_WIDTH * (lanes.len() as f64 - 1.0) + 70.0;
     let width = tickets_x + 170.0;
     let rows: Vec<(Vec<String>, Vec<String>)> = found
@@ -162,7 +161,14 @@ pub fn svg(variant: Variant, found: &Counterexample) -> String {
         .moments
         .iter()
         .enumerate()
-        .map(|(i, m)| format!("{i}. {}: {}. Tickets: {}.", lane_name(m.from), m.text, m.tickets))
+        .map(|(i, m)| {
+            format!(
+                "{i}. {}: {}. Tickets: {}.",
+                lane_name(m.from),
+                m.text,
+                m.tickets
+            )
+        })
         .collect();
     let _ = write!(
         out,

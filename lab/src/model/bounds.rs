@@ -125,8 +125,8 @@ pub struct Bounds {
 impl Bounds {
     /// The bounds `lab model` uses by default, and CI with it: every anti-pattern breaks a
     /// property within them, and the design's full search takes under a minute on a small
-    /// machine in a debug build. A duplicated request multiplies the states by about seven, so
-    /// it is left to the deeper run.
+    /// machine in a debug build. A duplicated request multiplies the states several times over,
+    /// so it is left to the deeper run.
     pub const DEFAULT: Bounds = Bounds {
         callers: 2,
         sends: 2,

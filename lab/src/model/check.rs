@@ -188,7 +188,10 @@ impl Report {
         }
         match &self.counterexample {
             None => {
-                let _ = writeln!(out, "no counterexample: every property holds within the bounds");
+                let _ = writeln!(
+                    out,
+                    "no counterexample: every property holds within the bounds"
+                );
             }
             Some(found) => {
                 let _ = writeln!(
@@ -221,19 +224,26 @@ mod tests {
     fn a_counterexample_is_a_shortest_one_and_the_same_every_run() {
         let first = check(SMALL, Variant::FreshKey).unwrap();
         let found = first.counterexample.as_ref().unwrap();
-        assert!(check_within(SMALL, Variant::FreshKey, found.steps() - 1)
-            .unwrap()
-            .holds());
-        assert!(!check_within(SMALL, Variant::FreshKey, found.steps())
-            .unwrap()
-            .holds());
+        assert!(
+            check_within(SMALL, Variant::FreshKey, found.steps() - 1)
+                .unwrap()
+                .holds()
+        );
+        assert!(
+            !check_within(SMALL, Variant::FreshKey, found.steps())
+                .unwrap()
+                .holds()
+        );
         let again = check(SMALL, Variant::FreshKey).unwrap();
         assert_eq!(first.text(false), again.text(false));
     }
 
     #[test]
     fn bad_bounds_are_bad_input() {
-        let bad = Bounds { callers: 0, ..SMALL };
+        let bad = Bounds {
+            callers: 0,
+            ..SMALL
+        };
         let err = check(bad, Variant::Design).unwrap_err();
         assert!(err.is_bad_input(), "{err}");
         assert!(err.to_string().contains("--callers 0"), "{err}");

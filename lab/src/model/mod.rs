@@ -36,7 +36,7 @@ pub use protocol::{
     Runner, State, UNKNOWN_IS_NOT_NOTHING, tag,
 };
 pub use service::{
-    Answer, Before, Compare, Expect, FIRST, Key, Record, Request, ScopeId, Sent, Store, Text,
-    Ticket, TRANSITIONS, Transition,
+    Answer, Before, Compare, Expect, FIRST, Key, Record, Request, ScopeId, Sent, Store,
+    TRANSITIONS, Text, Ticket, Transition,
 };
 pub use timeline::{Lane, Mark, Moment, violation};

@@ -101,7 +101,7 @@ pub enum Process {
         /// Sends this run.
         sent: u8,
     },
-    /// The run ended with the operation unfinished (held, or pending): the next run resumes it.
+    /// The run ended with the operation held: the next run resumes it.
     Exited,
     /// Crashed; the next start resumes from the row.
     Down,
@@ -257,7 +257,7 @@ impl Protocol {
         Protocol { bounds, variant }
     }
 
-    fn compare(&self) -> Compare {
+    pub(super) fn compare(&self) -> Compare {
         match self.variant {
             Variant::RawPayload => Compare::Raw,
             _ => Compare::Canonical,
@@ -284,14 +284,16 @@ impl Protocol {
         if !up {
             // ANCHOR: model_held
             // Unreachable: nothing is sent this run. "Held" says nothing took effect, which is
-            // true only if no send of any run got past the connection.
+            // true only if no send of any run got past the connection; after one that did, the
+            // outcome is unknown and goes to a person.
             if variant == Variant::HeldAfterSend || !row.reached {
                 row.state = RowState::Held;
+                me.process = Process::Exited;
             } else {
-                row.state = RowState::Pending;
+                row.state = RowState::Review;
+                me.process = Process::Done;
             }
             // ANCHOR_END: model_held
-            me.process = Process::Exited;
             return;
         }
         row.state = RowState::Pending;
@@ -431,6 +433,16 @@ impl Model for Protocol {
     }
 
     fn next_state(&self, last: &State, action: Action) -> Option<State> {
+        // An index past what the state holds names no step.
+        let fits = match action {
+            Action::Deliver(i) | Action::Lose(i) | Action::Duplicate(i) => i < last.network.len(),
+            Action::Write(i) => i < last.lookups.len(),
+            Action::Prune(i) => i < last.store.records.len(),
+            _ => true,
+        };
+        if !fits {
+            return None;
+        }
         let mut state = last.clone();
         let budget = self.bounds.sends;
         match action {
@@ -525,7 +537,9 @@ impl Model for Protocol {
             Action::Crash(i) => {
                 state.left.crashes -= 1;
                 state.runners[usize::from(i)].process = Process::Down;
-                state.network.retain(|m| !matches!(m, Message::Reply { to, .. } if *to == i));
+                state
+                    .network
+                    .retain(|m| !matches!(m, Message::Reply { to, .. } if *to == i));
             }
             Action::Restart(i) | Action::Rerun(i) => self.start_run(&mut state, i),
             Action::Deliver(index) => {
@@ -611,8 +625,13 @@ impl Model for Protocol {
             Property::always(OWN_PAYLOAD, |_, s: &State| !s.ghost.own_payload_rejected),
             Property::always(UNKNOWN_IS_NOT_NOTHING, |_, s: &State| {
                 s.runners.iter().enumerate().all(|(i, r)| {
-                    !matches!(r.row, Some(Row { state: RowState::Held, .. }))
-                        || s.store.tickets_of(i as u8).next().is_none()
+                    !matches!(
+                        r.row,
+                        Some(Row {
+                            state: RowState::Held,
+                            ..
+                        })
+                    ) || s.store.tickets_of(i as u8).next().is_none()
                 })
             }),
             Property::eventually(FINAL_ANSWER, |_, s: &State| {
@@ -655,7 +674,14 @@ mod tests {
     #[test]
     fn held_is_said_only_when_no_send_got_past_the_connection() {
         use Action::*;
-        let committed = [Save(0), Send(0), Crash(0), Deliver(0), CrashService, Restart(0)];
+        let committed = [
+            Save(0),
+            Send(0),
+            Crash(0),
+            Deliver(0),
+            CrashService,
+            Restart(0),
+        ];
         for (variant, held) in [(Variant::Design, false), (Variant::HeldAfterSend, true)] {
             let protocol = Protocol::new(ONE, variant);
             let state = after(&protocol, &committed);
@@ -669,7 +695,9 @@ mod tests {
         let protocol = Protocol::new(ONE, Variant::Design);
         let state = after(&protocol, &[CrashService, Save(0)]);
         assert_eq!(state.runners[0].row.unwrap().state, RowState::Held);
-        assert!((property(&protocol, UNKNOWN_IS_NOT_NOTHING).condition)(&protocol, &state));
+        assert!((property(&protocol, UNKNOWN_IS_NOT_NOTHING).condition)(
+            &protocol, &state
+        ));
     }
 
     #[test]
@@ -693,7 +721,16 @@ mod tests {
         let protocol = Protocol::new(ONE, Variant::Design);
         let state = after(
             &protocol,
-            &[Save(0), Send(0), Deliver(0), Timeout(0), Prune(0), Send(0), Deliver(0), Receive(0)],
+            &[
+                Save(0),
+                Send(0),
+                Deliver(0),
+                Timeout(0),
+                Prune(0),
+                Send(0),
+                Deliver(0),
+                Receive(0),
+            ],
         );
         assert_eq!(state.runners[0].row.unwrap().state, RowState::Review);
         assert_eq!(state.store.tickets.len(), 1);
@@ -701,7 +738,15 @@ mod tests {
         let early = Protocol::new(ONE, Variant::EarlyPrune);
         let state = after(
             &early,
-            &[Save(0), Send(0), Deliver(0), Timeout(0), Prune(0), Send(0), Deliver(0)],
+            &[
+                Save(0),
+                Send(0),
+                Deliver(0),
+                Timeout(0),
+                Prune(0),
+                Send(0),
+                Deliver(0),
+            ],
         );
         assert_eq!(state.store.tickets.len(), 2);
     }

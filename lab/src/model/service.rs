@@ -367,6 +367,9 @@ mod tests {
             store.lookup(&respelled, Compare::Canonical),
             Some(Answer::Replayed(1))
         );
-        assert_eq!(store.lookup(&respelled, Compare::Raw), Some(Answer::Conflict));
+        assert_eq!(
+            store.lookup(&respelled, Compare::Raw),
+            Some(Answer::Conflict)
+        );
     }
 }

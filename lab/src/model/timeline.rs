@@ -90,7 +90,11 @@ fn request_of(message: &Message) -> String {
             name(*from),
             request.key
         ),
-        Message::Reply { to, attempt, answer } => format!(
+        Message::Reply {
+            to,
+            attempt,
+            answer,
+        } => format!(
             "the reply to {} for {} (attempt {attempt}: {})",
             caller(*to),
             name(*to),
@@ -106,8 +110,8 @@ fn run_start(before: &State, after: &State, i: u8) -> String {
         (Process::Exited, Some(RowState::Held)) => {
             "; the service is unreachable: held, nothing sent (\"nothing took effect\")".to_owned()
         }
-        (Process::Exited, _) => {
-            "; the service is unreachable: left pending, a send may have acted".to_owned()
+        (Process::Done, Some(RowState::Review)) if before.runners[usize::from(i)].row.is_some() => {
+            "; the service is unreachable after a send that may have acted: needs review".to_owned()
         }
         (Process::Ready { .. }, _) if before.runners[usize::from(i)].row.is_some() => {
             format!(" and resumes {} (key {})", name(i), me.key)
@@ -117,7 +121,12 @@ fn run_start(before: &State, after: &State, i: u8) -> String {
 }
 
 /// The line and the moment of one step.
-fn describe(protocol: &Protocol, before: &State, action: Action, after: &State) -> (String, Moment) {
+fn describe(
+    protocol: &Protocol,
+    before: &State,
+    action: Action,
+    after: &State,
+) -> (String, Moment) {
     let tickets = tickets_text(after);
     let moment = |from: Lane, to: Option<Lane>, text: &str, mark: Mark| Moment {
         from,
@@ -132,7 +141,10 @@ fn describe(protocol: &Protocol, before: &State, action: Action, after: &State) 
             let row = after.runners[usize::from(i)].row;
             let key = match row.and_then(|r| r.key) {
                 Some(key) => format!(" with key {key}"),
-                None => format!("; its key {} stays in memory", after.runners[usize::from(i)].key),
+                None => format!(
+                    "; its key {} stays in memory",
+                    after.runners[usize::from(i)].key
+                ),
             };
             let reuse = if i == 1 {
                 " (the key of i1, with another payload)"
@@ -175,7 +187,10 @@ fn describe(protocol: &Protocol, before: &State, action: Action, after: &State) 
                 }
                 None => {
                     let review = if after.runners[usize::from(i)].process == Process::Done {
-                        format!("; marks {} for review: no answer after every attempt", name(i))
+                        format!(
+                            "; marks {} for review: no answer after every attempt",
+                            name(i)
+                        )
                     } else {
                         String::new()
                     };
@@ -190,10 +205,16 @@ fn describe(protocol: &Protocol, before: &State, action: Action, after: &State) 
         }
         Action::Timeout(i) => {
             let Process::Awaiting { attempt, .. } = before.runners[usize::from(i)].process else {
-                return (String::new(), moment(Lane::Runner(i), None, "", Mark::Plain));
+                return (
+                    String::new(),
+                    moment(Lane::Runner(i), None, "", Mark::Plain),
+                );
             };
             let review = if after.runners[usize::from(i)].process == Process::Done {
-                format!("; marks {} for review: no answer after every attempt", name(i))
+                format!(
+                    "; marks {} for review: no answer after every attempt",
+                    name(i)
+                )
             } else {
                 String::new()
             };
@@ -207,7 +228,10 @@ fn describe(protocol: &Protocol, before: &State, action: Action, after: &State) 
         }
         Action::Receive(i) => {
             let Process::Awaiting { attempt, .. } = before.runners[usize::from(i)].process else {
-                return (String::new(), moment(Lane::Runner(i), None, "", Mark::Plain));
+                return (
+                    String::new(),
+                    moment(Lane::Runner(i), None, "", Mark::Plain),
+                );
             };
             let answer = before.network.iter().find_map(|m| match m {
                 Message::Reply {
@@ -280,26 +304,23 @@ fn describe(protocol: &Protocol, before: &State, action: Action, after: &State) 
                 spelled(&request)
             );
             let (text, mark) = if looked_up {
-                (
-                    format!("{what}: looked up the key: no record"),
-                    Mark::Plain,
-                )
+                (format!("{what}: looked up the key: no record"), Mark::Plain)
             } else {
                 let committed = after.store.tickets.len() > before.store.tickets.len();
-                let outcome = match answer {
-                    Some(answer) => result_label(&result(answer)),
-                    None => {
-                        let made = after.store.tickets.last().filter(|_| committed);
-                        let done = made.map_or_else(
-                            || "answered".to_owned(),
-                            |t| format!("created ticket {}", t.id),
-                        );
-                        format!("{done}; nobody waits for the reply")
-                    }
+                // The service's answer, whether or not anyone still waits for it.
+                let answered = before.store.clone().create(&request, protocol.compare());
+                let waiting = answer.is_some();
+                let outcome = if waiting {
+                    result_label(&result(answered))
+                } else {
+                    format!(
+                        "{}; nobody waits for the reply",
+                        result_label(&result(answered))
+                    )
                 };
                 let mark = if committed {
                     Mark::Commit
-                } else if matches!(answer, Some(Answer::Replayed(_))) {
+                } else if matches!(answered, Answer::Replayed(_)) {
                     Mark::Replay
                 } else {
                     Mark::Loss
@@ -390,7 +411,11 @@ pub fn violation(property: &str, state: &State) -> String {
     let detail = match property {
         ONE_EFFECT => intents
             .filter_map(|i| {
-                let ids: Vec<String> = state.store.tickets_of(i).map(|t| t.id.to_string()).collect();
+                let ids: Vec<String> = state
+                    .store
+                    .tickets_of(i)
+                    .map(|t| t.id.to_string())
+                    .collect();
                 (ids.len() > 1).then(|| format!("{} has tickets {}", tag(i), ids.join(" and ")))
             })
             .collect::<Vec<_>>()
@@ -400,14 +425,19 @@ pub fn violation(property: &str, state: &State) -> String {
                 RowState::Succeeded(id)
                     if state.store.tickets_of(i).next().map(|t| t.id) != Some(id) =>
                 {
-                    Some(format!("{} was told ticket {id}, not the ticket made for it", tag(i)))
+                    Some(format!(
+                        "{} was told ticket {id}, not the ticket made for it",
+                        tag(i)
+                    ))
                 }
                 _ => None,
             })
             .collect::<Vec<_>>()
             .join("; "),
         REJECTED_CHANGES_NOTHING => "a conflict answer came with a change to the store".to_owned(),
-        OWN_PAYLOAD => "a retry was told its own payload conflicts with its key's record".to_owned(),
+        OWN_PAYLOAD => {
+            "a retry was told its own payload conflicts with its key's record".to_owned()
+        }
         UNKNOWN_IS_NOT_NOTHING => intents
             .filter_map(|i| {
                 let held = state.runners[usize::from(i)].row?.state == RowState::Held;

@@ -10,7 +10,7 @@ use lab::http::{
     CallerToken, HttpTarget, HttpTool, ManualClock, Retention, ServeOptions, TicketServer,
 };
 use lab::model::{
-    self, Action, Before, Bounds, Expect, Protocol, Sent, State, TRANSITIONS, Transition, Variant,
+    self, Action, Before, Bounds, Expect, Protocol, State, TRANSITIONS, Transition, Variant,
 };
 use lab::{CreateRequest, Error, OperationKey, Outcome, Payload, Scope, SqliteStore, TicketTool};
 use stateright::Model;
@@ -40,7 +40,7 @@ fn key(key: model::Key) -> OperationKey {
 fn expect_of(result: lab::Result<Outcome>) -> Expect {
     match result {
         Ok(Outcome::Created(_)) => Expect::Created,
-        Ok(Outcome::Replayed(id)) if id == 1.into() => Expect::ReplaysOriginal,
+        Ok(Outcome::Replayed(id)) if id == 1 => Expect::ReplaysOriginal,
         Err(Error::PayloadConflict { .. }) => Expect::Conflict,
         Err(Error::KeyExpired { .. }) => Expect::Expired,
         other => panic!("an answer outside the table: {other:?}"),
@@ -72,8 +72,9 @@ fn on_the_service(row: Transition) -> (Expect, u64, u64) {
     let first = model::FIRST;
     let c1 = tool("token-c1");
     if row.before != Before::Nothing {
+        let (s, k) = (scope(0), key(first.key));
         let p = payload(first.text.payload, first.text.spelling);
-        let request = CreateRequest::keyed(&scope(0), &key(first.key), &p);
+        let request = CreateRequest::keyed(&s, &k, &p);
         assert_eq!(c1.create(request).unwrap(), Outcome::Created(1.into()));
     }
     if row.before == Before::Tombstone {
@@ -82,7 +83,11 @@ fn on_the_service(row: Transition) -> (Expect, u64, u64) {
     }
     let (tickets, records) = (c1.count_tickets().unwrap(), c1.count_records().unwrap());
     let sent = row.sent.request();
-    let caller = if sent.scope == 0 { c1 } else { tool("token-c2") };
+    let caller = if sent.scope == 0 {
+        c1
+    } else {
+        tool("token-c2")
+    };
     let p = payload(sent.text.payload, sent.text.spelling);
     let answer = caller.create(CreateRequest::keyed(&scope(sent.scope), &key(sent.key), &p));
     (
@@ -99,7 +104,11 @@ fn the_real_service_answers_every_row_of_the_transition_table_as_the_model_does(
         let (answer, tickets, records) = on_the_service(row);
         let written = u64::from(row.writes());
         assert_eq!(answer, row.expect, "lab serve, {row:?}");
-        assert_eq!(Some(answer), model_answer, "lab serve and the model, {row:?}");
+        assert_eq!(
+            Some(answer),
+            model_answer,
+            "lab serve and the model, {row:?}"
+        );
         assert_eq!((tickets, records), (written, written), "lab serve, {row:?}");
         assert_eq!(
             (model_tickets as u64, model_records as u64),
@@ -121,7 +130,10 @@ fn the_sqlite_store_answers_the_rows_without_a_tombstone_as_the_model_does() {
                 .create(CreateRequest::keyed(&scope(0), &key(first.key), &p))
                 .unwrap();
         }
-        let (tickets, records) = (store.count_tickets().unwrap(), store.count_records().unwrap());
+        let (tickets, records) = (
+            store.count_tickets().unwrap(),
+            store.count_records().unwrap(),
+        );
         let sent = row.sent.request();
         let p = payload(sent.text.payload, sent.text.spelling);
         let answer =
@@ -148,11 +160,19 @@ fn the_design_holds_every_property_at_the_default_bounds() {
     assert!(
         report.holds(),
         "{}",
-        report.counterexample.map(|c| c.timeline).unwrap_or_default()
+        report
+            .counterexample
+            .map(|c| c.timeline)
+            .unwrap_or_default()
     );
     // Every property was checked, the liveness one included.
     assert_eq!(report.properties.len(), 6);
-    assert!(report.properties.iter().any(|(_, kind)| *kind == "eventually"));
+    assert!(
+        report
+            .properties
+            .iter()
+            .any(|(_, kind)| *kind == "eventually")
+    );
     // The search ran to the end: far more than the handful of states of a counterexample.
     assert!(report.states > 10_000, "{} states", report.states);
 }
@@ -184,7 +204,10 @@ fn each_anti_pattern_yields_a_shortest_counterexample_to_the_property_it_breaks(
             assert!(broken(&protocol, &state).is_empty(), "{variant} at {at}");
             let mut enabled = Vec::new();
             protocol.actions(&state, &mut enabled);
-            assert!(enabled.contains(&action), "{variant}: {action:?} not enabled");
+            assert!(
+                enabled.contains(&action),
+                "{variant}: {action:?} not enabled"
+            );
             state = protocol.next_state(&state, action).unwrap();
         }
         assert!(
@@ -194,17 +217,29 @@ fn each_anti_pattern_yields_a_shortest_counterexample_to_the_property_it_breaks(
 
         // Shortest: with every path one step shorter explored, nothing breaks.
         let shorter = model::check_within(Bounds::DEFAULT, variant, found.steps() - 1).unwrap();
-        assert!(shorter.holds(), "{variant}: a shorter counterexample exists");
+        assert!(
+            shorter.holds(),
+            "{variant}: a shorter counterexample exists"
+        );
 
         // And the design, given the same steps, breaks nothing (where they are steps it has).
         let design = Protocol::new(Bounds::DEFAULT, Variant::Design);
         let mut state = design.init_states().remove(0);
         for action in found.actions() {
-            let Some(next) = design.next_state(&state, action) else {
+            let mut enabled = Vec::new();
+            design.actions(&state, &mut enabled);
+            let Some(next) = enabled
+                .contains(&action)
+                .then(|| design.next_state(&state, action))
+                .flatten()
+            else {
                 break;
             };
             state = next;
-            assert!(broken(&design, &state).is_empty(), "design on {variant}'s steps");
+            assert!(
+                broken(&design, &state).is_empty(),
+                "design on {variant}'s steps"
+            );
         }
 
         // The shape of the mistake shows in the trace.
@@ -213,9 +248,16 @@ fn each_anti_pattern_yields_a_shortest_counterexample_to_the_property_it_breaks(
         match variant {
             Variant::FreshKey => assert!(text.contains("k1~2"), "{text}"),
             Variant::CheckThenWrite => {
-                assert_eq!(text.matches("looked up the key: no record").count(), 2, "{text}");
                 assert_eq!(
-                    actions.iter().filter(|a| matches!(a, Action::Write(_))).count(),
+                    text.matches("looked up the key: no record").count(),
+                    2,
+                    "{text}"
+                );
+                assert_eq!(
+                    actions
+                        .iter()
+                        .filter(|a| matches!(a, Action::Write(_)))
+                        .count(),
                     2
                 );
             }
@@ -225,7 +267,7 @@ fn each_anti_pattern_yields_a_shortest_counterexample_to_the_property_it_breaks(
             }
             Variant::MemoryKey => {
                 assert!(actions.iter().any(|a| matches!(a, Action::Crash(_))));
-                assert!(text.contains("resumes i1 (key k1~2)"), "{text}");
+                assert!(text.contains(" (key k1~2)\n"), "{text}");
             }
             Variant::RawPayload => {
                 assert!(text.contains("payload text in another key order"), "{text}")
@@ -256,7 +298,16 @@ fn lab_model(arguments: &[&str]) -> (Option<i32>, String, String) {
 
 #[test]
 fn lab_model_exits_0_when_the_properties_hold_1_for_a_counterexample_and_2_for_bad_bounds() {
-    let small = ["--callers", "1", "--crashes", "1", "--prunes", "0", "--duplicates", "0"];
+    let small = [
+        "--callers",
+        "1",
+        "--crashes",
+        "1",
+        "--prunes",
+        "0",
+        "--duplicates",
+        "0",
+    ];
     let (status, stdout, _) = lab_model(&small);
     assert_eq!(status, Some(0), "{stdout}");
     assert!(stdout.contains("no counterexample"), "{stdout}");
@@ -265,7 +316,10 @@ fn lab_model_exits_0_when_the_properties_hold_1_for_a_counterexample_and_2_for_b
     variant.extend(["--variant", "fresh-key"]);
     let (status, stdout, stderr) = lab_model(&variant);
     assert_eq!(status, Some(1), "{stdout}{stderr}");
-    assert!(stdout.contains("VIOLATION at most one effect per intention"), "{stdout}");
+    assert!(
+        stdout.contains("VIOLATION at most one effect per intention"),
+        "{stdout}"
+    );
 
     for bad in [
         &["--callers", "4"][..],
