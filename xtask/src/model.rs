@@ -331,7 +331,8 @@ mod tests {
                 .all(|t| !t[..t.find('>').unwrap()].contains("fill="))
         );
         let table = text_alternative(Variant::FreshKey, &found);
-        assert_eq!(table.matches("\n| ").count(), found.steps() + 1);
+        // The header, its rule, and one row per step.
+        assert_eq!(table.matches("\n| ").count(), found.steps() + 2);
     }
 
     #[test]

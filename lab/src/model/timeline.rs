@@ -135,7 +135,6 @@ fn describe(
         mark,
         tickets: tickets.clone(),
     };
-    let who = |i: u8| caller(i);
     match action {
         Action::Save(i) => {
             let row = after.runners[usize::from(i)].row;
@@ -156,7 +155,7 @@ fn describe(
                 name(i),
                 run_start(before, after, i)
             );
-            let line = format!("{}  {text}", who(i));
+            let line = format!("{}  {text}", caller(i));
             (line, moment(Lane::Runner(i), None, &text, Mark::Plain))
         }
         Action::Send(i) => {
@@ -179,7 +178,7 @@ fn describe(
                         name(i),
                         spelled(&request)
                     );
-                    let line = format!("{}  {text}", who(i));
+                    let line = format!("{}  {text}", caller(i));
                     (
                         line,
                         moment(Lane::Runner(i), Some(Lane::Network), &text, Mark::Plain),
@@ -198,7 +197,7 @@ fn describe(
                         "create for {} (attempt {attempt}) -> connection refused{review}",
                         name(i)
                     );
-                    let line = format!("{}  {text}", who(i));
+                    let line = format!("{}  {text}", caller(i));
                     (line, moment(Lane::Runner(i), None, &text, Mark::Loss))
                 }
             }
@@ -223,7 +222,7 @@ fn describe(
                 name(i),
                 result_label(&CallResult::Unknown)
             );
-            let line = format!("{}  {text}", who(i));
+            let line = format!("{}  {text}", caller(i));
             (line, moment(Lane::Runner(i), None, &text, Mark::Loss))
         }
         Action::Receive(i) => {
@@ -252,7 +251,7 @@ fn describe(
                 answer.map_or_else(String::new, |a| result_label(&result(a))),
                 verdict
             );
-            let line = format!("{}  {text}", who(i));
+            let line = format!("{}  {text}", caller(i));
             let mark = match answer {
                 Some(Answer::Replayed(_)) => Mark::Replay,
                 Some(Answer::Conflict | Answer::Expired) => Mark::Loss,
@@ -265,7 +264,7 @@ fn describe(
         }
         Action::Crash(i) => {
             let text = "crashes".to_owned();
-            let line = format!("{}  {text}", who(i));
+            let line = format!("{}  {text}", caller(i));
             (line, moment(Lane::Runner(i), None, &text, Mark::Loss))
         }
         Action::Restart(i) | Action::Rerun(i) => {
@@ -275,7 +274,7 @@ fn describe(
                 "runs again"
             };
             let text = format!("{verb}{}", run_start(before, after, i));
-            let line = format!("{}  {text}", who(i));
+            let line = format!("{}  {text}", caller(i));
             (line, moment(Lane::Runner(i), None, &text, Mark::Plain))
         }
         Action::Deliver(index) => {
