@@ -175,6 +175,12 @@ impl Bounds {
     }
 }
 
+impl Default for Bounds {
+    fn default() -> Self {
+        Bounds::DEFAULT
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -202,11 +208,5 @@ mod tests {
             assert_eq!(variant.breaks().is_none(), variant == Variant::Design);
         }
         assert_eq!(Variant::from_name("correct"), None);
-    }
-}
-
-impl Default for Bounds {
-    fn default() -> Self {
-        Bounds::DEFAULT
     }
 }
