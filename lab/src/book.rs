@@ -28,6 +28,7 @@ chapters! {
     AcceptanceTest => "acceptance-test.md",
     Limits => "limits.md",
     Simulation => "simulation.md",
+    ModelChecking => "model-checking.md",
     Performance => "performance.md",
     HttpBoundary => "http-boundary.md",
     HttpRunner => "http-runner.md",

@@ -43,6 +43,8 @@
 //! - [`suite`]: the seven scenarios, written once against [`TicketTool`].
 //! - [`sim`]: `lab simulate`, seeded histories with faults, the invariant checker, the
 //!   anti-patterns it catches, and the fail-at-step-N sweep.
+//! - `model` (feature `model`, on by default through `cli`): `lab model`, the runner and the
+//!   service as a Stateright model, every interleaving explored to a bound.
 //! - [`trace`]: [`Traced`](trace::Traced), a tool adapter that records each call's moments for
 //!   the book's timelines.
 //! - [`fixture`] and [`evidence`]: the input operation and the `results.json` a run writes.
@@ -81,6 +83,8 @@ pub mod http;
 pub mod key;
 #[cfg(feature = "mcp")]
 pub mod mcp;
+#[cfg(feature = "model")]
+pub mod model;
 pub mod payload;
 #[cfg(feature = "postgres")]
 pub mod postgres;

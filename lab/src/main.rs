@@ -56,6 +56,7 @@ fn dispatch(command: Command, lock_timeout_ms: u64) -> lab::Result<Finished> {
         Command::Mcp(args) => done(cli::mcp::exec(args)),
         Command::Check(args) => cli::check::exec(&args),
         Command::Simulate(args) => done(cli::simulate::exec(args)),
+        Command::Model(args) => cli::model::exec(&args),
         Command::Bench(args) => done(cli::bench::exec(args)),
         Command::BenchProbe(args) => done(cli::bench_probe::exec(&args)),
         Command::BenchPostgres(args) => done(cli::bench_postgres::exec(args, lock_timeout_ms)),

@@ -15,6 +15,8 @@
 //!   middleware services, from their `findings.json` (see `check_findings.rs`).
 //! - `{{#lab-grader NAME}}` becomes the client grader's report on a scripted loop, or `table`
 //!   for all of them (`grader.rs`).
+//! - `{{#lab-model KIND VARIANT [FIELD]}}` becomes a figure of a run of the model checker: its
+//!   report, one value, or a counterexample drawn as a timeline (`model.rs`).
 //! - `{{#lab-shell [status=N] lab ARGS}}` becomes the command `cargo run -p lab -- ARGS` and what
 //!   it printed, run while the book builds (`shell.rs`); it must exit with status N (default 0).
 //! - `{{#lab-check-report NAME}}` becomes `lab check --target` run against a service started for
@@ -289,6 +291,7 @@ fn expand_in(text: &str, results: &Results, map: Option<&str>) -> Result<String>
             Some(("plot", name)) => crate::plots::draw(name.trim(), results.bench()?)?,
             Some(("table", name)) => crate::plots::table(name.trim(), results.bench()?)?,
             Some(("timeline", name)) => crate::timeline::draw(name.trim())?,
+            Some(("model", arguments)) => crate::model::directive(arguments)?,
             Some(("conformance", name)) => crate::conformance::report(name.trim())?,
             None if directive == "check-findings" => crate::check_findings::table(&crate::root())?,
             Some(("grader", name)) => crate::grader::expand(name.trim())?,
@@ -302,8 +305,9 @@ fn expand_in(text: &str, results: &Results, map: Option<&str>) -> Result<String>
             _ => bail!(
                 "unknown directive `{{{{#lab-{directive}}}}}` (known: lab-output, lab-value PATH, \
                  lab-bench PATH, lab-bench-ratio A / B, lab-plot NAME, lab-table NAME, lab-timeline NAME, \
-                 lab-conformance NAME, lab-grader NAME, lab-shell [status=N] lab ARGS, \
-                 lab-check-report NAME, lab-check-findings, lab-outside TEXT | SOURCE, \
+                 lab-conformance NAME, lab-grader NAME, lab-model KIND VARIANT, \
+                 lab-shell [status=N] lab ARGS, lab-check-report NAME, lab-check-findings, \
+                 lab-outside TEXT | SOURCE, \
                  lab-rust-version, lab-map)"
             ),
         };

@@ -32,6 +32,7 @@ mod grader;
 mod listings;
 mod map;
 mod markdown;
+mod model;
 mod numbers;
 mod plots;
 mod postgres;

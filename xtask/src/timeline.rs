@@ -23,9 +23,9 @@ const LINE_HEIGHT: f64 = 14.0;
 
 /// Colours for marks (never for text), each with a contrast of at least 3 against both mdBook's
 /// light background and its darkest one.
-const COMMIT: &str = "#2f7fc1";
-const REPLAY: &str = "#2e9a55";
-const REFUSED: &str = "#d0603a";
+pub(crate) const COMMIT: &str = "#2f7fc1";
+pub(crate) const REPLAY: &str = "#2e9a55";
+pub(crate) const REFUSED: &str = "#d0603a";
 
 /// Runs `name` and draws its timeline, followed by its text alternative.
 pub fn draw(name: &str) -> Result<String> {
@@ -78,7 +78,7 @@ fn summary(trace: &Trace) -> String {
 }
 
 /// Greedy word wrap at `width` characters.
-fn wrap(text: &str, width: usize) -> Vec<String> {
+pub(crate) fn wrap(text: &str, width: usize) -> Vec<String> {
     let mut lines: Vec<String> = Vec::new();
     for word in text.split_whitespace() {
         match lines.last_mut() {
@@ -92,7 +92,7 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
     lines
 }
 
-fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

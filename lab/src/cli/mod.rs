@@ -16,6 +16,7 @@ pub mod bench_postgres;
 pub mod bench_probe;
 pub mod check;
 pub mod mcp;
+pub mod model;
 pub mod proxy;
 pub mod run;
 pub mod runner;
@@ -114,6 +115,9 @@ pub enum Command {
     /// Run seeded histories of callers, faults, crashes and pruning against a tool, and check the
     /// contract's invariants over each (see the book's "Simulated histories" chapter)
     Simulate(simulate::SimulateCommand),
+    /// Explore every interleaving of the runner and the service to a bound (Stateright), and
+    /// print a shortest counterexample for a property that breaks (see "Every interleaving")
+    Model(model::ModelArgs),
     /// Measure the keyed create side by side with plain statements, bursts of callers and large
     /// stores, and print the ratios
     Bench(bench::BenchArgs),
@@ -136,6 +140,7 @@ impl Command {
             | Command::Serve(_)
             | Command::Mcp(_)
             | Command::Simulate(_)
+            | Command::Model(_)
             | Command::Bench(_)
             | Command::BenchProbe(_)
             | Command::BenchPostgres(_) => false,

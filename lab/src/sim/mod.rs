@@ -25,7 +25,7 @@ mod shrink;
 mod subject;
 mod sweep;
 mod tally;
-mod timeline;
+pub(crate) mod timeline;
 mod variant;
 
 pub use agent::{AgentLoop, AgentRun, PROMPTS, agent_table, run_agent};

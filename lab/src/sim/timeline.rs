@@ -52,7 +52,7 @@ pub fn timeline(history: &History, verdict: &Verdict) -> String {
 }
 // ANCHOR_END: timeline
 
-fn list(items: &[String]) -> String {
+pub(crate) fn list(items: &[String]) -> String {
     if items.is_empty() {
         "none".to_owned()
     } else {
@@ -150,7 +150,7 @@ fn fault_label(fault: Fault) -> String {
     }
 }
 
-fn result_label(result: &CallResult) -> String {
+pub(crate) fn result_label(result: &CallResult) -> String {
     match result {
         CallResult::Created(id) => format!("created ticket {id}"),
         CallResult::Replayed(id) => format!("replayed ticket {id}"),

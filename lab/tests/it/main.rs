@@ -20,6 +20,8 @@ mod http_postgres;
 mod mcp;
 mod mcp_grader;
 mod middlewares;
+#[cfg(feature = "model")]
+mod model;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod proxy;

@@ -1,0 +1,344 @@
+//! The model-checking chapter's figures, from a run of `lab::model` while the book builds
+//! (`{{#lab-model KIND VARIANT [FIELD]}}`):
+//!
+//! - `{{#lab-model report VARIANT}}`: the report `lab model --variant VARIANT` prints at the
+//!   default bounds (bounds, states, time, properties, and the counterexample if any), as text.
+//! - `{{#lab-model value VARIANT FIELD}}`: one figure of that run: `states`, `generated`,
+//!   `seconds`, `depth` (the longest path, in steps), `steps` (the counterexample's length),
+//!   `property` (the one it breaks), `bounds` (the command-line bounds).
+//! - `{{#lab-model timeline VARIANT}}`: the counterexample drawn as the book's timelines are
+//!   (lanes for each runner, the network and the service; an SVG without script, text in
+//!   `currentColor`, a title, a description and a table as its text alternative), after its text.
+//!
+//! Each variant is explored once per build; the directives share the run.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::{LazyLock, Mutex, PoisonError};
+
+use anyhow::{Context, Result, bail};
+use lab::model::{self, Bounds, Counterexample, Lane, Mark, Report, Variant};
+
+use crate::timeline::{COMMIT, REFUSED, REPLAY, escape, wrap};
+
+static RUNS: LazyLock<Mutex<HashMap<&'static str, Report>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// The run of `variant` at the default bounds, made once per process.
+fn run(variant: Variant) -> Result<Report> {
+    let mut runs = RUNS.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(report) = runs.get(variant.name()) {
+        return Ok(report.clone());
+    }
+    let report = model::check(Bounds::DEFAULT, variant)
+        .with_context(|| format!("exploring the model of {variant}"))?;
+    runs.insert(variant.name(), report.clone());
+    Ok(report)
+}
+
+/// Expands one directive's arguments (after `lab-model`).
+pub fn directive(arguments: &str) -> Result<String> {
+    let words: Vec<&str> = arguments.split_whitespace().collect();
+    let variant = |name: &str| {
+        Variant::from_name(name).with_context(|| {
+            format!(
+                "lab-model: no variant `{name}` (known: {})",
+                Variant::ALL.map(Variant::name).join(", ")
+            )
+        })
+    };
+    match words.as_slice() {
+        ["report", name] => Ok(format!("```text\n{}```", run(variant(name)?)?.text(true))),
+        ["value", name, field] => value(&run(variant(name)?)?, field),
+        ["timeline", name] => {
+            let report = run(variant(name)?)?;
+            let found = report
+                .counterexample
+                .as_ref()
+                .with_context(|| format!("lab-model: {name} has no counterexample to draw"))?;
+            Ok(format!(
+                "```text\n{}```\n\n{}\n\n{}",
+                found.timeline,
+                svg(report.variant, found),
+                text_alternative(report.variant, found)
+            ))
+        }
+        _ => bail!(
+            "lab-model takes `report VARIANT`, `value VARIANT FIELD` or `timeline VARIANT`, not \
+             `{arguments}`"
+        ),
+    }
+}
+
+fn value(report: &Report, field: &str) -> Result<String> {
+    let found = || {
+        report
+            .counterexample
+            .as_ref()
+            .with_context(|| format!("lab-model: {} has no counterexample", report.variant))
+    };
+    Ok(match field {
+        "states" => report.states.to_string(),
+        "generated" => report.generated.to_string(),
+        "seconds" => format!("{:.1}", report.elapsed.as_secs_f64()),
+        "depth" => report.depth.saturating_sub(1).to_string(),
+        "steps" => found()?.steps().to_string(),
+        "property" => found()?.property.to_owned(),
+        "bounds" => report.bounds.arguments(),
+        other => bail!(
+            "lab-model value: no field `{other}` (known: states, generated, seconds, depth, \
+             steps, property, bounds)"
+        ),
+    })
+}
+
+const LANE_WIDTH: f64 = 150.0;
+const LEFT: f64 = 90.0;
+const TOP: f64 = 78.0;
+const LINE_HEIGHT: f64 = 14.0;
+
+/// The lanes a counterexample uses: its runners in order, then the network and the service.
+fn lanes(found: &Counterexample) -> Vec<Lane> {
+    let mut runners: Vec<u8> = found
+        .moments
+        .iter()
+        .flat_map(|m| [Some(m.from), m.to])
+        .flatten()
+        .filter_map(|lane| match lane {
+            Lane::Runner(i) => Some(i),
+            _ => None,
+        })
+        .collect();
+    runners.sort_unstable();
+    runners.dedup();
+    let mut lanes: Vec<Lane> = runners.into_iter().map(Lane::Runner).collect();
+    lanes.extend([Lane::Network, Lane::Service]);
+    lanes
+}
+
+fn lane_name(lane: Lane) -> String {
+    match lane {
+        Lane::Runner(i) => format!("runner {}", model::tag(i)),
+        Lane::Network => "network".to_owned(),
+        Lane::Service => "service".to_owned(),
+    }
+}
+
+fn summary(variant: Variant, found: &Counterexample) -> String {
+    format!(
+        "Shortest counterexample for {variant}, found by the model checker: {} steps, breaking \"{}\".",
+        found.steps(),
+        found.property
+    )
+}
+
+/// The counterexample as an SVG sequence diagram.
+pub fn svg(variant: Variant, found: &Counterexample) -> String {
+    let lanes = lanes(found);
+    let x_of =
+        |lane: Lane| LEFT + LANE_WIDTH * lanes.iter().position(|l| *l == lane).unwrap_or(0) as f64;
+    let tickets_x = LEFT + LANE_WIDTH * (lanes.len() as f64 - 1.0) + 70.0;
+    let width = tickets_x + 170.0;
+    let rows: Vec<(Vec<String>, Vec<String>)> = found
+        .moments
+        .iter()
+        .map(|m| (wrap(&m.text, 34), wrap(&m.tickets, 24)))
+        .collect();
+    let heights: Vec<f64> = rows
+        .iter()
+        .map(|(text, tickets)| (text.len() + 1).max(tickets.len()) as f64 * LINE_HEIGHT + 14.0)
+        .collect();
+    let height = TOP + heights.iter().sum::<f64>() + 40.0;
+    let label = summary(variant, found);
+    let mut out = String::new();
+    // Writing to a String cannot fail, so the results of write! are ignored throughout.
+    let _ = write!(
+        out,
+        r#"<svg class="lab-timeline" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="100%" style="max-width: {width}px" role="img" aria-label="{}" font-family="sans-serif" font-size="12" fill="currentColor" stroke="currentColor" stroke-width="0">"#,
+        escape(&label)
+    );
+    let description: Vec<String> = found
+        .moments
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            format!(
+                "{i}. {}: {}. Tickets: {}.",
+                lane_name(m.from),
+                m.text,
+                m.tickets
+            )
+        })
+        .collect();
+    let _ = write!(
+        out,
+        "<title>{}</title><desc>{}</desc>",
+        escape(&format!("Counterexample: {variant}")),
+        escape(&description.join(" "))
+    );
+    for &lane in &lanes {
+        let x = x_of(lane);
+        let _ = write!(
+            out,
+            r#"<rect x="{}" y="10" width="130" height="26" rx="4" fill="none" stroke-width="1.5"/><text x="{x}" y="28" text-anchor="middle" font-weight="bold" stroke="none">{}</text><line x1="{x}" y1="36" x2="{x}" y2="{}" stroke-width="1" stroke-dasharray="2 3"/>"#,
+            x - 65.0,
+            escape(&lane_name(lane)),
+            height - 30.0
+        );
+    }
+    let _ = write!(
+        out,
+        r#"<text x="{tickets_x}" y="28" font-weight="bold" stroke="none">tickets</text>"#
+    );
+    let mut y = TOP;
+    for (i, (moment, (text, tickets))) in found.moments.iter().zip(&rows).enumerate() {
+        let row = heights[i];
+        let arrow_y = y + text.len() as f64 * LINE_HEIGHT + 2.0;
+        let colour = match moment.mark {
+            Mark::Commit => COMMIT,
+            Mark::Replay => REPLAY,
+            Mark::Loss => REFUSED,
+            Mark::Plain => "currentColor",
+        };
+        let _ = write!(
+            out,
+            r#"<text x="8" y="{arrow_y}" font-size="11" stroke="none">{i}</text>"#
+        );
+        let from = x_of(moment.from);
+        match moment.to {
+            Some(to) => {
+                let end = x_of(to);
+                let direction = if end > from { 1.0 } else { -1.0 };
+                let stop = end - direction * 2.0;
+                let _ = write!(
+                    out,
+                    r#"<line x1="{from}" y1="{arrow_y}" x2="{stop}" y2="{arrow_y}" stroke="{colour}" stroke-width="2"/><polygon points="{stop},{arrow_y} {},{} {},{}" fill="{colour}" stroke="{colour}" stroke-width="1"/>"#,
+                    stop - direction * 9.0,
+                    arrow_y - 5.0,
+                    stop - direction * 9.0,
+                    arrow_y + 5.0
+                );
+                let middle = (from + stop) / 2.0;
+                for (n, line) in text.iter().enumerate() {
+                    let _ = write!(
+                        out,
+                        r#"<text x="{middle}" y="{}" text-anchor="middle" stroke="none">{}</text>"#,
+                        y + (n as f64 + 1.0) * LINE_HEIGHT - 4.0,
+                        escape(line)
+                    );
+                }
+            }
+            None => {
+                let _ = write!(
+                    out,
+                    r#"<rect x="{}" y="{}" width="10" height="{}" fill="{colour}" stroke="{colour}" stroke-width="1"/>"#,
+                    from - 5.0,
+                    y + 2.0,
+                    row - 10.0
+                );
+                // The label sits beside the mark, on the side with room.
+                let (x, anchor) = if moment.from == Lane::Service {
+                    (from - 12.0, "end")
+                } else {
+                    (from + 12.0, "start")
+                };
+                for (n, line) in text.iter().enumerate() {
+                    let _ = write!(
+                        out,
+                        r#"<text x="{x}" y="{}" text-anchor="{anchor}" stroke="none">{}</text>"#,
+                        y + (n as f64 + 1.0) * LINE_HEIGHT,
+                        escape(line)
+                    );
+                }
+            }
+        }
+        for (n, line) in tickets.iter().enumerate() {
+            let _ = write!(
+                out,
+                r#"<text x="{tickets_x}" y="{}" stroke="none">{}</text>"#,
+                y + (n as f64 + 1.0) * LINE_HEIGHT,
+                escape(line)
+            );
+        }
+        let _ = write!(
+            out,
+            r#"<line x1="{tickets_x}" y1="{}" x2="{}" y2="{}" stroke-width="0.5" stroke-opacity="0.4"/>"#,
+            y + row - 4.0,
+            width - 10.0,
+            y + row - 4.0
+        );
+        y += row;
+    }
+    let _ = write!(
+        out,
+        r#"<text x="{}" y="{}" font-weight="bold" stroke="none">VIOLATION: {}</text></svg>"#,
+        LEFT - 60.0,
+        height - 10.0,
+        escape(found.property)
+    );
+    out
+}
+
+/// The same steps as a Markdown table, folded under the diagram.
+pub fn text_alternative(variant: Variant, found: &Counterexample) -> String {
+    let mut out = format!(
+        "<details class=\"lab-timeline-text\">\n<summary>The counterexample as a table</summary>\n\n{}\n\n| Step | Who | What happens | Tickets after it |\n| --- | --- | --- | --- |\n",
+        summary(variant, found)
+    );
+    for (i, moment) in found.moments.iter().enumerate() {
+        let who = match moment.to {
+            Some(to) => format!("{} → {}", lane_name(moment.from), lane_name(to)),
+            None => lane_name(moment.from),
+        };
+        let _ = writeln!(
+            out,
+            "| {i} | {who} | {} | {} |",
+            moment.text.replace('|', "\\|"),
+            moment.tickets.replace('|', "\\|")
+        );
+    }
+    out.push_str("\n</details>\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_counterexample_is_drawn_with_one_numbered_row_per_step_and_no_script() {
+        let small = Bounds {
+            callers: 1,
+            sends: 2,
+            losses: 0,
+            duplicates: 0,
+            crashes: 0,
+            prunes: 0,
+        };
+        let report = model::check(small, Variant::FreshKey).unwrap();
+        let found = report.counterexample.unwrap();
+        let drawn = svg(Variant::FreshKey, &found);
+        assert!(drawn.starts_with("<svg class=\"lab-timeline\""));
+        assert!(drawn.contains("role=\"img\"") && drawn.contains("<title>"));
+        assert!(!drawn.contains("<script"));
+        assert_eq!(drawn.matches("<text x=\"8\"").count(), found.steps());
+        assert!(drawn.contains(&format!("VIOLATION: {}", found.property)));
+        // Text is drawn in currentColor only.
+        assert!(
+            drawn
+                .split("<text")
+                .skip(1)
+                .all(|t| !t[..t.find('>').unwrap()].contains("fill="))
+        );
+        let table = text_alternative(Variant::FreshKey, &found);
+        // The header, its rule, and one row per step.
+        assert_eq!(table.matches("\n| ").count(), found.steps() + 2);
+    }
+
+    #[test]
+    fn an_unknown_variant_or_field_fails_the_build() {
+        assert!(directive("timeline no-such-variant").is_err());
+        assert!(directive("value design no-such-field").is_err());
+        assert!(directive("report").is_err());
+    }
+}
