@@ -22,6 +22,7 @@ chapters! {
     OperationKey => "operation-key.md",
     OneTransaction => "one-transaction.md",
     Idempotency => "idempotency.md",
+    CheckYourOwnTool => "check-your-own-tool.md",
     ToolBoundary => "tool-boundary.md",
     PostgresExample => "postgres-example.md",
     Decisions => "decisions.md",

@@ -27,6 +27,7 @@ pub fn all(root: &Path) -> Result<()> {
         book_complete_required(),
     ));
     problems.extend(crate::claims::problems(root)?);
+    problems.extend(crate::facts::problems(root)?);
     if problems.is_empty() {
         Ok(())
     } else {

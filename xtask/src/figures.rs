@@ -11,7 +11,7 @@
 //!   `http`).
 //! - `{{#lab-conformance NAME}}` becomes the report of a conformance run: `sqlite` for the lab's
 //!   store, or the name of a bug switched on in the tests' in-memory adapter.
-//! - `{{#lab-shell [status=N] lab ARGS}}` becomes the command `cargo run -p lab -- ARGS` and what
+//! - `{{#lab-shell [status=N] lab ARGS}}` becomes the command `lab ARGS` and what
 //!   it printed, run while the book builds (`shell.rs`); it must exit with status N (default 0).
 //! - `{{#lab-outside TEXT | SOURCE}}` becomes TEXT with a link to SOURCE (an `https://` address)
 //!   beside it: the one way to quote a figure from outside the lab (the number check in
@@ -19,6 +19,8 @@
 //! - `{{#lab-rust-version}}` becomes the `rust-version` the workspace's Cargo.toml declares.
 //! - `{{#lab-map}}` becomes the map of the book's parts and chapters, numbered as the sidebar
 //!   numbers them, generated from SUMMARY.md (`map.rs`).
+//! - `{{#lab-schemathesis-baseline}}` says which failures the Schemathesis baseline accepts, and
+//!   `{{#lab-conformance-bugs}}` how many mistakes the conformance tests switch on (`facts.rs`).
 //! - A backslash before any of them (`\{{#lab-output}}`) leaves the directive as text.
 //!
 //! An unknown directive or path fails the build, naming the chapter.
@@ -286,6 +288,10 @@ fn expand_in(text: &str, results: &Results, map: Option<&str>) -> Result<String>
             Some(("conformance", name)) => crate::conformance::report(name.trim())?,
             Some(("shell", command)) => crate::shell::run(command)?,
             Some(("outside", quoted)) => outside(quoted)?,
+            None if directive == "schemathesis-baseline" => {
+                crate::facts::schemathesis_baseline(&crate::root())?
+            }
+            None if directive == "conformance-bugs" => crate::facts::conformance_bugs(&crate::root())?,
             None if directive == "rust-version" => rust_version(&crate::root())?,
             None if directive == "map" => map
                 .context("{{#lab-map}} needs the book's structure (it works in a book build)")?
@@ -294,7 +300,7 @@ fn expand_in(text: &str, results: &Results, map: Option<&str>) -> Result<String>
                 "unknown directive `{{{{#lab-{directive}}}}}` (known: lab-output, lab-value PATH, \
                  lab-bench PATH, lab-bench-ratio A / B, lab-plot NAME, lab-table NAME, lab-timeline NAME, \
                  lab-conformance NAME, lab-shell [status=N] lab ARGS, lab-outside TEXT | SOURCE, \
-                 lab-rust-version, lab-map)"
+                 lab-rust-version, lab-map, lab-schemathesis-baseline, lab-conformance-bugs)"
             ),
         };
         out.push_str(&replacement);

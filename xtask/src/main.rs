@@ -24,6 +24,7 @@ mod claims;
 mod conformance;
 mod copyable;
 mod deps;
+mod facts;
 mod doctests;
 mod figures;
 mod listings;

@@ -102,7 +102,7 @@ pub enum Command {
     /// A durable caller: save the operation, send it with its key, retry transport failures, and
     /// resume unfinished operations on start
     Runner(runner::RunnerArgs),
-    /// Serve the ticket store over HTTP on 127.0.0.1 (see the book's "Across a real boundary")
+    /// Serve the ticket store over HTTP on 127.0.0.1 (see the book's "The HTTP contract")
     Serve(serve::ServeArgs),
     /// Serve the ticket tools over the Model Context Protocol: stdio, or Streamable HTTP on
     /// 127.0.0.1 with bearer tokens (see the book's "Over MCP" chapter)

@@ -16,6 +16,7 @@ mod http_hostile;
 #[cfg(feature = "postgres")]
 mod http_postgres;
 mod mcp;
+mod outside;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod proxy;
