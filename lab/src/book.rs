@@ -30,6 +30,8 @@ chapters! {
     Limits => "limits.md",
     Simulation => "simulation.md",
     Performance => "performance.md",
+    PerformanceDetails => "performance-details.md",
+    HttpDetails => "http-details.md",
     HttpBoundary => "http-boundary.md",
     HttpRunner => "http-runner.md",
     HttpExpiry => "http-expiry.md",

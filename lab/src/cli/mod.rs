@@ -107,7 +107,7 @@ pub enum Command {
     /// Serve the ticket tools over the Model Context Protocol: stdio, or Streamable HTTP on
     /// 127.0.0.1 with bearer tokens (see the book's "Over MCP" chapter)
     Mcp(mcp::McpArgs),
-    /// Check every point of the retry contract against a store or a service (`--adapter http`),
+    /// Check every point of the retry contract against a store or a service (`--backend http`),
     /// each on a fresh store, and report each passed or failed with its likely cause
     Check(check::CheckArgs),
     /// Run seeded histories of callers, faults, crashes and pruning against a tool, and check the
