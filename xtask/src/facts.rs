@@ -65,7 +65,7 @@ pub const FACTS: &[Fact] = &[
         code: "marks a replayed response (the name Stripe uses)",
     },
     Fact {
-        chapter: "src/http-expiry.md",
+        chapter: "src/limits.md",
         sentence: "`lab mcp` has no retention option",
         source: "lab/src/cli/mcp.rs",
         code: "pub struct McpArgs",
@@ -95,7 +95,7 @@ pub fn problems(root: &Path) -> Result<Vec<String>> {
     let mcp = read("lab/src/cli/mcp.rs")?;
     if mcp.contains("retention") {
         problems.push(
-            "src/http-expiry.md says `lab mcp` has no retention option, but lab/src/cli/mcp.rs \
+            "src/limits.md says `lab mcp` has no retention option, but lab/src/cli/mcp.rs \
              mentions retention: rewrite the sentence and this check"
                 .to_owned(),
         );
