@@ -9,6 +9,7 @@ mod cli;
 mod clients;
 mod conformance;
 mod crash;
+mod durability;
 mod evidence;
 mod group_commit;
 mod http;

@@ -587,3 +587,145 @@ fn over_mcp_the_runner_session_the_book_shows_comes_from_this_run() {
     assert_eq!(server.ticket_ids(), [1, 2]);
     crate::mcp::compare_with_the_book(transcript.trim_end(), "runner-session.txt");
 }
+
+/// A ticket service written the way some idempotency middlewares answer: a new key creates a
+/// ticket (201), and a key it has seen is answered 409 instead of a replay. It serves no
+/// OpenAPI document, and nothing but `POST /tickets` (404).
+struct ConflictOnReplay {
+    url: String,
+    tickets: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl ConflictOnReplay {
+    fn start() -> ConflictOnReplay {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let tickets = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let keys = std::sync::Arc::clone(&tickets);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut request_line = String::new();
+                if reader.read_line(&mut request_line).is_err() {
+                    continue;
+                }
+                let (mut length, mut key) = (0usize, None);
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                    let (name, value) = line.split_once(':').unwrap_or((&line, ""));
+                    match name.to_ascii_lowercase().as_str() {
+                        "content-length" => length = value.trim().parse().unwrap_or(0),
+                        "idempotency-key" => key = Some(value.trim().to_owned()),
+                        _ => {}
+                    }
+                }
+                let mut body = vec![0; length];
+                let _ = reader.read_exact(&mut body);
+                let (status, answer) = match (request_line.split(' ').nth(1), key) {
+                    (Some("/tickets"), Some(key)) if request_line.starts_with("POST") => {
+                        let mut tickets = keys.lock().unwrap();
+                        if tickets.contains(&key) {
+                            (
+                                "409 Conflict",
+                                r#"{"detail":"request already processed"}"#.to_owned(),
+                            )
+                        } else {
+                            tickets.push(key);
+                            (
+                                "201 Created",
+                                format!(r#"{{"ticket_id":{}}}"#, tickets.len()),
+                            )
+                        }
+                    }
+                    _ => ("404 Not Found", r#"{"detail":"Not Found"}"#.to_owned()),
+                };
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+                     Connection: close\r\n\r\n{answer}",
+                    answer.len()
+                );
+            }
+        });
+        ConflictOnReplay { url, tickets }
+    }
+}
+
+#[test]
+fn a_409_after_a_lost_reply_needs_review_naming_the_key_not_held() {
+    let service = ConflictOnReplay::start();
+    // The first send commits a ticket and its reply is lost; the retry is answered 409.
+    let proxy = LabServer::spawn(&["proxy", "--upstream", &service.url, "--drop-first", "1"]);
+    let folder = tempfile::tempdir().unwrap();
+    let database = folder.path().join("runner.sqlite");
+    let new = ["--key", "conflict-1", "--payload", PAYLOAD];
+    let output = runner_with(&database, &proxy.url, "token-a", &new);
+    assert_eq!(
+        service.tickets.lock().unwrap().as_slice(),
+        ["\"conflict-1\""],
+        "the first send created the ticket"
+    );
+    assert_eq!(output.status.code(), Some(4), "{output:?}");
+    let stdout = text(&output.stdout);
+    assert!(
+        stdout.starts_with("conflict-1: needs review:") && stdout.contains("status 409"),
+        "{stdout}"
+    );
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("with key conflict-1") && !stderr.contains("Nothing this run sent"),
+        "{stderr}"
+    );
+    assert_eq!(
+        runner_record(&database, "conflict-1"),
+        ("needs_review".to_owned(), None)
+    );
+}
+
+#[test]
+fn a_send_whose_outcome_is_unknown_is_never_held_when_the_service_is_gone_on_resume() {
+    let server = LabServer::start(&[]);
+    let folder = tempfile::tempdir().unwrap();
+    let database = folder.path().join("runner.sqlite");
+    // The service committed and answered; the runner is killed before it records the answer.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lab"))
+        .args(["runner", "--database"])
+        .arg(&database)
+        .args([
+            "--url",
+            &server.url,
+            "--token",
+            "token-a",
+            "--caller",
+            "alice",
+        ])
+        .args(["--key", "gone-1", "--payload", PAYLOAD])
+        .env(lab::runner::PAUSE_VARIABLE, "after-reply")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    let stdout = child.stdout.take().unwrap();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).unwrap();
+    assert_eq!(line.trim(), "paused at after-reply for gone-1");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(service_tickets(&server), [1]);
+    let service_url = server.url.clone();
+    drop(server);
+    // The next run finds nothing at the address. A ticket exists: "nothing took effect" is false.
+    let output = runner_with(&database, &service_url, "token-a", &[]);
+    assert_eq!(output.status.code(), Some(4), "{output:?}");
+    let stdout = text(&output.stdout);
+    assert!(
+        stdout.starts_with("resumed gone-1: needs review: nothing accepts connections")
+            && stdout.contains("may hold a ticket for key gone-1"),
+        "{stdout}"
+    );
+    assert!(!text(&output.stderr).contains("Nothing this run sent"));
+}
