@@ -287,7 +287,8 @@ fn negative_control(root: &Path, book: &Path, script_dir: &Path, chromium: &Path
         l.starts_with(&format!("FAIL {WIDE_PAGE}: overflow at 1280 px")) && l.contains("wraps")
     });
     let small_text = output.lines().any(|l| {
-        l.starts_with(&format!("FAIL {WIDE_PAGE}: overflow at 390 px")) && l.contains("draws text at")
+        l.starts_with(&format!("FAIL {WIDE_PAGE}: overflow at 390 px"))
+            && l.contains("draws text at")
     });
     let removed_named = output
         .lines()

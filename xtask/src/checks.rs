@@ -365,7 +365,10 @@ mod tests {
         // The negative control: two entries swapped, and the required terms absent.
         let text = "# Glossary\n\n**Scope.**\nA.\n\n**Adapter.**\nB.\n";
         let problems = glossary_problems(text);
-        assert!(problems[0].contains("\"Scope\" comes before \"Adapter\""), "{problems:?}");
+        assert!(
+            problems[0].contains("\"Scope\" comes before \"Adapter\""),
+            "{problems:?}"
+        );
         assert_eq!(problems.len(), 1 + GLOSSARY_TERMS.len(), "{problems:?}");
     }
 

@@ -173,7 +173,9 @@ fn baseline_sentence(text: &str) -> Result<String> {
         bail!("{BASELINE} has no `entries` list");
     };
     if entries.is_empty() {
-        return Ok("it accepts no failure, so any failure Schemathesis finds fails the test".to_owned());
+        return Ok(
+            "it accepts no failure, so any failure Schemathesis finds fails the test".to_owned(),
+        );
     }
     let listed: Vec<String> = entries
         .iter()
@@ -183,7 +185,14 @@ fn baseline_sentence(text: &str) -> Result<String> {
                 .filter_map(|field| entry[*field].as_str())
                 .collect::<Vec<_>>()
                 .join(", ");
-            format!("`{}`", if label.is_empty() { entry.to_string() } else { label })
+            format!(
+                "`{}`",
+                if label.is_empty() {
+                    entry.to_string()
+                } else {
+                    label
+                }
+            )
         })
         .collect();
     Ok(format!(
@@ -252,7 +261,11 @@ mod tests {
 
     #[test]
     fn a_rewritten_sentence_retires_its_entry() {
-        let problems = check(&FACT, "waits as long as Retry-After says", "sleep(ONE_SECOND)");
+        let problems = check(
+            &FACT,
+            "waits as long as Retry-After says",
+            "sleep(ONE_SECOND)",
+        );
         assert_eq!(problems.len(), 1, "{problems:?}");
         assert!(problems[0].contains("no longer says"), "{problems:?}");
     }
@@ -266,7 +279,8 @@ mod tests {
     #[test]
     fn help_that_names_a_missing_chapter_is_caught() {
         let summary = "- [The HTTP contract](http-boundary.md)\n- [Over MCP: the key](mcp.md)\n";
-        let good = r#"/// Serve (see the book's "The HTTP contract"); also the book's "Over MCP" chapter"#;
+        let good =
+            r#"/// Serve (see the book's "The HTTP contract"); also the book's "Over MCP" chapter"#;
         assert!(help_chapters("mod.rs", good, summary).is_empty());
         let stale = r#"/// Serve (see the book's "Across a real boundary")"#;
         let problems = help_chapters("mod.rs", stale, summary);
@@ -277,7 +291,11 @@ mod tests {
     #[test]
     fn the_baseline_sentence_follows_the_file() {
         let empty = r#"{"format_version": 1, "entries": []}"#;
-        assert!(baseline_sentence(empty).unwrap().contains("accepts no failure"));
+        assert!(
+            baseline_sentence(empty)
+                .unwrap()
+                .contains("accepts no failure")
+        );
         let two = r#"{"entries": [{"check": "a", "operation": "GET /x"}, {"check": "b"}]}"#;
         let sentence = baseline_sentence(two).unwrap();
         assert!(sentence.starts_with("it accepts 2 failures"), "{sentence}");

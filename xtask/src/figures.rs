@@ -291,7 +291,9 @@ fn expand_in(text: &str, results: &Results, map: Option<&str>) -> Result<String>
             None if directive == "schemathesis-baseline" => {
                 crate::facts::schemathesis_baseline(&crate::root())?
             }
-            None if directive == "conformance-bugs" => crate::facts::conformance_bugs(&crate::root())?,
+            None if directive == "conformance-bugs" => {
+                crate::facts::conformance_bugs(&crate::root())?
+            }
             None if directive == "rust-version" => rust_version(&crate::root())?,
             None if directive == "map" => map
                 .context("{{#lab-map}} needs the book's structure (it works in a book build)")?

@@ -59,7 +59,12 @@ enum Step {
 /// tell the reader to type a command this test does not carry out.
 fn step(line: &str) -> Step {
     let words: Vec<String> = line.split_whitespace().map(str::to_owned).collect();
-    match words.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+    match words
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
         ["git", "clone", _, dir] => Step::Clone((*dir).to_owned()),
         ["cargo", "install", "--path", _] => Step::Install,
         ["cd", dir] => Step::Cd((*dir).to_owned()),
@@ -76,7 +81,10 @@ fn tidy(text: &str, folder: &Path, port: &str) -> String {
     for form in [folder.canonicalize().unwrap(), folder.to_owned()] {
         text = text.replace(&form.display().to_string(), "~");
     }
-    text.replace(&format!("127.0.0.1:{port}"), &format!("127.0.0.1:{CHAPTER_PORT}"))
+    text.replace(
+        &format!("127.0.0.1:{port}"),
+        &format!("127.0.0.1:{CHAPTER_PORT}"),
+    )
 }
 
 /// Durations (`12.34s`, `0.5 s`) masked, to compare two runs' outputs.
@@ -85,7 +93,8 @@ fn without_durations(text: &str) -> String {
     let chars: Vec<char> = text.chars().collect();
     let mut i = 0;
     while i < chars.len() {
-        let starts_number = chars[i].is_ascii_digit() && (i == 0 || !chars[i - 1].is_alphanumeric());
+        let starts_number =
+            chars[i].is_ascii_digit() && (i == 0 || !chars[i - 1].is_alphanumeric());
         if starts_number {
             let mut j = i;
             while j < chars.len() && (chars[j].is_ascii_digit() || chars[j] == '.') {
@@ -93,7 +102,9 @@ fn without_durations(text: &str) -> String {
             }
             let unit = if chars.get(j) == Some(&' ') { j + 1 } else { j };
             let is_duration = matches!(chars.get(unit), Some('s' | 'm'))
-                && !chars.get(unit + 1).is_some_and(|c| c.is_alphabetic() && *c != 's');
+                && !chars
+                    .get(unit + 1)
+                    .is_some_and(|c| c.is_alphabetic() && *c != 's');
             if is_duration {
                 out.push('#');
                 i = unit;
@@ -175,12 +186,19 @@ fn the_chapters_adapter_passes_in_a_crate_outside_the_repository() {
         .find(|line| line.starts_with("cargo test"))
         .expect("the chapter runs `cargo test`")
         .clone();
-    assert!(steps.contains(&Step::Install), "the chapter installs the lab once");
+    assert!(
+        steps.contains(&Step::Install),
+        "the chapter installs the lab once"
+    );
 
     // The service, as the chapter starts it, on a free port and a database the test owns.
     let data = tempfile::tempdir().unwrap();
     let database = data.path().join("tickets.sqlite");
-    let mut serve: Vec<String> = serve_line.split_whitespace().skip(1).map(str::to_owned).collect();
+    let mut serve: Vec<String> = serve_line
+        .split_whitespace()
+        .skip(1)
+        .map(str::to_owned)
+        .collect();
     let port_at = serve.iter().position(|w| w == "--port").unwrap() + 1;
     assert_eq!(serve[port_at], CHAPTER_PORT);
     serve[port_at] = "0".to_owned();
@@ -228,9 +246,15 @@ fn the_chapters_adapter_passes_in_a_crate_outside_the_repository() {
             }
         }
     }
-    assert!(here.join("Cargo.toml").exists(), "the chapter's commands made no crate");
+    assert!(
+        here.join("Cargo.toml").exists(),
+        "the chapter's commands made no crate"
+    );
     compare_with_the_chapter(&tidy(&transcript, home.path(), &port), "setup.txt");
-    assert!(home.path().join(CLONE).exists(), "the chapter clones the lab as {CLONE}");
+    assert!(
+        home.path().join(CLONE).exists(),
+        "the chapter clones the lab as {CLONE}"
+    );
     std::fs::write(here.join("tests").join("acceptance.rs"), &listing).unwrap();
 
     let mut command = Command::new(&cargo);
