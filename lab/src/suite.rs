@@ -484,8 +484,8 @@ pub fn failure_before_commit<T: TicketTool>(
 // ANCHOR_END: failure_before_commit
 
 // ANCHOR: concurrent_same_key
-/// Eight callers, each on its own connection, wait at a barrier and then send the same keyed call at
-/// once. Exactly one creates; every caller gets that ticket's identifier.
+/// Eight callers, each on its own connection, wait at a barrier and then send the same keyed
+/// call at once. Exactly one creates; every caller gets that ticket's identifier.
 ///
 /// # Errors
 /// [`Error::ScenarioFailed`] if any caller fails, or callers see different tickets.

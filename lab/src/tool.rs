@@ -152,8 +152,8 @@ impl rusqlite::types::FromSql for TicketId {
 pub enum Outcome {
     /// This call created the ticket.
     Created(TicketId),
-    /// An earlier call with the same key and payload created the ticket; this call wrote nothing and
-    /// replayed the saved result.
+    /// An earlier call with the same key and payload created the ticket; this call wrote
+    /// nothing and replayed the saved result.
     Replayed(TicketId),
 }
 
@@ -180,8 +180,9 @@ pub enum Fault {
     /// No fault: the call runs normally.
     #[default]
     None,
-    /// Fail after the ticket insert and before the operation record insert. The transaction must
-    /// roll back both, and the call returns [`Error::InjectedFailure`](crate::Error::InjectedFailure).
+    /// Fail after the ticket insert and before the operation record insert. The transaction
+    /// must roll back both, and the call returns
+    /// [`Error::InjectedFailure`](crate::Error::InjectedFailure).
     BeforeCommit,
     /// Commit, then lose the reply. The ticket exists, but the caller gets
     /// [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown).

@@ -40,6 +40,8 @@ const DARK_THEMES = ['coal', 'navy', 'ayu'];
 const MIN_TEXT_CONTRAST = 4.5;
 const MIN_GRAPHIC_CONTRAST = 3;
 const SEARCHES = ['idempotency', 'BEGIN IMMEDIATE'];
+// The smallest text a chart may draw at phone width, in CSS pixels.
+const MIN_CHART_TEXT_PX = 9;
 
 const failures = [];
 // The page being checked, for the event handlers' FAIL lines.
@@ -321,7 +323,9 @@ async function setTheme(page, theme) {
 
 // Measures every pre, table, svg, figure and image of every chapter at each width and theme: an
 // element that scrolls sideways (scrollWidth > clientWidth) or reaches past the text column fails,
-// named by page, width, theme and the element's first words.
+// named by page, width, theme and the element's first words. At 1280 px a listing whose lines wrap
+// fails; at 390 px a chart whose text is under MIN_CHART_TEXT_PX fails, unless it is hidden and
+// its table is shown instead.
 async function overflowPass(page, names, screenshots) {
   let measured = 0;
   for (const theme of OVERFLOW_THEMES) {
@@ -332,7 +336,7 @@ async function overflowPass(page, names, screenshots) {
         current = name;
         await page.goto(new URL(name, base).href, { waitUntil: 'load' });
         await page.evaluate(() => document.fonts.ready);
-        const found = await page.evaluate(() => {
+        const found = await page.evaluate(({ width, wrapWidth, phoneWidth, minChartText }) => {
           const main = document.querySelector('main');
           if (!main) return { count: 0, problems: ['the page has no <main>'] };
           const column = main.getBoundingClientRect();
@@ -362,8 +366,62 @@ async function overflowPass(page, names, screenshots) {
               problems.push(`${what} reaches past the text column: ${Math.round(box.left)}..${Math.round(box.right)} px, column ${Math.round(column.left)}..${Math.round(column.right)} px`);
             }
           }
+          // Listings (Rust blocks, and `rs` slices of the lab's source) at the laptop width: a
+          // line that wraps is drawn as two, which misleads a reader about the code.
+          if (width === wrapWidth) {
+            for (const [i, code] of [...main.querySelectorAll('pre > code.language-rs, pre > code.language-rust')].entries()) {
+              const lines = code.innerText.replace(/\n+$/, '').split('\n');
+              const style = getComputedStyle(code);
+              let lineHeight = parseFloat(style.lineHeight);
+              if (Number.isNaN(lineHeight)) {
+                const probe = document.createElement('span');
+                probe.textContent = 'X';
+                probe.style.display = 'block';
+                code.appendChild(probe);
+                lineHeight = probe.getBoundingClientRect().height;
+                probe.remove();
+              }
+              const inner = code.clientHeight - parseFloat(style.paddingTop) - parseFloat(style.paddingBottom);
+              const drawn = Math.round(inner / lineHeight);
+              if (lineHeight > 0 && drawn > lines.length) {
+                const longest = lines.reduce((a, b) => (b.length > a.length ? b : a), '');
+                problems.push(`listing ${i + 1} wraps: ${lines.length} lines drawn as ${drawn}; its longest line has ${longest.length} characters ("${longest.trim().slice(0, 50)}")`);
+              }
+            }
+          }
+          // Charts and diagrams at phone width: every text at least minChartText px, or the chart
+          // hidden and its table shown in its place.
+          if (width === phoneWidth) {
+            for (const [i, svg] of [...main.querySelectorAll('svg.lab-plot, svg.lab-timeline, svg.lab-system')].entries()) {
+              const box = svg.getBoundingClientRect();
+              if (box.width === 0 && box.height === 0) {
+                const replacement = svg.classList.contains('lab-timeline')
+                  ? svg.closest('p, div, figure')?.nextElementSibling?.querySelector?.('table') ??
+                    [...main.querySelectorAll('details.lab-timeline-text table')].find((t) => svg.compareDocumentPosition(t) & Node.DOCUMENT_POSITION_FOLLOWING)
+                  : [...main.querySelectorAll('table')].find((t) => svg.compareDocumentPosition(t) & Node.DOCUMENT_POSITION_FOLLOWING);
+                const shown = replacement && replacement.getBoundingClientRect().height > 0;
+                if (!shown) problems.push(`chart ${i + 1} (${svg.getAttribute('class')}) is hidden and no table is shown in its place`);
+                continue;
+              }
+              let smallest = Infinity;
+              let smallestText = '';
+              for (const text of svg.querySelectorAll('text')) {
+                if (!text.textContent.trim()) continue;
+                const matrix = text.getScreenCTM();
+                const scale = matrix ? Math.hypot(matrix.a, matrix.b) : 1;
+                const px = parseFloat(getComputedStyle(text).fontSize) * scale;
+                if (px < smallest) {
+                  smallest = px;
+                  smallestText = text.textContent.trim().slice(0, 40);
+                }
+              }
+              if (smallest < minChartText) {
+                problems.push(`chart ${i + 1} (${svg.getAttribute('class')}) draws text at ${smallest.toFixed(1)} px ("${smallestText}"), under ${minChartText} px`);
+              }
+            }
+          }
           return { count, problems };
-        });
+        }, { width, wrapWidth: WIDTHS[0], phoneWidth: WIDTHS[1], minChartText: MIN_CHART_TEXT_PX });
         measured += found.count;
         for (const problem of found.problems) fail(name, `overflow at ${width} px, ${theme} theme: ${problem}`);
         if (screenshots && width === 390) {

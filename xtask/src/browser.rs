@@ -254,9 +254,14 @@ fn negative_control(root: &Path, book: &Path, script_dir: &Path, chromium: &Path
         "</main>",
         &format!(
             "<pre><code style=\"white-space: pre\">{}</code></pre>\
-             <table><tr><td style=\"white-space: nowrap\">{}</td></tr></table></main>",
+             <table><tr><td style=\"white-space: nowrap\">{}</td></tr></table>\
+             <pre><code class=\"language-rs\">{}</code></pre>\
+             <svg class=\"lab-system\" viewBox=\"0 0 3000 100\" width=\"100%\" \
+             style=\"max-width: 3000px\"><text x=\"10\" y=\"50\" font-size=\"12\">tiny</text>\
+             </svg></main>",
             "let wide = 1;".repeat(30),
-            "a_cell_that_never_breaks ".repeat(20)
+            "a_cell_that_never_breaks ".repeat(20),
+            "let wraps = 1; ".repeat(20)
         ),
         1,
     );
@@ -277,6 +282,14 @@ fn negative_control(root: &Path, book: &Path, script_dir: &Path, chromium: &Path
             l.starts_with(&format!("FAIL {WIDE_PAGE}: overflow at 390 px")) && l.contains(what)
         })
     };
+    // The wrapped listing at the laptop width, and the chart's tiny text at phone width.
+    let listing_wraps = output.lines().any(|l| {
+        l.starts_with(&format!("FAIL {WIDE_PAGE}: overflow at 1280 px")) && l.contains("wraps")
+    });
+    let small_text = output.lines().any(|l| {
+        l.starts_with(&format!("FAIL {WIDE_PAGE}: overflow at 390 px"))
+            && l.contains("draws text at")
+    });
     let removed_named = output
         .lines()
         .any(|l| l.starts_with("FAIL ") && l.contains(&format!("links to {REMOVED_CHAPTER}")));
@@ -288,15 +301,18 @@ fn negative_control(root: &Path, book: &Path, script_dir: &Path, chromium: &Path
         || !anchor_named
         || !overflow_named("pre 1")
         || !overflow_named("table 1")
+        || !listing_wraps
+        || !small_text
     {
         bail!(
             "negative control: the check should have failed on a book without {REMOVED_CHAPTER}, \
-             with a broken anchor on {BROKEN_ON} and an overflowing code block and table on \
-             {WIDE_PAGE}, naming them; it printed:\n{output}"
+             with a broken anchor on {BROKEN_ON} and an overflowing code block and table, a \
+             wrapping listing and a chart with tiny text on {WIDE_PAGE}, naming them; it \
+             printed:\n{output}"
         );
     }
     println!(
-        "negative control: removing {REMOVED_CHAPTER}, breaking a link on {BROKEN_ON} and an overflowing block and table on {WIDE_PAGE} fail the check, naming the pages"
+        "negative control: removing {REMOVED_CHAPTER}, breaking a link on {BROKEN_ON} and an overflowing block and table, a wrapping listing and tiny chart text on {WIDE_PAGE} fail the check, naming the pages"
     );
     std::fs::remove_dir_all(&copy)?;
     Ok(())

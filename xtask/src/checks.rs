@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 
 use crate::markdown::{self, Chapter};
 
@@ -27,6 +27,11 @@ pub fn all(root: &Path) -> Result<()> {
         book_complete_required(),
     ));
     problems.extend(crate::claims::problems(root)?);
+    let glossary = root.join("src/glossary.md");
+    let glossary = std::fs::read_to_string(&glossary)
+        .with_context(|| format!("reading {}", glossary.display()))?;
+    problems.extend(glossary_problems(&glossary));
+    problems.extend(crate::facts::problems(root)?);
     if problems.is_empty() {
         Ok(())
     } else {
@@ -315,10 +320,57 @@ pub fn copied_prose(root: &Path, folder: &Path, chapters: &[Chapter]) -> Result<
         .collect())
 }
 
+/// The terms the glossary must define: the book leans on them before it explains them.
+pub const GLOSSARY_TERMS: &[&str] = &["Group commit", "Intention", "Savepoint"];
+
+/// The glossary's entries (`**Term.**` at the start of a line) out of alphabetical order, and the
+/// [`GLOSSARY_TERMS`] it lacks.
+pub fn glossary_problems(text: &str) -> Vec<String> {
+    let terms: Vec<&str> = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("**")?.split_once(".**"))
+        .map(|(term, _)| term)
+        .collect();
+    let mut problems = Vec::new();
+    for pair in terms.windows(2) {
+        if pair[0].to_lowercase() > pair[1].to_lowercase() {
+            problems.push(format!(
+                "src/glossary.md: \"{}\" comes before \"{}\"; keep the entries alphabetical",
+                pair[0], pair[1]
+            ));
+        }
+    }
+    for wanted in GLOSSARY_TERMS {
+        if !terms.contains(wanted) {
+            problems.push(format!("src/glossary.md: no entry for \"{wanted}\""));
+        }
+    }
+    problems
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::markdown::fences;
+
+    #[test]
+    fn the_glossary_is_alphabetical_and_complete() {
+        let text = std::fs::read_to_string(crate::root().join("src/glossary.md")).unwrap();
+        let problems = glossary_problems(&text);
+        assert!(problems.is_empty(), "{problems:#?}");
+    }
+
+    #[test]
+    fn a_glossary_out_of_order_or_missing_a_term_is_refused() {
+        // The negative control: two entries swapped, and the required terms absent.
+        let text = "# Glossary\n\n**Scope.**\nA.\n\n**Adapter.**\nB.\n";
+        let problems = glossary_problems(text);
+        assert!(
+            problems[0].contains("\"Scope\" comes before \"Adapter\""),
+            "{problems:?}"
+        );
+        assert_eq!(problems.len(), 1 + GLOSSARY_TERMS.len(), "{problems:?}");
+    }
 
     fn chapter(text: &str) -> Chapter {
         Chapter {

@@ -17,7 +17,7 @@
 //!   for all of them (`grader.rs`).
 //! - `{{#lab-model KIND VARIANT [FIELD]}}` becomes a figure of a run of the model checker: its
 //!   report, one value, or a counterexample drawn as a timeline (`model.rs`).
-//! - `{{#lab-shell [status=N] lab ARGS}}` becomes the command `cargo run -p lab -- ARGS` and what
+//! - `{{#lab-shell [status=N] lab ARGS}}` becomes the command `lab ARGS` and what
 //!   it printed, run while the book builds (`shell.rs`); it must exit with status N (default 0).
 //! - `{{#lab-check-report NAME}}` becomes `lab check --target` run against a service started for
 //!   it (`lab-serve`), with both commands and the report (`check_report.rs`).
@@ -27,6 +27,8 @@
 //! - `{{#lab-rust-version}}` becomes the `rust-version` the workspace's Cargo.toml declares.
 //! - `{{#lab-map}}` becomes the map of the book's parts and chapters, numbered as the sidebar
 //!   numbers them, generated from SUMMARY.md (`map.rs`).
+//! - `{{#lab-schemathesis-baseline}}` says which failures the Schemathesis baseline accepts, and
+//!   `{{#lab-conformance-bugs}}` how many mistakes the conformance tests switch on (`facts.rs`).
 //! - A backslash before any of them (`\{{#lab-output}}`) leaves the directive as text.
 //!
 //! An unknown directive or path fails the build, naming the chapter.
@@ -298,6 +300,12 @@ fn expand_in(text: &str, results: &Results, map: Option<&str>) -> Result<String>
             Some(("shell", command)) => crate::shell::run(command)?,
             Some(("check-report", name)) => crate::check_report::report(name.trim())?,
             Some(("outside", quoted)) => outside(quoted)?,
+            None if directive == "schemathesis-baseline" => {
+                crate::facts::schemathesis_baseline(&crate::root())?
+            }
+            None if directive == "conformance-bugs" => {
+                crate::facts::conformance_bugs(&crate::root())?
+            }
             None if directive == "rust-version" => rust_version(&crate::root())?,
             None if directive == "map" => map
                 .context("{{#lab-map}} needs the book's structure (it works in a book build)")?
@@ -307,8 +315,8 @@ fn expand_in(text: &str, results: &Results, map: Option<&str>) -> Result<String>
                  lab-bench PATH, lab-bench-ratio A / B, lab-plot NAME, lab-table NAME, lab-timeline NAME, \
                  lab-conformance NAME, lab-grader NAME, lab-model KIND VARIANT, \
                  lab-shell [status=N] lab ARGS, lab-check-report NAME, lab-check-findings, \
-                 lab-outside TEXT | SOURCE, \
-                 lab-rust-version, lab-map)"
+                 lab-outside TEXT | SOURCE, lab-rust-version, lab-map, lab-schemathesis-baseline, \
+                 lab-conformance-bugs)"
             ),
         };
         out.push_str(&replacement);

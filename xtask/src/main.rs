@@ -27,6 +27,7 @@ mod conformance;
 mod copyable;
 mod deps;
 mod doctests;
+mod facts;
 mod figures;
 mod grader;
 mod listings;

@@ -4,8 +4,8 @@
 //! The build runs the workspace's `lab` binary (built once per build with `cargo build -p lab`, the
 //! binary `cargo run -p lab` runs) with ARGS, in a fresh temporary folder, with no input and no
 //! `LAB_*` variables of the builder's shell. The block shows the command as the reader types it
-//! (`cargo run -p lab -- ARGS`), then standard output, then standard error. Cargo's own progress
-//! lines are not shown: they depend on what the reader's machine has already compiled.
+//! (`lab ARGS`, the command `cargo install --path lab` puts on the reader's `PATH`), then standard
+//! output, then standard error.
 //!
 //! The command must exit with status N (0 when `status=` is not given); any other status fails the
 //! build, so a chapter cannot show a failure it did not mean to, nor hide one. A non-zero status is
@@ -77,9 +77,9 @@ pub fn run(text: &str) -> Result<String> {
 }
 
 fn block(invocation: &Invocation, stdout: &str, stderr: &str, status: i32) -> String {
-    let mut command = String::from("$ cargo run -p lab");
+    let mut command = String::from("$ lab");
     if !invocation.args.is_empty() {
-        command = format!("{command} -- {}", invocation.args.join(" "));
+        command = format!("{command} {}", invocation.args.join(" "));
     }
     let mut lines = vec![command];
     lines.extend(stdout.lines().map(str::to_owned));
@@ -210,10 +210,10 @@ mod tests {
         let text = block(&invocation, "", "error: no file\n", 2);
         assert_eq!(
             text,
-            "```console\n$ cargo run -p lab -- --fixture missing.json\nerror: no file\n$ echo $?\n2\n```"
+            "```console\n$ lab --fixture missing.json\nerror: no file\n$ echo $?\n2\n```"
         );
         let ok = block(&parse("lab").unwrap(), "a\nb\n", "", 0);
-        assert_eq!(ok, "```console\n$ cargo run -p lab\na\nb\n```");
+        assert_eq!(ok, "```console\n$ lab\na\nb\n```");
     }
 
     #[test]

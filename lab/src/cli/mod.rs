@@ -103,12 +103,12 @@ pub enum Command {
     /// A durable caller: save the operation, send it with its key, retry transport failures, and
     /// resume unfinished operations on start
     Runner(runner::RunnerArgs),
-    /// Serve the ticket store over HTTP on 127.0.0.1 (see the book's "Across a real boundary")
+    /// Serve the ticket store over HTTP on 127.0.0.1 (see the book's "The HTTP contract")
     Serve(serve::ServeArgs),
     /// Serve the ticket tools over the Model Context Protocol: stdio, or Streamable HTTP on
     /// 127.0.0.1 with bearer tokens (see the book's "Over MCP" chapter)
     Mcp(mcp::McpArgs),
-    /// Check every point of the retry contract against a store or a service (`--adapter http`),
+    /// Check every point of the retry contract against a store or a service (`--backend http`),
     /// each on a fresh store, and report each passed or failed with its likely cause; or, with
     /// `--target FILE`, any HTTP service that takes an operation key, as a black box
     Check(check::CheckArgs),

@@ -22,6 +22,7 @@ mod mcp_grader;
 mod middlewares;
 #[cfg(feature = "model")]
 mod model;
+mod outside;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod proxy;

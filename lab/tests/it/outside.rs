@@ -1,0 +1,313 @@
+//! The chapter "Check your own tool" tells a reader to make a crate outside the lab, depend on
+//! their clone of it, save the chapter's adapter as `tests/acceptance.rs` and run `cargo test`.
+//! This test does that, with the chapter's own text: the commands are read from its `sh` blocks,
+//! the listing from the file its `rs` block includes, and the service is started with the
+//! chapter's `lab serve` line. The outputs it saw are the ones the chapter shows
+//! (`src/check-your-own-tool/*.txt`, rewritten with `LAB_BLESS=1`).
+//!
+//! Cargo runs offline, against the same `CARGO_HOME` as the build that runs this test, with a
+//! target folder of its own under the workspace's `target/` that later runs reuse.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::http::LabServer;
+use crate::repository_root;
+
+const CHAPTER: &str = "src/check-your-own-tool.md";
+/// The file the chapter's listing includes, relative to the chapter.
+const LISTING: &str = "../lab/tests/outside/acceptance.rs";
+/// The folder the reader clones the lab into, as the chapter names it.
+const CLONE: &str = "tool-retries-lab";
+/// The port the chapter's commands use; the test's server takes a free one instead.
+const CHAPTER_PORT: &str = "8080";
+/// The first build of the outside crate compiles the lab's core and SQLite: bounded, but generous.
+const LIMIT: Duration = Duration::from_secs(30 * 60);
+
+/// The bodies of the chapter's fences labelled `language`, in order.
+fn fences(chapter: &str, language: &str) -> Vec<Vec<String>> {
+    let mut found = Vec::new();
+    let mut current: Option<Vec<String>> = None;
+    for line in chapter.lines() {
+        match (&mut current, line.trim_end()) {
+            (None, fence) if fence == format!("```{language}") => current = Some(Vec::new()),
+            (Some(_), "```") => found.extend(current.take()),
+            (Some(body), text) => body.push(text.to_owned()),
+            (None, _) => {}
+        }
+    }
+    found
+}
+
+/// One step of the chapter's instructions, as the test carries it out.
+#[derive(Debug, PartialEq)]
+enum Step {
+    /// `git clone ADDRESS DIR`: the test links DIR to this repository (there is no network).
+    Clone(String),
+    /// `cargo install --path DIR`: already done, the test uses the workspace's `lab` binary.
+    Install,
+    /// `cd DIR`.
+    Cd(String),
+    /// `mkdir DIR`.
+    Mkdir(String),
+    /// `cargo ARGS`.
+    Cargo(Vec<String>),
+}
+
+/// Reads one command line of the chapter; anything else fails the test, so the chapter cannot
+/// tell the reader to type a command this test does not carry out.
+fn step(line: &str) -> Step {
+    let words: Vec<String> = line.split_whitespace().map(str::to_owned).collect();
+    match words
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
+        ["git", "clone", _, dir] => Step::Clone((*dir).to_owned()),
+        ["cargo", "install", "--path", _] => Step::Install,
+        ["cd", dir] => Step::Cd((*dir).to_owned()),
+        ["mkdir", dir] => Step::Mkdir((*dir).to_owned()),
+        ["cargo", ..] => Step::Cargo(words[1..].to_vec()),
+        _ => panic!("{CHAPTER}: this test does not know how to run `{line}`"),
+    }
+}
+
+/// Replaces every form of `folder`'s path in `text` with `~` and the server's port with the
+/// chapter's, so the output reads as the reader's would.
+fn tidy(text: &str, folder: &Path, port: &str) -> String {
+    let mut text = text.to_owned();
+    for form in [folder.canonicalize().unwrap(), folder.to_owned()] {
+        text = text.replace(&form.display().to_string(), "~");
+    }
+    text.replace(
+        &format!("127.0.0.1:{port}"),
+        &format!("127.0.0.1:{CHAPTER_PORT}"),
+    )
+}
+
+/// Durations (`12.34s`, `0.5 s`) masked, to compare two runs' outputs.
+fn without_durations(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let chars: Vec<char> = text.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let starts_number =
+            chars[i].is_ascii_digit() && (i == 0 || !chars[i - 1].is_alphanumeric());
+        if starts_number {
+            let mut j = i;
+            while j < chars.len() && (chars[j].is_ascii_digit() || chars[j] == '.') {
+                j += 1;
+            }
+            let unit = if chars.get(j) == Some(&' ') { j + 1 } else { j };
+            let is_duration = matches!(chars.get(unit), Some('s' | 'm'))
+                && !chars
+                    .get(unit + 1)
+                    .is_some_and(|c| c.is_alphabetic() && *c != 's');
+            if is_duration {
+                out.push('#');
+                i = unit;
+                continue;
+            }
+        }
+        out.push(chars[i]);
+        i += 1;
+    }
+    out
+}
+
+/// Runs `command` to its end, killed after [`LIMIT`].
+fn bounded(mut command: Command) -> Output {
+    let mut child: Child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cargo starts");
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > LIMIT {
+            child.kill().unwrap();
+            panic!("{command:?} did not finish within {LIMIT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// Compares `shown` with the chapter's file `name` (durations aside); `LAB_BLESS=1` rewrites it.
+fn compare_with_the_chapter(shown: &str, name: &str) {
+    let path = repository_root().join("src/check-your-own-tool").join(name);
+    if std::env::var("LAB_BLESS").as_deref() == Ok("1") {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, shown).unwrap();
+    }
+    let written = std::fs::read_to_string(&path).unwrap_or_default();
+    assert_eq!(
+        without_durations(&written),
+        without_durations(shown),
+        "{} differs from the run; rerun with LAB_BLESS=1 and review the diff",
+        path.display()
+    );
+}
+
+/// The block a chapter shows for a command and what it printed.
+fn console(command: &str, output: &str) -> String {
+    format!("```console\n$ {command}\n{}\n```\n", output.trim_end())
+}
+
+#[test]
+fn the_chapters_adapter_passes_in_a_crate_outside_the_repository() {
+    let root = repository_root();
+    let chapter = std::fs::read_to_string(root.join(CHAPTER)).unwrap();
+    let rs_blocks = fences(&chapter, "rs");
+    assert_eq!(
+        rs_blocks,
+        vec![vec![format!("{{{{#include {LISTING}}}}}")]],
+        "{CHAPTER} must show the whole adapter file as its one listing"
+    );
+    let listing = std::fs::read_to_string(root.join("src").join(LISTING)).unwrap();
+    let shell = fences(&chapter, "sh");
+    let serve_line = shell
+        .iter()
+        .flatten()
+        .find(|line| line.starts_with("lab serve "))
+        .expect("the chapter starts a service with `lab serve`")
+        .clone();
+    let steps: Vec<Step> = shell
+        .iter()
+        .flatten()
+        .filter(|line| !line.starts_with("lab serve ") && !line.starts_with("cargo test"))
+        .map(|line| step(line))
+        .collect();
+    let test_line = shell
+        .iter()
+        .flatten()
+        .find(|line| line.starts_with("cargo test"))
+        .expect("the chapter runs `cargo test`")
+        .clone();
+    assert!(
+        steps.contains(&Step::Install),
+        "the chapter installs the lab once"
+    );
+
+    // The service, as the chapter starts it, on a free port and a database the test owns.
+    let data = tempfile::tempdir().unwrap();
+    let database = data.path().join("tickets.sqlite");
+    let mut serve: Vec<String> = serve_line
+        .split_whitespace()
+        .skip(1)
+        .map(str::to_owned)
+        .collect();
+    let port_at = serve.iter().position(|w| w == "--port").unwrap() + 1;
+    assert_eq!(serve[port_at], CHAPTER_PORT);
+    serve[port_at] = "0".to_owned();
+    serve.extend(["--database".to_owned(), database.display().to_string()]);
+    let serve: Vec<&str> = serve.iter().map(String::as_str).collect();
+    let server = LabServer::spawn(&serve);
+    let port = server.url.rsplit(':').next().unwrap().to_owned();
+
+    // Outside the repository: a folder of the system's temporary area.
+    let home = tempfile::tempdir().unwrap();
+    assert!(!home.path().starts_with(&root));
+    let target = root.join("target").join("outside-crate");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut here: PathBuf = home.path().to_owned();
+    let mut transcript = String::new();
+    for step in &steps {
+        match step {
+            Step::Clone(dir) => {
+                std::os::unix::fs::symlink(&root, here.join(dir)).unwrap();
+            }
+            Step::Install => {}
+            Step::Cd(dir) => here = here.join(dir),
+            Step::Mkdir(dir) => std::fs::create_dir(here.join(dir)).unwrap(),
+            Step::Cargo(args) => {
+                let mut command = Command::new(&cargo);
+                command
+                    .args(args)
+                    .current_dir(&here)
+                    .env("CARGO_NET_OFFLINE", "true")
+                    .env("CARGO_TARGET_DIR", &target)
+                    .env_remove("CARGO_MANIFEST_DIR");
+                let output = bounded(command);
+                let printed: String = format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&output.stdout),
+                    String::from_utf8_lossy(&output.stderr)
+                )
+                .lines()
+                // Another cargo on the machine, not something the reader's would print.
+                .filter(|line| !line.contains("Blocking waiting for file lock"))
+                .map(|line| format!("{line}\n"))
+                .collect();
+                assert!(output.status.success(), "cargo {args:?} failed:\n{printed}");
+                transcript.push_str(&console(&format!("cargo {}", args.join(" ")), &printed));
+            }
+        }
+    }
+    assert!(
+        here.join("Cargo.toml").exists(),
+        "the chapter's commands made no crate"
+    );
+    compare_with_the_chapter(&tidy(&transcript, home.path(), &port), "setup.txt");
+    assert!(
+        home.path().join(CLONE).exists(),
+        "the chapter clones the lab as {CLONE}"
+    );
+    std::fs::write(here.join("tests").join("acceptance.rs"), &listing).unwrap();
+
+    let mut command = Command::new(&cargo);
+    command
+        .args(test_line.split_whitespace().skip(1))
+        .current_dir(&here)
+        .env("CARGO_NET_OFFLINE", "true")
+        .env("CARGO_TARGET_DIR", &target)
+        .env("TICKETS_URL", &server.url)
+        .env_remove("CARGO_MANIFEST_DIR");
+    let output = bounded(command);
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "cargo test in the outside crate failed:\n{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // The run checked every point, and declared the one a single token cannot reach.
+    for name in lab::conformance::point_names() {
+        assert!(stdout.contains(name), "{name} missing:\n{stdout}");
+    }
+    assert!(
+        stdout.contains("NOT COVERED keys_are_scoped_by_caller_and_operation"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("test result: ok. 1 passed"), "{stdout}");
+
+    let served = format!("listening on {}", server.url);
+    compare_with_the_chapter(
+        &console(&serve_line, &tidy(&served, home.path(), &port)),
+        "serve.txt",
+    );
+    compare_with_the_chapter(
+        &console(&test_line, &tidy(&stdout, home.path(), &port)),
+        "cargo-test.txt",
+    );
+}
+
+#[test]
+fn a_command_the_test_cannot_carry_out_fails_it() {
+    assert_eq!(step("cd my-tool-check"), Step::Cd("my-tool-check".into()));
+    assert_eq!(
+        step("cargo add --dev ureq@2"),
+        Step::Cargo(vec!["add".into(), "--dev".into(), "ureq@2".into()])
+    );
+    let refused = std::panic::catch_unwind(|| step("curl -sS http://127.0.0.1:8080"));
+    assert!(refused.is_err());
+}
+
+#[test]
+fn durations_are_masked_and_nothing_else() {
+    assert_eq!(
+        without_durations("finished in 12.34s; 17 passed in 0.5 s; port 8080"),
+        "finished in #s; 17 passed in #s; port 8080"
+    );
+}
