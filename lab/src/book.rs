@@ -37,6 +37,7 @@ chapters! {
     HttpRunner => "http-runner.md",
     HttpExpiry => "http-expiry.md",
     Mcp => "mcp.md",
+    McpReference => "mcp-reference.md",
     TeamExercise => "team-exercise.md",
     Testing => "testing.md",
     Glossary => "glossary.md",
