@@ -1,6 +1,6 @@
 //! Checks over the book's sources that no compiler makes: fence labels, includes and their anchors,
 //! prose carried over word for word from the seed documents, and figures typed into the prose
-//! (`numbers.rs`).
+//! (`numbers.rs`), and functions too long to hold (`lengths.rs`).
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -32,6 +32,7 @@ pub fn all(root: &Path) -> Result<()> {
         .with_context(|| format!("reading {}", glossary.display()))?;
     problems.extend(glossary_problems(&glossary));
     problems.extend(crate::facts::problems(root)?);
+    problems.extend(crate::lengths::problems(&crate::lengths::measure(root)?));
     if problems.is_empty() {
         Ok(())
     } else {

@@ -14,6 +14,8 @@
 //!   Chromium (see `browser.rs`); screenshots go to `target/browser-screenshots/`.
 //! - `cargo xtask overflow-control REV`: the browser check's overflow measurement on the book of
 //!   another revision (the first edition: `6570236`), for the negative control's record.
+//! - `cargo xtask function-lengths [N]`: the N (default ten) longest functions in `lab/src` and
+//!   `xtask/src`; the repository checks refuse one over `lengths::LIMIT` lines.
 //! - `cargo xtask preprocess`: the `lab` preprocessor, as the `mdbook` command line calls it.
 
 mod bench;
@@ -30,6 +32,7 @@ mod doctests;
 mod facts;
 mod figures;
 mod grader;
+mod lengths;
 mod listings;
 mod map;
 mod markdown;
@@ -47,7 +50,7 @@ use anyhow::{Context, Result, bail};
 use mdbook_driver::MDBook;
 use mdbook_driver::config::Config;
 
-const USAGE: &str = "usage: cargo xtask <book | test | book-test | copy-check | book-deps | bench [--http] [--quick] | browser-check | overflow-control REV | preprocess [supports RENDERER]>";
+const USAGE: &str = "usage: cargo xtask <book | test | book-test | copy-check | book-deps | bench [--http] [--quick] | browser-check | overflow-control REV | function-lengths [N] | preprocess [supports RENDERER]>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -68,6 +71,13 @@ fn main() -> ExitCode {
         ["book-deps"] => {
             deps::library_folder(&root()).map(|folder| println!("{}", folder.display()))
         }
+        ["function-lengths"] => lengths::run(&root(), 10),
+        ["function-lengths", most] => match most.parse() {
+            Ok(most) => lengths::run(&root(), most),
+            Err(_) => Err(anyhow::anyhow!(
+                "function-lengths: `{most}` is not a count of functions"
+            )),
+        },
         ["preprocess", "supports", _renderer] => Ok(()),
         ["preprocess"] => figures::run_as_command(),
         _ => {
