@@ -5,17 +5,17 @@
 //! The choice lives here rather than in `main.rs`, so the command stays thin and a lab built
 //! without PostgreSQL support still knows the name and says how to get it.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::conformance;
-use crate::error::{Error, Result};
+use crate::error::Result;
 #[cfg(feature = "http")]
 use crate::http::{HttpTarget, HttpTool};
 #[cfg(feature = "mcp")]
 use crate::mcp::{McpTool, client::StdioServer};
 use crate::sqlite::SqliteStore;
 use crate::suite::{self, Observations, Operation};
+#[cfg(feature = "bench")]
 use crate::throughput::{ThroughputPlan, ThroughputReport};
 
 /// A store to run the scenarios against.
@@ -69,8 +69,9 @@ impl Backend {
     /// Runs the seven scenarios, each on a fresh store.
     ///
     /// # Errors
-    /// As [`suite::run`]; for PostgreSQL also any connection error, and [`Error::InputInvalid`]
-    /// when the lab was built without the `postgres` feature; for HTTP, [`Error::Http`] when the
+    /// As [`suite::run`]; for PostgreSQL also any connection error, and
+    /// [`Error::InputInvalid`](crate::Error::InputInvalid) when the lab was built without the
+    /// `postgres` feature; for HTTP, [`Error::Http`](crate::Error::Http) when the
     /// service cannot be reached or refuses the admin token.
     pub fn run_suite(&self, operation: &Operation) -> Result<Observations> {
         match self {
@@ -98,7 +99,7 @@ impl Backend {
         }
     }
 
-    /// Checks every contract point of [`conformance`](crate::conformance), each on a fresh store:
+    /// Checks every contract point of [`conformance`], each on a fresh store:
     /// a temporary database, a fresh schema, or the service emptied through its admin endpoint.
     ///
     /// # Errors
@@ -132,8 +133,10 @@ impl Backend {
     /// Measures keyed create against plain insert at each number of clients in `plan`.
     ///
     /// # Errors
-    /// As [`crate::throughput::compare`]; [`Error::InputInvalid`] for SQLite (use `lab bench`,
-    /// since SQLite takes one writer at a time) and when PostgreSQL support is not built in.
+    /// As [`crate::throughput::compare`]; [`Error::InputInvalid`](crate::Error::InputInvalid) for
+    /// SQLite (use `lab bench`, since SQLite takes one writer at a time) and when PostgreSQL
+    /// support is not built in.
+    #[cfg(feature = "bench")]
     pub fn compare_throughput(&self, plan: &ThroughputPlan) -> Result<ThroughputReport> {
         match self {
             Backend::Sqlite => Err(command_line(
@@ -155,9 +158,10 @@ impl Backend {
 }
 
 /// An error about the command line, reported as bad input.
-fn command_line(problem: &str) -> Error {
-    Error::InputInvalid {
-        path: PathBuf::from("command line"),
+#[cfg(any(feature = "bench", not(feature = "postgres")))]
+fn command_line(problem: &str) -> crate::Error {
+    crate::Error::InputInvalid {
+        path: std::path::PathBuf::from("command line"),
         problem: problem.to_owned(),
     }
 }
@@ -170,6 +174,7 @@ mod postgres {
     use crate::error::Result;
     use crate::postgres::{PostgresOptions, PostgresStore};
     use crate::suite::{self, Observations, Operation};
+    #[cfg(feature = "bench")]
     use crate::throughput::{self, ThroughputPlan, ThroughputReport};
 
     pub fn run_suite(
@@ -196,6 +201,7 @@ mod postgres {
         }))
     }
 
+    #[cfg(feature = "bench")]
     pub fn compare_throughput(
         url: &str,
         lock_timeout: Duration,
@@ -225,6 +231,7 @@ mod postgres {
 
     use crate::error::{Error, Result};
     use crate::suite::{Observations, Operation};
+    #[cfg(feature = "bench")]
     use crate::throughput::{ThroughputPlan, ThroughputReport};
 
     fn not_built_in() -> Error {
@@ -247,6 +254,7 @@ mod postgres {
         Err(not_built_in())
     }
 
+    #[cfg(feature = "bench")]
     pub fn compare_throughput(
         _: &str,
         _: Duration,

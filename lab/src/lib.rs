@@ -45,11 +45,12 @@
 //!   anti-patterns it catches, and the fail-at-step-N sweep.
 //! - `model` (feature `model`, on by default through `cli`): `lab model`, the runner and the
 //!   service as a Stateright model, every interleaving explored to a bound.
-//! - [`trace`]: [`Traced`](trace::Traced), a tool adapter that records each call's moments for
+//! - `trace` (feature `bench`): `Traced`, a tool adapter that records each call's moments for
 //!   the book's timelines.
 //! - [`fixture`] and [`evidence`]: the input operation and the `results.json` a run writes.
-//! - [`bench`](mod@bench): `lab bench`, side-by-side measurements.
-//! - [`throughput`]: keyed create against plain insert at several numbers of clients, for any tool.
+//! - `bench` (feature `bench`): `lab bench`, side-by-side measurements, and `bench::percentile`.
+//! - `throughput` (feature `bench`): keyed create against plain insert at several numbers of
+//!   clients, for any tool.
 //! - `http` (feature `http`, on by default through `cli`): `lab serve`, the store behind HTTP on
 //!   loopback, and `HttpTool`, the client adapter that runs the suite against it.
 //! - `mcp` (feature `mcp`, on by default through `cli`): `lab mcp`, the ticket tools over the
@@ -64,12 +65,22 @@
 //!
 //! ## Features
 //!
-//! `lab = { default-features = false }` gives everything above except `http` and `postgres`:
-//! no argument parser, no HTTP crate, no PostgreSQL client. `http` adds the HTTP service, its
-//! client and the proxy; `postgres` the PostgreSQL store; `cli` (the default) the `lab` binary,
-//! and with it `http`.
+//! `lab = { default-features = false }` is the core an adapter author needs: [`key`],
+//! [`payload`], [`tool`], the store ([`sqlite`]), [`suite`], [`conformance`] and the simulator
+//! ([`sim`]), with the runner, fixture, evidence and backend choice beside them; no argument
+//! parser, no HTTP crate, no PostgreSQL client, no benchmark code. Each feature adds one part:
+//!
+//! | feature | adds |
+//! | --- | --- |
+//! | `cli` (default) | the `lab` binary (clap), and with it `bench`, `http`, `mcp` and `model` |
+//! | `bench` | `bench`, `throughput` and `trace`: `lab bench` and the book's traces (no new crate) |
+//! | `http` | `http` (server, client, proxy) and `check` (the black-box check) |
+//! | `mcp` | `mcp`: the ticket tools over MCP and their client adapter; implies `http` |
+//! | `model` | `model`: the Stateright model of the runner and the service |
+//! | `postgres` | `postgres`: the PostgreSQL store |
 
 pub mod backend;
+#[cfg(feature = "bench")]
 pub mod bench;
 #[cfg(feature = "http")]
 pub mod check;
@@ -92,8 +103,10 @@ pub mod runner;
 pub mod sim;
 pub mod sqlite;
 pub mod suite;
+#[cfg(feature = "bench")]
 pub mod throughput;
 pub mod tool;
+#[cfg(feature = "bench")]
 pub mod trace;
 
 #[cfg(doctest)]

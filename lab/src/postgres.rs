@@ -170,6 +170,8 @@ struct Statements {
     count_tickets: Statement,
     count_records: Statement,
     forget: Statement,
+    /// The benchmark's baseline (feature `bench`).
+    #[cfg(feature = "bench")]
     plain_select: Statement,
 }
 
@@ -185,6 +187,7 @@ impl Statements {
             forget: client.prepare(
                 "DELETE FROM operation_records WHERE caller = $1 AND operation = $2 AND key = $3",
             )?,
+            #[cfg(feature = "bench")]
             plain_select: client.prepare(
                 "SELECT ticket_id FROM operation_records
                  WHERE caller = $1 AND operation = $2 AND key = $3",
@@ -519,6 +522,7 @@ impl TicketTool for PostgresStore {
     }
 }
 
+#[cfg(feature = "bench")]
 impl crate::throughput::PlainSelect for PostgresStore {
     fn plain_select(&self, scope: &Scope, key: &OperationKey) -> Result<Option<TicketId>> {
         let row = self.client.borrow_mut().query_opt(
