@@ -15,6 +15,7 @@ pub mod probe;
 pub mod retained;
 pub mod sequential;
 
+use std::cmp::Ordering;
 use std::fmt;
 use std::time::Duration;
 
@@ -24,6 +25,30 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::key::{OperationKey, Scope};
 use crate::tool::Outcome;
+
+/// The `p`th percentile (0 to 100) of `values` in the order `order`: the values are sorted and
+/// the one at 0-based index ⌊n × p / 100⌋, capped at n − 1, is returned. So the 50th percentile
+/// of an even count is the upper of the two middle values, and `p` = 100 is the largest. Every
+/// median and percentile the lab and xtask report uses this one rule, so recorded figures keep
+/// their meaning; an empty list gives `None`, and each caller says what that means for it.
+pub fn percentile<T>(
+    mut values: Vec<T>,
+    p: u32,
+    order: impl FnMut(&T, &T) -> Ordering,
+) -> Option<T> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(order);
+    let index = (values.len() * p as usize / 100).min(values.len() - 1);
+    Some(values.swap_remove(index))
+}
+
+/// The median of measured times, by [`percentile`]; `NaN` for no samples, so a missing
+/// measurement shows as missing in the report instead of as zero.
+pub fn median_f64(values: Vec<f64>) -> f64 {
+    percentile(values, 50, f64::total_cmp).unwrap_or(f64::NAN)
+}
 
 /// What to measure.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -208,5 +233,37 @@ impl fmt::Display for BenchReport {
         write!(f, "{}", self.bursts)?;
         writeln!(f)?;
         retained::write_table(f, &self.retained)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_list_has_no_percentile() {
+        assert_eq!(percentile(Vec::<u32>::new(), 50, Ord::cmp), None);
+        assert!(median_f64(Vec::new()).is_nan());
+    }
+
+    #[test]
+    fn the_percentile_is_the_value_at_index_n_times_p_over_100_of_the_sorted_list() {
+        let values = vec![40, 10, 30, 20];
+        // ⌊4 × 50 / 100⌋ = 2: the upper of the two middle values, as the recorded medians use.
+        assert_eq!(percentile(values.clone(), 50, Ord::cmp), Some(30));
+        assert_eq!(percentile(values.clone(), 0, Ord::cmp), Some(10));
+        // ⌊4 × 99 / 100⌋ = 3, and anything past the end is capped at the largest.
+        assert_eq!(percentile(values.clone(), 99, Ord::cmp), Some(40));
+        assert_eq!(percentile(values.clone(), 100, Ord::cmp), Some(40));
+        assert_eq!(percentile(values, 250, Ord::cmp), Some(40));
+        assert_eq!(median_f64(vec![3.0, f64::INFINITY, 1.0]), 3.0);
+        assert_eq!(percentile(vec![7], 50, Ord::cmp), Some(7));
+    }
+
+    #[test]
+    fn the_percentile_follows_the_order_it_is_given() {
+        let runs = vec![(1, 9.0), (2, 1.0), (3, 5.0)];
+        let middle = percentile(runs, 50, |a: &(i32, f64), b| a.1.total_cmp(&b.1));
+        assert_eq!(middle, Some((3, 5.0)));
     }
 }

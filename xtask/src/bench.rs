@@ -366,9 +366,7 @@ fn take_turns(
 }
 
 fn median(values: &[f64]) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN)
+    lab::bench::median_f64(values.to_vec())
 }
 
 /// The fsync and fdatasync calls of one run of `command`, in total and by the kind of file synced.

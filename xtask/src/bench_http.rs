@@ -166,19 +166,14 @@ pub fn run(lab: &Path, scratch: &Path, quick: bool) -> Result<Value> {
     }))
 }
 
-fn summarise(connections: usize, keyed: bool, mut total: Totals) -> Value {
-    total.latencies_us.sort_unstable();
-    let percentile = |p: usize| {
-        let values = &total.latencies_us;
-        if values.is_empty() {
-            return f64::NAN;
-        }
-        f64::from(values[(values.len() * p / 100).min(values.len() - 1)]) / 1000.0
+fn summarise(connections: usize, keyed: bool, total: Totals) -> Value {
+    let percentile = |p: u32| {
+        lab::bench::percentile(total.latencies_us.clone(), p, Ord::cmp)
+            .map_or(f64::NAN, |us| f64::from(us) / 1000.0)
     };
     let answered: u64 = total.per_connection.iter().sum();
-    let mut sorted = total.per_connection.clone();
-    sorted.sort_unstable();
-    let median = sorted.get(sorted.len() / 2).copied().unwrap_or(0) as f64;
+    let median =
+        lab::bench::percentile(total.per_connection.clone(), 50, Ord::cmp).unwrap_or(0) as f64;
     let share = |count: Option<&u64>| count.map_or(f64::NAN, |&c| c as f64 / median);
     json!({
         "connections": connections,
@@ -189,9 +184,9 @@ fn summarise(connections: usize, keyed: bool, mut total: Totals) -> Value {
         "requests_per_second": answered as f64 / total.measured_seconds,
         "p50_ms": percentile(50),
         "p99_ms": percentile(99),
-        "max_ms": total.latencies_us.last().map_or(f64::NAN, |&us| f64::from(us) / 1000.0),
-        "least_served_share": share(sorted.first()),
-        "most_served_share": share(sorted.last()),
+        "max_ms": percentile(100),
+        "least_served_share": share(total.per_connection.iter().min()),
+        "most_served_share": share(total.per_connection.iter().max()),
         "per_connection_answered": total.per_connection,
         "client_cpu_s": total.client_cpu_seconds,
         "server_cpu_s": total.server_cpu_seconds,

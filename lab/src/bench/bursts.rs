@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::plain_select;
+use super::{median_f64, plain_select};
 use crate::error::{Error, Result};
 use crate::key::{OperationKey, Scope};
 use crate::payload::Payload;
@@ -75,11 +75,11 @@ pub fn measure(sizes: &[usize], repeats: usize) -> Result<Bursts> {
                 busy.push(burst(callers, one_key, Coordination::BusyHandler)?);
             }
         }
-        idle_floor_ms.push((callers, median_ms(idle)));
-        read_floor_ms.push((callers, median_ms(reads)));
+        idle_floor_ms.push((callers, median_f64(idle)));
+        read_floor_ms.push((callers, median_f64(reads)));
         for (group, busy) in bursts {
-            runs.push(median(group));
-            runs.push(median(busy));
+            runs.push(median(group)?);
+            runs.push(median(busy)?);
         }
     }
     Ok(Bursts {
@@ -88,11 +88,6 @@ pub fn measure(sizes: &[usize], repeats: usize) -> Result<Bursts> {
         read_floor_ms,
         runs,
     })
-}
-
-fn median_ms(mut samples: Vec<f64>) -> f64 {
-    samples.sort_by(f64::total_cmp);
-    samples[samples.len() / 2]
 }
 
 /// Runs `work` on one thread per item, all released together from a barrier, and returns the
@@ -172,11 +167,14 @@ fn read_burst(threads: usize) -> Result<f64> {
     Ok(elapsed)
 }
 
-/// The run with the median elapsed time.
-fn median(mut runs: Vec<Burst>) -> Burst {
-    runs.sort_by(|a, b| a.elapsed_ms.total_cmp(&b.elapsed_ms));
-    let middle = runs.len() / 2;
-    runs.swap_remove(middle)
+/// The run with the median elapsed time, by [`super::percentile`].
+fn median(runs: Vec<Burst>) -> Result<Burst> {
+    super::percentile(runs, 50, |a, b| a.elapsed_ms.total_cmp(&b.elapsed_ms)).ok_or_else(|| {
+        Error::InputInvalid {
+            path: "bench plan".into(),
+            problem: "a burst size was measured zero times".to_owned(),
+        }
+    })
 }
 
 /// The disk's raw rate: write 4 KiB and `fdatasync`, over and over, in a temporary folder.

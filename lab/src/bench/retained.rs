@@ -7,7 +7,7 @@ use rusqlite::{Connection, params};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::{per_call, plain_select, replayed};
+use super::{median_f64 as median, per_call, plain_select, replayed};
 use crate::error::Result;
 use crate::key::{OperationKey, Scope};
 use crate::payload::Payload;
@@ -136,11 +136,6 @@ pub fn measure(sizes: &[u64], calls: u32, repeats: usize) -> Result<Vec<Retained
             select_ns: median(filled.select),
         })
         .collect())
-}
-
-fn median(mut samples: Vec<f64>) -> f64 {
-    samples.sort_by(f64::total_cmp);
-    samples.get(samples.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 /// Nanoseconds per replay of each key in `keys`.

@@ -8,7 +8,7 @@ use rusqlite::params;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::{per_call, replayed};
+use super::{median_f64, per_call, replayed};
 use crate::error::Result;
 use crate::key::{OperationKey, Scope};
 use crate::payload::Payload;
@@ -55,11 +55,7 @@ fn costs(synchronous: Synchronous, calls: u32, repeats: usize) -> Result<Costs> 
     let rounds = (0..repeats.max(1))
         .map(|_| round(synchronous, calls))
         .collect::<Result<Vec<_>>>()?;
-    let median = |field: fn(&Costs) -> f64| {
-        let mut values: Vec<f64> = rounds.iter().map(field).collect();
-        values.sort_by(f64::total_cmp);
-        values[values.len() / 2]
-    };
+    let median = |field: fn(&Costs) -> f64| median_f64(rounds.iter().map(field).collect());
     Ok(Costs {
         plain_insert_ns: median(|c| c.plain_insert_ns),
         keyed_create_group_commit_ns: median(|c| c.keyed_create_group_commit_ns),
