@@ -62,16 +62,16 @@ fn release_lab(root: &Path) -> Result<PathBuf> {
 /// other sections of the run that wrote them; `quick` uses the small plan.
 pub fn run_http(root: &Path, quick: bool) -> Result<()> {
     let lab = release_lab(root)?;
-    let scratch = tempfile_dir("lab-bench-http-")?;
+    let scratch = scratch_folder("lab-bench-http-")?;
+    let scratch = scratch.path();
     let path = root.join("bench.json");
     let mut report: Value = serde_json::from_str(
         &std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?,
     )
     .with_context(|| format!("parsing {}", path.display()))?;
-    report["http"] = crate::bench_http::run(&lab, &scratch, quick)?;
+    report["http"] = crate::bench_http::run(&lab, scratch, quick)?;
     let text = format!("{}\n", serde_json::to_string_pretty(&report)?);
     lab::evidence::AtomicFile::create(&path)?.commit(text.as_bytes())?;
-    std::fs::remove_dir_all(&scratch).ok();
     crate::bench_http::print_targets(&report["http"]);
     println!("wrote the http section of {}", path.display());
     Ok(())
@@ -80,7 +80,8 @@ pub fn run_http(root: &Path, quick: bool) -> Result<()> {
 /// Runs the benchmarks and writes `bench.json`; `quick` uses the small plan.
 pub fn run(root: &Path, quick: bool) -> Result<()> {
     let lab = release_lab(root)?;
-    let scratch = tempfile_dir("lab-bench-")?;
+    let scratch = scratch_folder("lab-bench-")?;
+    let scratch = scratch.path();
 
     let lab_json = scratch.join("lab.json");
     let mut command = Command::new(&lab);
@@ -93,10 +94,10 @@ pub fn run(root: &Path, quick: bool) -> Result<()> {
     }
     let lab_report: Value = serde_json::from_str(&std::fs::read_to_string(&lab_json)?)?;
 
-    let instructions = instruction_counts(&lab, &scratch)?;
-    let python = python_comparison(root, &lab, &scratch, quick)?;
-    let postgres = postgres_comparison(&lab, &scratch, quick)?;
-    let http = crate::bench_http::run(&lab, &scratch, quick)?;
+    let instructions = instruction_counts(&lab, scratch)?;
+    let python = python_comparison(root, &lab, scratch, quick)?;
+    let postgres = postgres_comparison(&lab, scratch, quick)?;
+    let http = crate::bench_http::run(&lab, scratch, quick)?;
 
     let report = json!({
         "lab": lab_report,
@@ -107,16 +108,17 @@ pub fn run(root: &Path, quick: bool) -> Result<()> {
     });
     let text = format!("{}\n", serde_json::to_string_pretty(&report)?);
     lab::evidence::AtomicFile::create(&root.join("bench.json"))?.commit(text.as_bytes())?;
-    std::fs::remove_dir_all(&scratch).ok();
     print_targets(&report);
     println!("wrote {}", root.join("bench.json").display());
     Ok(())
 }
 
-fn tempfile_dir(prefix: &str) -> Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("{prefix}{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
+/// A scratch folder that is removed when it is dropped, on an error as on success.
+fn scratch_folder(prefix: &str) -> Result<tempfile::TempDir> {
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir()
+        .with_context(|| format!("making a scratch folder {prefix}..."))
 }
 
 fn available(program: &str) -> bool {

@@ -57,6 +57,10 @@ pub fn fence_problems(chapter: &Chapter) -> Vec<String> {
     let at = |line: usize| format!("{}:{line}", chapter.path.display());
     for fence in &chapter.fences {
         match fence.language() {
+            "" if fence.indented => problems.push(format!(
+                "{}: an indented code block (rustdoc compiles it as Rust): make it a labelled fence",
+                at(fence.line)
+            )),
             "" => problems.push(format!(
                 "{}: unlabelled fence (label it `text`, `sh`, `json`, ...; an unlabelled fence is compiled as Rust)",
                 at(fence.line)

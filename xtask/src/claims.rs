@@ -53,31 +53,28 @@ pub fn problems(root: &Path) -> Result<Vec<String>> {
 /// The `file.rs::function` names in code spans of `text`, with their lines.
 pub fn named_tests(text: &str) -> Vec<NamedTest> {
     let mut found = Vec::new();
-    for (index, line) in text.lines().enumerate() {
-        // Code spans are the odd-numbered pieces between backticks.
-        for span in line.split('`').skip(1).step_by(2) {
-            let Some((file, function)) = span.split_once("::") else {
-                continue;
-            };
-            let is_file = file.ends_with(".rs")
-                && !file.is_empty()
-                && file
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "/_-.".contains(c));
-            let is_name = function
+    for (line, span) in crate::markdown::code_spans(text) {
+        let Some((file, function)) = span.split_once("::") else {
+            continue;
+        };
+        let is_file = file.ends_with(".rs")
+            && !file.is_empty()
+            && file
                 .chars()
-                .next()
-                .is_some_and(|c| c.is_ascii_lowercase())
-                && function
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_');
-            if is_file && is_name {
-                found.push(NamedTest {
-                    line: index + 1,
-                    file: file.to_owned(),
-                    function: function.to_owned(),
-                });
-            }
+                .all(|c| c.is_ascii_alphanumeric() || "/_-.".contains(c));
+        let is_name = function
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_lowercase())
+            && function
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if is_file && is_name {
+            found.push(NamedTest {
+                line,
+                file: file.to_owned(),
+                function: function.to_owned(),
+            });
         }
     }
     found

@@ -40,23 +40,26 @@ pub fn caption(content: &str, source: &str, page: &Path) -> String {
         return content.to_owned();
     }
     let up = "../".repeat(page.parent().map_or(0, |p| p.components().count()));
-    let mut blocks = files.iter();
+    let blocks = crate::markdown::fences(content);
+    let rs_blocks = blocks.iter().filter(|f| f.language() == "rs");
     let mut out = String::with_capacity(content.len() + 200 * files.len());
-    for line in content.split_inclusive('\n') {
-        if line.trim_end() == "```rs"
-            && let Some(files) = blocks.next().filter(|f| !f.is_empty())
-        {
-            let links: Vec<String> = files
-                .iter()
-                .map(|f| format!("<a href=\"{up}{f}\"><code>{f}</code></a>"))
-                .collect();
-            out.push_str(&format!(
-                "<p class=\"lab-listing\">Listing from {}</p>\n\n",
-                links.join(", ")
-            ));
-        }
-        out.push_str(line);
+    let mut copied = 0;
+    for (block, files) in rs_blocks.zip(&files).filter(|(_, f)| !f.is_empty()) {
+        let links: Vec<String> = files
+            .iter()
+            .map(|f| format!("<a href=\"{up}{f}\"><code>{f}</code></a>"))
+            .collect();
+        // The caption takes the fence's indentation, so a listing inside a list item stays there.
+        let line = &content[block.line_start..];
+        let indent = &line[..line.len() - line.trim_start_matches([' ', '\t']).len()];
+        out.push_str(&content[copied..block.line_start]);
+        out.push_str(&format!(
+            "{indent}<p class=\"lab-listing\">Listing from {}</p>\n\n",
+            links.join(", ")
+        ));
+        copied = block.line_start;
     }
+    out.push_str(&content[copied..]);
     out
 }
 
@@ -102,5 +105,20 @@ mod tests {
         assert!(captioned.contains("<code>lab/src/sqlite.rs</code></a></p>\n\n```rs\nfn create"));
         let nested = caption(content, source, Path::new("part/ch.md"));
         assert!(nested.contains("href=\"../lab/src/suite.rs\""), "{nested}");
+    }
+
+    #[test]
+    fn an_rs_block_inside_a_list_item_is_captioned_in_the_item_and_later_blocks_keep_their_files() {
+        let source = "1. First:\n\n   ```rs\n   {{#include ../lab/src/suite.rs:a}}\n   ```\n\n```rs\n{{#include ../lab/src/sqlite.rs:b}}\n```\n";
+        let content = "1. First:\n\n   ```rs\n   fn a() {}\n   ```\n\n```rs\nfn b() {}\n```\n";
+        let captioned = caption(content, source, Path::new("ch.md"));
+        assert!(
+            captioned.contains("\n   <p class=\"lab-listing\">Listing from <a href=\"lab/src/suite.rs\"><code>lab/src/suite.rs</code></a></p>\n\n   ```rs\n   fn a"),
+            "{captioned}"
+        );
+        assert!(
+            captioned.contains("<code>lab/src/sqlite.rs</code></a></p>\n\n```rs\nfn b"),
+            "{captioned}"
+        );
     }
 }

@@ -13,7 +13,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use crate::markdown::Chapter;
+use crate::markdown::{self, Chapter};
 
 /// Typed digits the book may keep, each with why it is not a figure that needs a run or a source.
 /// Keep it short: a new entry needs a reason a reviewer accepts.
@@ -90,28 +90,22 @@ fn prose(line: &str) -> String {
 
 /// Typed figures in a chapter: `path:line: `token``, one problem per token.
 pub fn typed_figures(chapter: &Chapter) -> Vec<String> {
-    let mut in_code = vec![false; chapter.text.lines().count() + 1];
-    for fence in &chapter.fences {
-        let last = (fence.line + fence.body.len()).min(in_code.len() - 1);
-        for flag in &mut in_code[fence.line - 1..=last] {
+    // Code blocks and multi-line HTML comments are not prose (a one-line comment is stripped
+    // with the other HTML below).
+    let mut not_prose = vec![false; chapter.text.lines().count() + 1];
+    let blocks = chapter.fences.iter().map(|f| (f.line, f.end_line));
+    let comments = markdown::comment_lines(&chapter.text)
+        .into_iter()
+        .filter(|(first, last)| first < last);
+    for (first, last) in blocks.chain(comments) {
+        let last = last.min(not_prose.len() - 1);
+        for flag in &mut not_prose[first - 1..=last - 1] {
             *flag = true;
         }
     }
     let mut problems = Vec::new();
-    let mut in_comment = false;
     for (index, line) in chapter.text.lines().enumerate() {
-        if in_code[index] {
-            continue;
-        }
-        // Multi-line HTML comments are not prose.
-        if in_comment {
-            if line.contains("-->") {
-                in_comment = false;
-            }
-            continue;
-        }
-        if line.contains("<!--") && !line.contains("-->") {
-            in_comment = true;
+        if not_prose[index] {
             continue;
         }
         for token in prose(line).split_whitespace() {
