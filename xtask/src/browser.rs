@@ -54,15 +54,13 @@ const WIDE_FROM: &str = "glossary.html";
 const WIDE_PAGE: &str = "overflow-control.html";
 
 /// The overflow check on another revision's book (`cargo xtask overflow-control REV`): its
-/// sources are taken with `git archive` into `target/overflow-control`, rendered with this
-/// build's mdBook and preprocessor, served, and measured. Prints the FAIL lines and their count;
-/// fails only when the book cannot be built or measured.
+/// sources are taken with `git archive` into a scratch folder under `target/` (removed when
+/// done, on an error too), rendered with this build's mdBook and preprocessor, served, and
+/// measured; screenshots go to `target/overflow-control-shots/`. Prints the FAIL lines and their
+/// count; fails only when the book cannot be built or measured.
 pub fn overflow_control(root: &Path, revision: &str) -> Result<()> {
-    let folder = root.join("target").join("overflow-control");
-    if folder.exists() {
-        std::fs::remove_dir_all(&folder)?;
-    }
-    std::fs::create_dir_all(&folder)?;
+    let scratch = scratch_folder(root, "overflow-control-")?;
+    let folder = scratch.path();
     let archive = Command::new("git")
         .current_dir(root)
         .args(["archive", "--format=tar", revision])
@@ -85,7 +83,7 @@ pub fn overflow_control(root: &Path, revision: &str) -> Result<()> {
         );
     }
     let mut tar = Command::new("tar")
-        .current_dir(&folder)
+        .current_dir(folder)
         .arg("-x")
         .stdin(std::process::Stdio::piped())
         .spawn()
@@ -97,7 +95,7 @@ pub fn overflow_control(root: &Path, revision: &str) -> Result<()> {
     if !tar.wait()?.success() {
         bail!("tar could not unpack the archive of {revision}");
     }
-    let mut book = crate::load_book(&folder)?;
+    let mut book = crate::load_book(folder)?;
     let rendered = folder.join("book");
     book.config.build.build_dir = rendered.clone();
     book.build()
@@ -110,7 +108,7 @@ pub fn overflow_control(root: &Path, revision: &str) -> Result<()> {
         &chromium,
         &server,
         &rendered,
-        &folder.join("shots"),
+        &root.join("target").join("overflow-control-shots"),
         &["--overflow-only".as_ref()],
     )?;
     drop(server);
@@ -231,10 +229,8 @@ fn node_check(
 
 /// The same check on a damaged copy of the book must fail, naming the pages.
 fn negative_control(root: &Path, book: &Path, script_dir: &Path, chromium: &Path) -> Result<()> {
-    let copy = root.join("target").join("browser-control");
-    if copy.exists() {
-        std::fs::remove_dir_all(&copy)?;
-    }
+    let scratch = scratch_folder(root, "browser-control-")?;
+    let copy = scratch.path().join("book");
     copy_dir(book, &copy)?;
     std::fs::remove_file(copy.join(REMOVED_CHAPTER))
         .with_context(|| format!("the control expects {REMOVED_CHAPTER} in the book"))?;
@@ -314,8 +310,17 @@ fn negative_control(root: &Path, book: &Path, script_dir: &Path, chromium: &Path
     println!(
         "negative control: removing {REMOVED_CHAPTER}, breaking a link on {BROKEN_ON} and an overflowing block and table, a wrapping listing and tiny chart text on {WIDE_PAGE} fail the check, naming the pages"
     );
-    std::fs::remove_dir_all(&copy)?;
     Ok(())
+}
+
+/// A scratch folder under `target/`, removed when it is dropped, on an error as on success.
+fn scratch_folder(root: &Path, prefix: &str) -> Result<tempfile::TempDir> {
+    let target = root.join("target");
+    std::fs::create_dir_all(&target)?;
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in(&target)
+        .with_context(|| format!("making a scratch folder in {}", target.display()))
 }
 
 fn copy_dir(from: &Path, to: &Path) -> Result<()> {
@@ -555,11 +560,12 @@ mod tests {
 
     #[test]
     fn the_server_serves_files_and_refuses_paths_outside_its_folder() {
-        let dir = std::env::temp_dir().join(format!("lab-serve-{}", std::process::id()));
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path();
         std::fs::create_dir_all(dir.join("css")).unwrap();
         std::fs::write(dir.join("index.html"), "<h1>home</h1>").unwrap();
         std::fs::write(dir.join("css").join("a b.css"), "p{}").unwrap();
-        let server = Server::start(&dir).unwrap();
+        let server = Server::start(dir).unwrap();
         let home = get(server.address, "/");
         assert!(home.starts_with("HTTP/1.1 200 OK"), "{home}");
         assert!(home.ends_with("<h1>home</h1>"));
@@ -568,7 +574,6 @@ mod tests {
         assert!(get(server.address, "/missing.html").starts_with("HTTP/1.1 404"));
         assert!(get(server.address, "/../Cargo.toml").starts_with("HTTP/1.1 404"));
         drop(server);
-        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]

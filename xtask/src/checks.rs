@@ -434,30 +434,31 @@ mod tests {
 
     #[test]
     fn includes_of_missing_files_and_anchors_are_reported() {
-        let root = tempfile_root("includes");
+        let scratch = tempfile_root();
+        let root = scratch.path();
         std::fs::write(
             root.join("lab/src/a.rs"),
             "// ANCHOR: here\nfn x() {}\n// ANCHOR_END: here\n",
         )
         .unwrap();
         let text = "```rs\n{{#include ../lab/src/a.rs:here}}\n{{#include ../lab/src/a.rs:hree}}\n{{#include ../lab/src/b.rs}}\n```\n\\{{#include ../lab/src/zzz.rs}}\n";
-        let problems = include_problems(&root, &chapter(text));
+        let problems = include_problems(root, &chapter(text));
         assert_eq!(problems.len(), 2, "{problems:?}");
         assert!(problems[0].starts_with("src/test.md:3: anchor `hree`"));
         assert!(problems[1].contains("b.rs, which does not exist"));
-        std::fs::remove_dir_all(root).unwrap();
     }
 
-    fn tempfile_root(name: &str) -> PathBuf {
-        let root = std::env::temp_dir().join(format!("xtask-checks-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(root.join("lab/src")).unwrap();
-        std::fs::create_dir_all(root.join("src")).unwrap();
+    fn tempfile_root() -> tempfile::TempDir {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join("lab/src")).unwrap();
+        std::fs::create_dir_all(root.path().join("src")).unwrap();
         root
     }
 
     #[test]
     fn twelve_shared_words_count_as_copied_and_eleven_do_not() {
-        let root = tempfile_root("seeds");
+        let scratch = tempfile_root();
+        let root = scratch.path();
         let seeds = root.join("seeds");
         std::fs::create_dir_all(&seeds).unwrap();
         std::fs::write(
@@ -466,7 +467,7 @@ mod tests {
         )
         .unwrap();
         let copied = copied_prose(
-            &root,
+            root,
             &seeds,
             &[chapter(
                 "One, two: three four five six seven eight nine ten eleven TWELVE.",
@@ -474,14 +475,13 @@ mod tests {
         )
         .unwrap();
         let fine = copied_prose(
-            &root,
+            root,
             &seeds,
             &[chapter(
                 "one two three four five six seven eight nine ten eleven zwölf",
             )],
         )
         .unwrap();
-        std::fs::remove_dir_all(root).unwrap();
         assert_eq!(copied.len(), 1);
         assert!(fine.is_empty(), "{fine:?}");
     }

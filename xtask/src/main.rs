@@ -128,14 +128,16 @@ fn book() -> Result<()> {
 fn build_book(root: &Path) -> Result<PathBuf> {
     let mut book = load_book(root)?;
     let destination = root.join(&book.config.build.build_dir);
-    let staging = root.join("target").join("book-staging");
-    let previous = root.join("target").join("book-previous");
-    for folder in [&staging, &previous] {
-        if folder.exists() {
-            std::fs::remove_dir_all(folder)
-                .with_context(|| format!("removing {}", folder.display()))?;
-        }
-    }
+    // Scratch folders in target/ (the same file system as book/, so the moves are renames),
+    // removed when dropped: a failed build leaves neither a half-written book nor a stray copy.
+    let target = root.join("target");
+    std::fs::create_dir_all(&target)?;
+    let scratch = tempfile::Builder::new()
+        .prefix("book-staging-")
+        .tempdir_in(&target)
+        .with_context(|| format!("making a scratch folder in {}", target.display()))?;
+    let staging = scratch.path().join("book");
+    let previous = scratch.path().join("previous");
     book.config.build.build_dir = staging.clone();
     book.build().context("rendering the book")?;
     // The listings' captions link to the lab files they show; the copies make those links work.
@@ -145,9 +147,6 @@ fn build_book(root: &Path) -> Result<PathBuf> {
     }
     std::fs::rename(&staging, &destination)
         .with_context(|| format!("moving the rendered book to {}", destination.display()))?;
-    if previous.exists() {
-        std::fs::remove_dir_all(&previous)?;
-    }
     Ok(destination.join("index.html"))
 }
 
