@@ -257,359 +257,432 @@ fn chart(title: &str, description: &str, groups: &[Group], log: bool, unit: &str
     svg
 }
 
+/// A Markdown table of the performance chapter: its name in the `{{#lab-table NAME}}`
+/// directive, its header, and how its rows are read from `bench.json`.
+struct Table {
+    name: &'static str,
+    header: &'static [&'static str],
+    rows: fn(&Value) -> Result<Vec<Vec<String>>>,
+}
+
+const TABLES: &[Table] = &[
+    Table {
+        name: "sequential",
+        header: &["call", "durable µs", "ratio", "CPU-bound µs", "ratio"],
+        rows: sequential_rows,
+    },
+    Table {
+        name: "instructions",
+        header: &["call", "instructions per call", "ratio"],
+        rows: instructions_rows,
+    },
+    Table {
+        name: "bursts",
+        header: &[
+            "callers",
+            "keys",
+            "one read each ms",
+            "busy handler ms",
+            "group commit ms",
+            "speed-up",
+            "tickets",
+            "× fdatasync rate",
+            "transactions",
+        ],
+        rows: bursts_rows,
+    },
+    Table {
+        name: "retained",
+        header: &[
+            "records kept",
+            "create µs",
+            "speed",
+            "replay µs",
+            "speed",
+            "first pass µs",
+            "plain select µs",
+            "speed",
+        ],
+        rows: retained_rows,
+    },
+    Table {
+        name: "http",
+        header: &[
+            "connections",
+            "creates",
+            "answers/s",
+            "keyed ÷ unkeyed",
+            "p50 ms",
+            "p99 ms",
+            "p99 ÷ p50",
+            "least-served ÷ median",
+            "most-served ÷ median",
+            "errors",
+        ],
+        rows: http_rows,
+    },
+    Table {
+        name: "keyed-create-profile",
+        header: &["part", "instructions per call", "share of the keyed create"],
+        rows: keyed_create_profile_rows,
+    },
+    Table {
+        name: "postgres",
+        header: &[
+            "clients",
+            "plain inserts/s",
+            "keyed creates/s",
+            "keyed ÷ plain",
+            "plain selects/s",
+            "replays/s",
+            "replay ÷ select",
+        ],
+        rows: postgres_rows,
+    },
+    Table {
+        name: "postgres-race",
+        header: &[
+            "clients",
+            "rounds",
+            "race, median ms",
+            "race, slowest ms",
+            "plain inserts, median ms",
+            "race ÷ plain",
+        ],
+        rows: postgres_race_rows,
+    },
+    Table {
+        name: "syncs",
+        header: &[
+            "program",
+            "fsync + fdatasync",
+            "WAL",
+            "rollback journal",
+            "database file",
+            "folder",
+            "other",
+        ],
+        rows: syncs_rows,
+    },
+];
+
 /// The Markdown table called `name`, built from the bench report, with the ratios the
 /// performance targets are stated in.
 pub fn table(name: &str, bench: &Value) -> Result<String> {
-    let lab = &bench["lab"];
-    let mut rows: Vec<Vec<String>> = Vec::new();
-    let header: Vec<&str> = match name {
-        "sequential" => {
-            let costs = |mode: &str, field: &str| number(&lab["sequential"][mode][field], field);
-            let lines = [
-                ("plain insert", "plain_insert_ns", "plain_insert_ns"),
-                (
-                    "keyed create, group commit",
-                    "keyed_create_group_commit_ns",
-                    "plain_insert_ns",
-                ),
-                (
-                    "keyed create, busy handler",
-                    "keyed_create_busy_handler_ns",
-                    "plain_insert_ns",
-                ),
-                ("plain select by key", "plain_select_ns", "plain_select_ns"),
-                ("replay", "replay_ns", "plain_select_ns"),
-            ];
-            for (label, field, base) in lines {
-                let mut row = vec![label.to_owned()];
-                for mode in ["durable", "cpu_bound"] {
-                    let value = costs(mode, field)?;
-                    row.push(format_value(value / 1000.0));
-                    row.push(format!("{:.2}", value / costs(mode, base)?));
-                }
-                rows.push(row);
-            }
-            vec!["call", "durable µs", "ratio", "CPU-bound µs", "ratio"]
-        }
-        "instructions" => {
-            let per_call = &bench["instructions"]["per_call"];
-            if !per_call.is_object() {
-                bail!(
-                    "bench.json has no instruction counts (valgrind was not installed for that run)"
-                );
-            }
-            let lines = [
-                ("plain insert", "plain-insert", "plain-insert"),
-                ("naive create (no key)", "naive-create", "plain-insert"),
-                ("keyed create, group commit", "keyed-create", "plain-insert"),
-                (
-                    "keyed create, busy handler",
-                    "keyed-create-busy-handler",
-                    "plain-insert",
-                ),
-                (
-                    "ticket and record inserts alone, one transaction",
-                    "ticket-and-record",
-                    "plain-insert",
-                ),
-                ("plain select by key", "plain-select", "plain-select"),
-                ("replay", "replay", "plain-select"),
-            ];
-            for (label, field, base) in lines {
-                let value = number(&per_call[field], field)?;
-                rows.push(vec![
-                    label.to_owned(),
-                    format!("{value:.0}"),
-                    format!("{:.2}", value / number(&per_call[base], base)?),
-                ]);
-            }
-            vec!["call", "instructions per call", "ratio"]
-        }
-        "bursts" => {
-            let runs = lab["bursts"]["runs"]
-                .as_array()
-                .context("bench.json has no bursts")?;
-            let fsync = number(&lab["bursts"]["fdatasync_per_second"], "the fdatasync rate")?;
-            let mut sizes: Vec<u64> = runs.iter().filter_map(|r| r["callers"].as_u64()).collect();
-            sizes.dedup();
-            for callers in sizes {
-                for one_key in [true, false] {
-                    let find = |c: &str| {
-                        runs.iter().find(|r| {
-                            r["callers"].as_u64() == Some(callers)
-                                && r["one_key"] == one_key
-                                && r["coordination"] == c
-                        })
-                    };
-                    let (Some(busy), Some(group)) = (find("busy_handler"), find("group_commit"))
-                    else {
-                        continue;
-                    };
-                    let (busy_ms, group_ms) = (
-                        number(&busy["elapsed_ms"], "a burst")?,
-                        number(&group["elapsed_ms"], "a burst")?,
-                    );
-                    let reads_ms = burst_floor(lab, "read_floor_ms", callers)?;
-                    rows.push(vec![
-                        callers.to_string(),
-                        if one_key {
-                            "one".to_owned()
-                        } else {
-                            "distinct".to_owned()
-                        },
-                        format_value(reads_ms),
-                        format_value(busy_ms),
-                        format_value(group_ms),
-                        format!("{:.1}", busy_ms / group_ms),
-                        group["tickets"].to_string(),
-                        format!(
-                            "{:.2}",
-                            number(&group["creates_per_second"], "a rate")? / fsync
-                        ),
-                        group["transactions"].to_string(),
-                    ]);
-                }
-            }
-            vec![
-                "callers",
-                "keys",
-                "one read each ms",
-                "busy handler ms",
-                "group commit ms",
-                "speed-up",
-                "tickets",
-                "× fdatasync rate",
-                "transactions",
-            ]
-        }
-        "retained" => {
-            let all = lab["retained"]
-                .as_array()
-                .context("bench.json has no retained records")?;
-            let first = all.first().context("bench.json has no retained records")?;
-            for row in all {
-                rows.push(vec![
-                    number(&row["records"], "records")?.to_string(),
-                    format_value(number(&row["create_ns"], "create")? / 1000.0),
-                    format!(
-                        "{:.2}",
-                        number(&first["create_ns"], "create")?
-                            / number(&row["create_ns"], "create")?
-                    ),
-                    format_value(number(&row["replay_ns"], "replay")? / 1000.0),
-                    format!(
-                        "{:.2}",
-                        number(&first["replay_ns"], "replay")?
-                            / number(&row["replay_ns"], "replay")?
-                    ),
-                    format_value(number(&row["replay_cold_ns"], "a first-pass replay")? / 1000.0),
-                    format_value(number(&row["select_ns"], "a plain select")? / 1000.0),
-                    format!(
-                        "{:.2}",
-                        number(&first["select_ns"], "a plain select")?
-                            / number(&row["select_ns"], "a plain select")?
-                    ),
-                ]);
-            }
-            vec![
-                "records kept",
-                "create µs",
-                "speed",
-                "replay µs",
-                "speed",
-                "first pass µs",
-                "plain select µs",
-                "speed",
-            ]
-        }
-        "http" => {
-            let runs = bench["http"]["runs"]
-                .as_array()
-                .context("bench.json has no http section (run cargo xtask bench --http)")?;
-            // A share is missing (null) when the median connection got no answer at all.
-            let shown = |value: &Value| value.as_f64().map_or("n/a".to_owned(), format_value);
-            let find = |connections: &Value, keyed: bool| {
-                runs.iter()
-                    .find(|run| run["connections"] == *connections && run["keyed"] == keyed)
-            };
-            for run in runs {
-                let keyed = run["keyed"] == true;
-                let ratio = if keyed {
-                    find(&run["connections"], false).map_or("n/a".to_owned(), |unkeyed| {
-                        format!(
-                            "{:.2}",
-                            number(&run["requests_per_second"], "a rate").unwrap_or(f64::NAN)
-                                / number(&unkeyed["requests_per_second"], "a rate")
-                                    .unwrap_or(f64::NAN)
-                        )
-                    })
-                } else {
-                    String::new()
-                };
-                rows.push(vec![
-                    run["connections"].to_string(),
-                    if keyed { "keyed" } else { "unkeyed" }.to_owned(),
-                    format_value(number(&run["requests_per_second"], "a rate")?),
-                    ratio,
-                    format_value(number(&run["p50_ms"], "p50")?),
-                    format_value(number(&run["p99_ms"], "p99")?),
-                    format!(
-                        "{:.2}",
-                        number(&run["p99_ms"], "p99")? / number(&run["p50_ms"], "p50")?
-                    ),
-                    shown(&run["least_served_share"]),
-                    shown(&run["most_served_share"]),
-                    run["errors"].to_string(),
-                ]);
-            }
-            vec![
-                "connections",
-                "creates",
-                "answers/s",
-                "keyed ÷ unkeyed",
-                "p50 ms",
-                "p99 ms",
-                "p99 ÷ p50",
-                "least-served ÷ median",
-                "most-served ÷ median",
-                "errors",
-            ]
-        }
-        "keyed-create-profile" => {
-            let profile = &bench["instructions"]["keyed_create_profile"]["per_call"];
-            if !profile.is_object() {
-                bail!(
-                    "bench.json has no keyed-create profile (valgrind was not installed for that run)"
-                );
-            }
-            let part = |name: &str| number(&profile[name], name);
-            let create = part("create")?;
-            let rest = create - part("lookup")? - part("inserts")? - part("begin_and_commit")?;
-            let floor = number(
-                &bench["instructions"]["per_call"]["ticket-and-record"],
-                "ticket-and-record",
-            )?;
-            for (label, value) in [
-                ("the whole keyed create (`TicketTool::create`)", create),
-                ("the lookup (`lookup`)", part("lookup")?),
-                (
-                    "the ticket's and the record's inserts (`insert_new`)",
-                    part("inserts")?,
-                ),
-                (
-                    "`BEGIN` and `COMMIT` (`writer::run`)",
-                    part("begin_and_commit")?,
-                ),
-                ("the rest: queue, locks, outcome", rest),
-                (
-                    "for comparison: the two inserts alone, bare SQL in one transaction",
-                    floor,
-                ),
-            ] {
-                rows.push(vec![
-                    label.to_owned(),
-                    format!("{value:.0}"),
-                    format!("{:.2}", value / create),
-                ]);
-            }
-            vec!["part", "instructions per call", "share of the keyed create"]
-        }
-        "postgres" => {
-            let runs = bench["postgres"]["rows"]
-                .as_array()
-                .context("bench.json has no postgres section (no PostgreSQL server in that run)")?;
-            for run in runs {
-                rows.push(vec![
-                    run["clients"].to_string(),
-                    format_value(number(&run["plain_insert_per_second"], "a rate")?),
-                    format_value(number(&run["keyed_create_per_second"], "a rate")?),
-                    format!("{:.2}", number(&run["keyed_over_plain"], "a ratio")?),
-                    format_value(number(&run["plain_select_per_second"], "a rate")?),
-                    format_value(number(&run["replay_per_second"], "a rate")?),
-                    format!("{:.2}", number(&run["replay_over_select"], "a ratio")?),
-                ]);
-            }
-            vec![
-                "clients",
-                "plain inserts/s",
-                "keyed creates/s",
-                "keyed ÷ plain",
-                "plain selects/s",
-                "replays/s",
-                "replay ÷ select",
-            ]
-        }
-        "postgres-race" => {
-            let runs = bench["postgres"]["rows"]
-                .as_array()
-                .context("bench.json has no postgres section (no PostgreSQL server in that run)")?;
-            for run in runs.iter().filter(|run| run["race"].is_object()) {
-                let race = &run["race"];
-                rows.push(vec![
-                    run["clients"].to_string(),
-                    race["rounds"].to_string(),
-                    format_value(number(&race["median_ms"], "a time")?),
-                    format_value(number(&race["max_ms"], "a time")?),
-                    format_value(number(&race["plain_round_median_ms"], "a time")?),
-                    format!(
-                        "{:.2}",
-                        number(&race["median_over_plain_round"], "a ratio")?
-                    ),
-                ]);
-            }
-            vec![
-                "clients",
-                "rounds",
-                "race, median ms",
-                "race, slowest ms",
-                "plain inserts, median ms",
-                "race ÷ plain",
-            ]
-        }
-        "syncs" => {
-            let syncs = &bench["python"]["syncs"];
-            if syncs["measured"] != true {
-                bail!("bench.json has no fsync counts (strace was not installed for that run)");
-            }
-            for (label, program) in [("lab", "lab"), ("reference Python lab", "python")] {
-                let by_file = &syncs[program]["by_file"];
-                let count = |kind: &str| by_file[kind].as_u64().unwrap_or(0).to_string();
-                rows.push(vec![
-                    label.to_owned(),
-                    syncs[program]["total"].to_string(),
-                    count("wal"),
-                    count("rollback_journal"),
-                    count("database"),
-                    count("folder"),
-                    count("other"),
-                ]);
-            }
-            vec![
-                "program",
-                "fsync + fdatasync",
-                "WAL",
-                "rollback journal",
-                "database file",
-                "folder",
-                "other",
-            ]
-        }
-        other => {
-            bail!(
-                "unknown table `{other}` (known: sequential, instructions, bursts, retained, http, \
-                 postgres, postgres-race, syncs, keyed-create-profile)"
-            )
-        }
+    let Some(table) = TABLES.iter().find(|t| t.name == name) else {
+        let known: Vec<&str> = TABLES.iter().map(|t| t.name).collect();
+        bail!("unknown table `{name}` (known: {})", known.join(", "));
     };
+    let rows = (table.rows)(bench)?;
     let mut out = format!(
         "| {} |\n|{}|\n",
-        header.join(" | "),
-        vec![" --- "; header.len()].join("|")
+        table.header.join(" | "),
+        vec![" --- "; table.header.len()].join("|")
     );
     for row in rows {
         let _ = writeln!(out, "| {} |", row.join(" | "));
     }
     Ok(out)
+}
+
+/// One caller, plain against keyed, durable and CPU-bound.
+fn sequential_rows(bench: &Value) -> Result<Vec<Vec<String>>> {
+    let lab = &bench["lab"];
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let costs = |mode: &str, field: &str| number(&lab["sequential"][mode][field], field);
+    let lines = [
+        ("plain insert", "plain_insert_ns", "plain_insert_ns"),
+        (
+            "keyed create, group commit",
+            "keyed_create_group_commit_ns",
+            "plain_insert_ns",
+        ),
+        (
+            "keyed create, busy handler",
+            "keyed_create_busy_handler_ns",
+            "plain_insert_ns",
+        ),
+        ("plain select by key", "plain_select_ns", "plain_select_ns"),
+        ("replay", "replay_ns", "plain_select_ns"),
+    ];
+    for (label, field, base) in lines {
+        let mut row = vec![label.to_owned()];
+        for mode in ["durable", "cpu_bound"] {
+            let value = costs(mode, field)?;
+            row.push(format_value(value / 1000.0));
+            row.push(format!("{:.2}", value / costs(mode, base)?));
+        }
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// Instructions per call, from valgrind.
+fn instructions_rows(bench: &Value) -> Result<Vec<Vec<String>>> {
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let per_call = &bench["instructions"]["per_call"];
+    if !per_call.is_object() {
+        bail!("bench.json has no instruction counts (valgrind was not installed for that run)");
+    }
+    let lines = [
+        ("plain insert", "plain-insert", "plain-insert"),
+        ("naive create (no key)", "naive-create", "plain-insert"),
+        ("keyed create, group commit", "keyed-create", "plain-insert"),
+        (
+            "keyed create, busy handler",
+            "keyed-create-busy-handler",
+            "plain-insert",
+        ),
+        (
+            "ticket and record inserts alone, one transaction",
+            "ticket-and-record",
+            "plain-insert",
+        ),
+        ("plain select by key", "plain-select", "plain-select"),
+        ("replay", "replay", "plain-select"),
+    ];
+    for (label, field, base) in lines {
+        let value = number(&per_call[field], field)?;
+        rows.push(vec![
+            label.to_owned(),
+            format!("{value:.0}"),
+            format!("{:.2}", value / number(&per_call[base], base)?),
+        ]);
+    }
+    Ok(rows)
+}
+
+/// Bursts of callers released together, busy handler against group commit.
+fn bursts_rows(bench: &Value) -> Result<Vec<Vec<String>>> {
+    let lab = &bench["lab"];
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let runs = lab["bursts"]["runs"]
+        .as_array()
+        .context("bench.json has no bursts")?;
+    let fsync = number(&lab["bursts"]["fdatasync_per_second"], "the fdatasync rate")?;
+    let mut sizes: Vec<u64> = runs.iter().filter_map(|r| r["callers"].as_u64()).collect();
+    sizes.dedup();
+    for callers in sizes {
+        for one_key in [true, false] {
+            let find = |c: &str| {
+                runs.iter().find(|r| {
+                    r["callers"].as_u64() == Some(callers)
+                        && r["one_key"] == one_key
+                        && r["coordination"] == c
+                })
+            };
+            let (Some(busy), Some(group)) = (find("busy_handler"), find("group_commit")) else {
+                continue;
+            };
+            let (busy_ms, group_ms) = (
+                number(&busy["elapsed_ms"], "a burst")?,
+                number(&group["elapsed_ms"], "a burst")?,
+            );
+            let reads_ms = burst_floor(lab, "read_floor_ms", callers)?;
+            rows.push(vec![
+                callers.to_string(),
+                if one_key {
+                    "one".to_owned()
+                } else {
+                    "distinct".to_owned()
+                },
+                format_value(reads_ms),
+                format_value(busy_ms),
+                format_value(group_ms),
+                format!("{:.1}", busy_ms / group_ms),
+                group["tickets"].to_string(),
+                format!(
+                    "{:.2}",
+                    number(&group["creates_per_second"], "a rate")? / fsync
+                ),
+                group["transactions"].to_string(),
+            ]);
+        }
+    }
+    Ok(rows)
+}
+
+/// Create and replay with few and with many records kept.
+fn retained_rows(bench: &Value) -> Result<Vec<Vec<String>>> {
+    let lab = &bench["lab"];
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let all = lab["retained"]
+        .as_array()
+        .context("bench.json has no retained records")?;
+    let first = all.first().context("bench.json has no retained records")?;
+    for row in all {
+        rows.push(vec![
+            number(&row["records"], "records")?.to_string(),
+            format_value(number(&row["create_ns"], "create")? / 1000.0),
+            format!(
+                "{:.2}",
+                number(&first["create_ns"], "create")? / number(&row["create_ns"], "create")?
+            ),
+            format_value(number(&row["replay_ns"], "replay")? / 1000.0),
+            format!(
+                "{:.2}",
+                number(&first["replay_ns"], "replay")? / number(&row["replay_ns"], "replay")?
+            ),
+            format_value(number(&row["replay_cold_ns"], "a first-pass replay")? / 1000.0),
+            format_value(number(&row["select_ns"], "a plain select")? / 1000.0),
+            format!(
+                "{:.2}",
+                number(&first["select_ns"], "a plain select")?
+                    / number(&row["select_ns"], "a plain select")?
+            ),
+        ]);
+    }
+    Ok(rows)
+}
+
+/// Keyed against unkeyed creates over HTTP, by connections.
+fn http_rows(bench: &Value) -> Result<Vec<Vec<String>>> {
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let runs = bench["http"]["runs"]
+        .as_array()
+        .context("bench.json has no http section (run cargo xtask bench --http)")?;
+    // A share is missing (null) when the median connection got no answer at all.
+    let shown = |value: &Value| value.as_f64().map_or("n/a".to_owned(), format_value);
+    let find = |connections: &Value, keyed: bool| {
+        runs.iter()
+            .find(|run| run["connections"] == *connections && run["keyed"] == keyed)
+    };
+    for run in runs {
+        let keyed = run["keyed"] == true;
+        let ratio = if keyed {
+            find(&run["connections"], false).map_or("n/a".to_owned(), |unkeyed| {
+                format!(
+                    "{:.2}",
+                    number(&run["requests_per_second"], "a rate").unwrap_or(f64::NAN)
+                        / number(&unkeyed["requests_per_second"], "a rate").unwrap_or(f64::NAN)
+                )
+            })
+        } else {
+            String::new()
+        };
+        rows.push(vec![
+            run["connections"].to_string(),
+            if keyed { "keyed" } else { "unkeyed" }.to_owned(),
+            format_value(number(&run["requests_per_second"], "a rate")?),
+            ratio,
+            format_value(number(&run["p50_ms"], "p50")?),
+            format_value(number(&run["p99_ms"], "p99")?),
+            format!(
+                "{:.2}",
+                number(&run["p99_ms"], "p99")? / number(&run["p50_ms"], "p50")?
+            ),
+            shown(&run["least_served_share"]),
+            shown(&run["most_served_share"]),
+            run["errors"].to_string(),
+        ]);
+    }
+    Ok(rows)
+}
+
+/// Where the keyed create spends its instructions.
+fn keyed_create_profile_rows(bench: &Value) -> Result<Vec<Vec<String>>> {
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let profile = &bench["instructions"]["keyed_create_profile"]["per_call"];
+    if !profile.is_object() {
+        bail!("bench.json has no keyed-create profile (valgrind was not installed for that run)");
+    }
+    let part = |name: &str| number(&profile[name], name);
+    let create = part("create")?;
+    let rest = create - part("lookup")? - part("inserts")? - part("begin_and_commit")?;
+    let floor = number(
+        &bench["instructions"]["per_call"]["ticket-and-record"],
+        "ticket-and-record",
+    )?;
+    for (label, value) in [
+        ("the whole keyed create (`TicketTool::create`)", create),
+        ("the lookup (`lookup`)", part("lookup")?),
+        (
+            "the ticket's and the record's inserts (`insert_new`)",
+            part("inserts")?,
+        ),
+        (
+            "`BEGIN` and `COMMIT` (`writer::run`)",
+            part("begin_and_commit")?,
+        ),
+        ("the rest: queue, locks, outcome", rest),
+        (
+            "for comparison: the two inserts alone, bare SQL in one transaction",
+            floor,
+        ),
+    ] {
+        rows.push(vec![
+            label.to_owned(),
+            format!("{value:.0}"),
+            format!("{:.2}", value / create),
+        ]);
+    }
+    Ok(rows)
+}
+
+/// Keyed create against plain insert on PostgreSQL, by clients.
+fn postgres_rows(bench: &Value) -> Result<Vec<Vec<String>>> {
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let runs = bench["postgres"]["rows"]
+        .as_array()
+        .context("bench.json has no postgres section (no PostgreSQL server in that run)")?;
+    for run in runs {
+        rows.push(vec![
+            run["clients"].to_string(),
+            format_value(number(&run["plain_insert_per_second"], "a rate")?),
+            format_value(number(&run["keyed_create_per_second"], "a rate")?),
+            format!("{:.2}", number(&run["keyed_over_plain"], "a ratio")?),
+            format_value(number(&run["plain_select_per_second"], "a rate")?),
+            format_value(number(&run["replay_per_second"], "a rate")?),
+            format!("{:.2}", number(&run["replay_over_select"], "a ratio")?),
+        ]);
+    }
+    Ok(rows)
+}
+
+/// The same-key race on PostgreSQL against a round of plain inserts.
+fn postgres_race_rows(bench: &Value) -> Result<Vec<Vec<String>>> {
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let runs = bench["postgres"]["rows"]
+        .as_array()
+        .context("bench.json has no postgres section (no PostgreSQL server in that run)")?;
+    for run in runs.iter().filter(|run| run["race"].is_object()) {
+        let race = &run["race"];
+        rows.push(vec![
+            run["clients"].to_string(),
+            race["rounds"].to_string(),
+            format_value(number(&race["median_ms"], "a time")?),
+            format_value(number(&race["max_ms"], "a time")?),
+            format_value(number(&race["plain_round_median_ms"], "a time")?),
+            format!(
+                "{:.2}",
+                number(&race["median_over_plain_round"], "a ratio")?
+            ),
+        ]);
+    }
+    Ok(rows)
+}
+
+/// fsync and fdatasync calls of the lab and of the reference Python lab.
+fn syncs_rows(bench: &Value) -> Result<Vec<Vec<String>>> {
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let syncs = &bench["python"]["syncs"];
+    if syncs["measured"] != true {
+        bail!("bench.json has no fsync counts (strace was not installed for that run)");
+    }
+    for (label, program) in [("lab", "lab"), ("reference Python lab", "python")] {
+        let by_file = &syncs[program]["by_file"];
+        let count = |kind: &str| by_file[kind].as_u64().unwrap_or(0).to_string();
+        rows.push(vec![
+            label.to_owned(),
+            syncs[program]["total"].to_string(),
+            count("wal"),
+            count("rollback_journal"),
+            count("database"),
+            count("folder"),
+            count("other"),
+        ]);
+    }
+    Ok(rows)
 }
 
 fn format_value(value: f64) -> String {
