@@ -28,6 +28,7 @@ mod claims;
 mod conformance;
 mod copyable;
 mod deps;
+mod diagram;
 mod doctests;
 mod facts;
 mod figures;

@@ -17,8 +17,9 @@ use std::fmt::Write as _;
 use std::sync::{LazyLock, Mutex, PoisonError};
 
 use anyhow::{Context, Result, bail};
-use lab::model::{self, Bounds, Counterexample, Lane, Mark, Report, Variant};
+use lab::model::{self, Bounds, Counterexample, Lane, Mark, Moment, Report, Variant};
 
+use crate::diagram;
 use crate::timeline::{COMMIT, REFUSED, REPLAY, escape, wrap};
 
 static RUNS: LazyLock<Mutex<HashMap<&'static str, Report>>> =
@@ -95,7 +96,6 @@ fn value(report: &Report, field: &str) -> Result<String> {
 const LANE_WIDTH: f64 = 150.0;
 const LEFT: f64 = 90.0;
 const TOP: f64 = 78.0;
-const LINE_HEIGHT: f64 = 14.0;
 
 /// The lanes a counterexample uses: its runners in order, then the network and the service.
 fn lanes(found: &Counterexample) -> Vec<Lane> {
@@ -144,19 +144,8 @@ pub fn svg(variant: Variant, found: &Counterexample) -> String {
         .iter()
         .map(|m| (wrap(&m.text, 34), wrap(&m.tickets, 24)))
         .collect();
-    let heights: Vec<f64> = rows
-        .iter()
-        .map(|(text, tickets)| (text.len() + 1).max(tickets.len()) as f64 * LINE_HEIGHT + 14.0)
-        .collect();
+    let heights = diagram::row_heights(&rows);
     let height = TOP + heights.iter().sum::<f64>() + 40.0;
-    let label = summary(variant, found);
-    let mut out = String::new();
-    // Writing to a String cannot fail, so the results of write! are ignored throughout.
-    let _ = write!(
-        out,
-        r#"<svg class="lab-timeline" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="100%" style="max-width: {width}px" role="img" aria-label="{}" font-family="sans-serif" font-size="12" fill="currentColor" stroke="currentColor" stroke-width="0">"#,
-        escape(&label)
-    );
     let description: Vec<String> = found
         .moments
         .iter()
@@ -170,20 +159,23 @@ pub fn svg(variant: Variant, found: &Counterexample) -> String {
             )
         })
         .collect();
-    let _ = write!(
-        out,
-        "<title>{}</title><desc>{}</desc>",
-        escape(&format!("Counterexample: {variant}")),
-        escape(&description.join(" "))
+    let mut out = String::new();
+    diagram::open(
+        &mut out,
+        width,
+        height,
+        &summary(variant, found),
+        &format!("Counterexample: {variant}"),
+        &description.join(" "),
     );
     for &lane in &lanes {
-        let x = x_of(lane);
-        let _ = write!(
-            out,
-            r#"<rect x="{}" y="10" width="130" height="26" rx="4" fill="none" stroke-width="1.5"/><text x="{x}" y="28" text-anchor="middle" font-weight="bold" stroke="none">{}</text><line x1="{x}" y1="36" x2="{x}" y2="{}" stroke-width="1" stroke-dasharray="2 3"/>"#,
-            x - 65.0,
-            escape(&lane_name(lane)),
-            height - 30.0
+        diagram::lifeline(
+            &mut out,
+            x_of(lane),
+            130.0,
+            &lane_name(lane),
+            36.0,
+            height - 30.0,
         );
     }
     let _ = write!(
@@ -193,80 +185,11 @@ pub fn svg(variant: Variant, found: &Counterexample) -> String {
     let mut y = TOP;
     for (i, (moment, (text, tickets))) in found.moments.iter().zip(&rows).enumerate() {
         let row = heights[i];
-        let arrow_y = y + text.len() as f64 * LINE_HEIGHT + 2.0;
-        let colour = match moment.mark {
-            Mark::Commit => COMMIT,
-            Mark::Replay => REPLAY,
-            Mark::Loss => REFUSED,
-            Mark::Plain => "currentColor",
-        };
-        let _ = write!(
-            out,
-            r#"<text x="8" y="{arrow_y}" font-size="11" stroke="none">{i}</text>"#
-        );
         let from = x_of(moment.from);
-        match moment.to {
-            Some(to) => {
-                let end = x_of(to);
-                let direction = if end > from { 1.0 } else { -1.0 };
-                let stop = end - direction * 2.0;
-                let _ = write!(
-                    out,
-                    r#"<line x1="{from}" y1="{arrow_y}" x2="{stop}" y2="{arrow_y}" stroke="{colour}" stroke-width="2"/><polygon points="{stop},{arrow_y} {},{} {},{}" fill="{colour}" stroke="{colour}" stroke-width="1"/>"#,
-                    stop - direction * 9.0,
-                    arrow_y - 5.0,
-                    stop - direction * 9.0,
-                    arrow_y + 5.0
-                );
-                let middle = (from + stop) / 2.0;
-                for (n, line) in text.iter().enumerate() {
-                    let _ = write!(
-                        out,
-                        r#"<text x="{middle}" y="{}" text-anchor="middle" stroke="none">{}</text>"#,
-                        y + (n as f64 + 1.0) * LINE_HEIGHT - 4.0,
-                        escape(line)
-                    );
-                }
-            }
-            None => {
-                let _ = write!(
-                    out,
-                    r#"<rect x="{}" y="{}" width="10" height="{}" fill="{colour}" stroke="{colour}" stroke-width="1"/>"#,
-                    from - 5.0,
-                    y + 2.0,
-                    row - 10.0
-                );
-                // The label sits beside the mark, on the side with room.
-                let (x, anchor) = if moment.from == Lane::Service {
-                    (from - 12.0, "end")
-                } else {
-                    (from + 12.0, "start")
-                };
-                for (n, line) in text.iter().enumerate() {
-                    let _ = write!(
-                        out,
-                        r#"<text x="{x}" y="{}" text-anchor="{anchor}" stroke="none">{}</text>"#,
-                        y + (n as f64 + 1.0) * LINE_HEIGHT,
-                        escape(line)
-                    );
-                }
-            }
-        }
-        for (n, line) in tickets.iter().enumerate() {
-            let _ = write!(
-                out,
-                r#"<text x="{tickets_x}" y="{}" stroke="none">{}</text>"#,
-                y + (n as f64 + 1.0) * LINE_HEIGHT,
-                escape(line)
-            );
-        }
-        let _ = write!(
-            out,
-            r#"<line x1="{tickets_x}" y1="{}" x2="{}" y2="{}" stroke-width="0.5" stroke-opacity="0.4"/>"#,
-            y + row - 4.0,
-            width - 10.0,
-            y + row - 4.0
-        );
+        let to = moment.to.map(x_of);
+        draw_moment(&mut out, moment, i, (from, to), (y, row), text);
+        diagram::beside(&mut out, tickets_x, y, tickets, "");
+        diagram::separator(&mut out, tickets_x, width - 10.0, y + row - 4.0);
         y += row;
     }
     let _ = write!(
@@ -277,6 +200,44 @@ pub fn svg(variant: Variant, found: &Counterexample) -> String {
         escape(found.property)
     );
     out
+}
+
+/// One step's arrow from `from` to `to` (or its mark when `to` is `None`) and its text, in the
+/// row from `y`, `row` high.
+fn draw_moment(
+    out: &mut String,
+    moment: &Moment,
+    number: usize,
+    (from, to): (f64, Option<f64>),
+    (y, row): (f64, f64),
+    text: &[String],
+) {
+    let arrow_y = y + text.len() as f64 * diagram::LINE_HEIGHT + 2.0;
+    let colour = match moment.mark {
+        Mark::Commit => COMMIT,
+        Mark::Replay => REPLAY,
+        Mark::Loss => REFUSED,
+        Mark::Plain => "currentColor",
+    };
+    diagram::step_number(out, arrow_y, number);
+    match to {
+        Some(end) => {
+            let direction = if end > from { 1.0 } else { -1.0 };
+            let stop = end - direction * 2.0;
+            diagram::shaft(out, from, stop, arrow_y, colour, "");
+            diagram::head(out, stop, arrow_y, direction, colour);
+            diagram::centred(out, (from + stop) / 2.0, y, text);
+        }
+        None => {
+            diagram::mark(out, from, y, row, colour);
+            // The label sits beside the mark, on the side with room.
+            if moment.from == Lane::Service {
+                diagram::beside(out, from - 12.0, y, text, r#" text-anchor="end""#);
+            } else {
+                diagram::beside(out, from + 12.0, y, text, r#" text-anchor="start""#);
+            }
+        }
+    }
 }
 
 /// The same steps as a Markdown table, folded under the diagram.

@@ -12,6 +12,8 @@ use std::fmt::Write;
 use anyhow::{Context, Result};
 use lab::trace::{self, Actor, Event, Reply, Trace, What};
 
+use crate::diagram;
+
 /// Where the three lifelines stand, and where the "caller knows" column starts.
 const CALLER_X: f64 = 60.0;
 const SERVICE_X: f64 = 240.0;
@@ -19,7 +21,6 @@ const DATABASE_X: f64 = 420.0;
 const KNOWS_X: f64 = 492.0;
 const WIDTH: f64 = 760.0;
 const TOP: f64 = 78.0;
-const LINE_HEIGHT: f64 = 14.0;
 
 /// Colours for marks (never for text), each with a contrast of at least 3 against both mdBook's
 /// light background and its darkest one.
@@ -123,54 +124,37 @@ pub fn svg(trace: &Trace) -> String {
         .iter()
         .map(|e| (wrap(&e.label(), 30), wrap(&e.knows, 40)))
         .collect();
-    let heights: Vec<f64> = rows
-        .iter()
-        .map(|(label, knows)| {
-            let lines = (label.len() + 1).max(knows.len()) as f64;
-            lines * LINE_HEIGHT + 14.0
-        })
-        .collect();
+    let heights = diagram::row_heights(&rows);
     let body: f64 = heights.iter().sum();
     let height = TOP + body + 44.0;
-    let summary = summary(trace);
+    let description: Vec<String> = trace
+        .events
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            format!(
+                "{}. {}: {}. The caller knows: {}.",
+                i + 1,
+                e.actor,
+                e.label(),
+                e.knows
+            )
+        })
+        .collect();
     let mut out = String::new();
-    // Writing to a String cannot fail, so the results of write! are ignored throughout.
-    let _ = write!(
-        out,
-        r#"<svg class="lab-timeline" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height}" width="100%" style="max-width: {WIDTH}px" role="img" aria-label="{label}" font-family="sans-serif" font-size="12" fill="currentColor" stroke="currentColor" stroke-width="0">"#,
-        label = escape(&summary),
+    diagram::open(
+        &mut out,
+        WIDTH,
+        height,
+        &summary(trace),
+        &format!("Timeline: {}", trace.name),
+        &description.join(" "),
     );
-    let _ = write!(
-        out,
-        "<title>{}</title><desc>{}</desc>",
-        escape(&format!("Timeline: {}", trace.name)),
-        escape(
-            &trace
-                .events
-                .iter()
-                .enumerate()
-                .map(|(i, e)| format!(
-                    "{}. {}: {}. The caller knows: {}.",
-                    i + 1,
-                    e.actor,
-                    e.label(),
-                    e.knows
-                ))
-                .collect::<Vec<_>>()
-                .join(" ")
-        )
-    );
-    // Lifeline heads and lines.
     for actor in [Actor::Caller, Actor::Service, Actor::Database] {
-        let x = x_of(actor);
-        let _ = write!(
-            out,
-            r#"<rect x="{}" y="10" width="96" height="26" rx="4" fill="none" stroke-width="1.5"/><text x="{x}" y="28" text-anchor="middle" font-weight="bold" stroke="none">{actor}</text><line x1="{x}" y1="{}" x2="{x}" y2="{}" stroke-width="1" stroke-dasharray="2 3"/>"#,
-            x - 48.0,
-            // The database's line starts below the tickets it holds at the start.
-            if actor == Actor::Database { 58.0 } else { 36.0 },
-            height - 36.0,
-        );
+        // The database's line starts below the tickets it holds at the start.
+        let top = if actor == Actor::Database { 58.0 } else { 36.0 };
+        let name = actor.to_string();
+        diagram::lifeline(&mut out, x_of(actor), 96.0, &name, top, height - 36.0);
     }
     let _ = write!(
         out,
@@ -180,93 +164,9 @@ pub fn svg(trace: &Trace) -> String {
     let mut y = TOP;
     for (i, (event, (label, knows))) in trace.events.iter().zip(&rows).enumerate() {
         let row = heights[i];
-        let arrow_y = y + label.len() as f64 * LINE_HEIGHT + 2.0;
-        let (colour, dash) = style(event);
-        let _ = write!(
-            out,
-            r#"<text x="8" y="{arrow_y}" font-size="11" stroke="none">{}</text>"#,
-            i + 1
-        );
-        let from = x_of(event.actor);
-        match event.to {
-            Some(to) => {
-                let end = x_of(to);
-                let direction = if end > from { 1.0 } else { -1.0 };
-                let lost = event.what == What::ReplyLost;
-                // A lost reply stops halfway, at a cross.
-                let stop = if lost {
-                    (from + end) / 2.0
-                } else {
-                    end - direction * 2.0
-                };
-                let _ = write!(
-                    out,
-                    r#"<line x1="{from}" y1="{arrow_y}" x2="{stop}" y2="{arrow_y}" stroke="{colour}" stroke-width="2"{dash}/>"#
-                );
-                if lost {
-                    let _ = write!(
-                        out,
-                        r#"<path d="M{a} {b} L{c} {d} M{a} {d} L{c} {b}" stroke="{colour}" stroke-width="3"/>"#,
-                        a = stop - 7.0,
-                        b = arrow_y - 7.0,
-                        c = stop + 7.0,
-                        d = arrow_y + 7.0,
-                    );
-                } else {
-                    let _ = write!(
-                        out,
-                        r#"<polygon points="{stop},{arrow_y} {},{} {},{}" fill="{colour}" stroke="{colour}" stroke-width="1"/>"#,
-                        stop - direction * 9.0,
-                        arrow_y - 5.0,
-                        stop - direction * 9.0,
-                        arrow_y + 5.0,
-                    );
-                }
-                let middle = (from + stop) / 2.0;
-                for (n, line) in label.iter().enumerate() {
-                    let _ = write!(
-                        out,
-                        r#"<text x="{middle}" y="{}" text-anchor="middle" stroke="none">{}</text>"#,
-                        y + (n as f64 + 1.0) * LINE_HEIGHT - 4.0,
-                        escape(line)
-                    );
-                }
-            }
-            None => {
-                // The actor acts alone: a mark on its lifeline and the label beside it.
-                let _ = write!(
-                    out,
-                    r#"<rect x="{}" y="{}" width="10" height="{}" fill="{colour}" stroke="{colour}" stroke-width="1"/>"#,
-                    from - 5.0,
-                    y + 2.0,
-                    row - 10.0,
-                );
-                for (n, line) in label.iter().enumerate() {
-                    let _ = write!(
-                        out,
-                        r#"<text x="{}" y="{}" stroke="none">{}</text>"#,
-                        from + 12.0,
-                        y + (n as f64 + 1.0) * LINE_HEIGHT,
-                        escape(line)
-                    );
-                }
-            }
-        }
-        for (n, line) in knows.iter().enumerate() {
-            let _ = write!(
-                out,
-                r#"<text x="{KNOWS_X}" y="{}" stroke="none">{}</text>"#,
-                y + (n as f64 + 1.0) * LINE_HEIGHT,
-                escape(line)
-            );
-        }
-        let _ = write!(
-            out,
-            r#"<line x1="{KNOWS_X}" y1="{}" x2="{}" y2="{}" stroke-width="0.5" stroke-opacity="0.4"/>"#,
-            y + row - 4.0,
-            WIDTH - 10.0,
-            y + row - 4.0,
-        );
+        draw_event(&mut out, event, i + 1, y, row, label);
+        diagram::beside(&mut out, KNOWS_X, y, knows, "");
+        diagram::separator(&mut out, KNOWS_X, WIDTH - 10.0, y + row - 4.0);
         y += row;
     }
     let _ = write!(
@@ -276,6 +176,43 @@ pub fn svg(trace: &Trace) -> String {
         tickets(&trace.tickets_at_end),
     );
     out
+}
+
+/// One moment's arrow (or mark) and its label, in the row from `y`, `row` high.
+fn draw_event(out: &mut String, event: &Event, number: usize, y: f64, row: f64, label: &[String]) {
+    let arrow_y = y + label.len() as f64 * diagram::LINE_HEIGHT + 2.0;
+    let (colour, dash) = style(event);
+    diagram::step_number(out, arrow_y, number);
+    let from = x_of(event.actor);
+    let Some(to) = event.to else {
+        // The actor acts alone: a mark on its lifeline and the label beside it.
+        diagram::mark(out, from, y, row, colour);
+        diagram::beside(out, from + 12.0, y, label, "");
+        return;
+    };
+    let end = x_of(to);
+    let direction = if end > from { 1.0 } else { -1.0 };
+    let lost = event.what == What::ReplyLost;
+    // A lost reply stops halfway, at a cross.
+    let stop = if lost {
+        (from + end) / 2.0
+    } else {
+        end - direction * 2.0
+    };
+    diagram::shaft(out, from, stop, arrow_y, colour, dash);
+    if lost {
+        let _ = write!(
+            out,
+            r#"<path d="M{a} {b} L{c} {d} M{a} {d} L{c} {b}" stroke="{colour}" stroke-width="3"/>"#,
+            a = stop - 7.0,
+            b = arrow_y - 7.0,
+            c = stop + 7.0,
+            d = arrow_y + 7.0,
+        );
+    } else {
+        diagram::head(out, stop, arrow_y, direction, colour);
+    }
+    diagram::centred(out, (from + stop) / 2.0, y, label);
 }
 
 /// The same moments as a Markdown table, folded under the diagram.
