@@ -36,11 +36,7 @@ pub const EXEMPT: &[&str] = &[
 /// Emptied as they are split.
 pub const PENDING: &[(&str, &str)] = &[
     ("xtask/src/plots.rs", "chart"),
-    ("lab/src/model/timeline.rs", "describe"),
     ("lab/src/model/protocol.rs", "Protocol::next_state"),
-    ("xtask/src/timeline.rs", "svg"),
-    ("xtask/src/model.rs", "svg"),
-    ("lab/src/sim/check.rs", "check_key"),
     ("lab/src/sim/shrink.rs", "candidates"),
     ("xtask/src/bench.rs", "print_targets"),
     ("xtask/src/browser.rs", "negative_control"),

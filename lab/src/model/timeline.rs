@@ -120,6 +120,44 @@ fn run_start(before: &State, after: &State, i: u8) -> String {
     }
 }
 
+/// What one step says: its line in the text timeline and the parts of its moment.
+struct Said {
+    line: String,
+    from: Lane,
+    to: Option<Lane>,
+    text: String,
+    mark: Mark,
+}
+
+impl Said {
+    /// A step of `who` (the text timeline's left column), from `from` to `to`.
+    fn by(who: &str, from: Lane, to: Option<Lane>, text: String, mark: Mark) -> Said {
+        Said {
+            line: format!("{who}  {text}"),
+            from,
+            to,
+            text,
+            mark,
+        }
+    }
+
+    /// A step of runner `i` on its own lane.
+    fn runner(i: u8, text: String, mark: Mark) -> Said {
+        Said::by(&caller(i), Lane::Runner(i), None, text, mark)
+    }
+
+    /// A step the state does not explain (it cannot happen in a counterexample): no line.
+    fn nothing(from: Lane) -> Said {
+        Said {
+            line: String::new(),
+            from,
+            to: None,
+            text: String::new(),
+            mark: Mark::Plain,
+        }
+    }
+}
+
 /// The line and the moment of one step.
 fn describe(
     protocol: &Protocol,
@@ -127,146 +165,12 @@ fn describe(
     action: Action,
     after: &State,
 ) -> (String, Moment) {
-    let tickets = tickets_text(after);
-    let moment = |from: Lane, to: Option<Lane>, text: &str, mark: Mark| Moment {
-        from,
-        to,
-        text: text.to_owned(),
-        mark,
-        tickets: tickets.clone(),
-    };
-    match action {
-        Action::Save(i) => {
-            let row = after.runners[usize::from(i)].row;
-            let key = match row.and_then(|r| r.key) {
-                Some(key) => format!(" with key {key}"),
-                None => format!(
-                    "; its key {} stays in memory",
-                    after.runners[usize::from(i)].key
-                ),
-            };
-            let reuse = if i == 1 {
-                " (the key of i1, with another payload)"
-            } else {
-                ""
-            };
-            let text = format!(
-                "saves {}{key}{reuse}{}",
-                name(i),
-                run_start(before, after, i)
-            );
-            let line = format!("{}  {text}", caller(i));
-            (line, moment(Lane::Runner(i), None, &text, Mark::Plain))
-        }
-        Action::Send(i) => {
-            let attempt = after.runners[usize::from(i)]
-                .row
-                .map_or(0, |r: Row| r.attempts);
-            let sent = after.network.iter().find_map(|m| match m {
-                Message::Request {
-                    from,
-                    attempt: a,
-                    request,
-                } if *from == i && *a == attempt => Some(*request),
-                _ => None,
-            });
-            match sent.filter(|_| before.network.len() < after.network.len()) {
-                Some(request) => {
-                    let text = format!(
-                        "sends create {} for {} (attempt {attempt}{})",
-                        request.key,
-                        name(i),
-                        spelled(&request)
-                    );
-                    let line = format!("{}  {text}", caller(i));
-                    (
-                        line,
-                        moment(Lane::Runner(i), Some(Lane::Network), &text, Mark::Plain),
-                    )
-                }
-                None => {
-                    let review = if after.runners[usize::from(i)].process == Process::Done {
-                        format!(
-                            "; marks {} for review: no answer after every attempt",
-                            name(i)
-                        )
-                    } else {
-                        String::new()
-                    };
-                    let text = format!(
-                        "create for {} (attempt {attempt}) -> connection refused{review}",
-                        name(i)
-                    );
-                    let line = format!("{}  {text}", caller(i));
-                    (line, moment(Lane::Runner(i), None, &text, Mark::Loss))
-                }
-            }
-        }
-        Action::Timeout(i) => {
-            let Process::Awaiting { attempt, .. } = before.runners[usize::from(i)].process else {
-                return (
-                    String::new(),
-                    moment(Lane::Runner(i), None, "", Mark::Plain),
-                );
-            };
-            let review = if after.runners[usize::from(i)].process == Process::Done {
-                format!(
-                    "; marks {} for review: no answer after every attempt",
-                    name(i)
-                )
-            } else {
-                String::new()
-            };
-            let text = format!(
-                "create for {} (attempt {attempt}) -> {}{review}",
-                name(i),
-                result_label(&CallResult::Unknown)
-            );
-            let line = format!("{}  {text}", caller(i));
-            (line, moment(Lane::Runner(i), None, &text, Mark::Loss))
-        }
-        Action::Receive(i) => {
-            let Process::Awaiting { attempt, .. } = before.runners[usize::from(i)].process else {
-                return (
-                    String::new(),
-                    moment(Lane::Runner(i), None, "", Mark::Plain),
-                );
-            };
-            let answer = before.network.iter().find_map(|m| match m {
-                Message::Reply {
-                    to,
-                    attempt: a,
-                    answer,
-                } if *to == i && *a == attempt => Some(*answer),
-                _ => None,
-            });
-            let verdict = match after.runners[usize::from(i)].row.map(|r| r.state) {
-                Some(RowState::Succeeded(id)) => format!("succeeded, ticket {id}"),
-                Some(RowState::Rejected) => "rejected".to_owned(),
-                Some(RowState::Review) => "needs review".to_owned(),
-                _ => "pending".to_owned(),
-            };
-            let text = format!(
-                "reads the answer to attempt {attempt}: {} -> {}",
-                answer.map_or_else(String::new, |a| result_label(&result(a))),
-                verdict
-            );
-            let line = format!("{}  {text}", caller(i));
-            let mark = match answer {
-                Some(Answer::Replayed(_)) => Mark::Replay,
-                Some(Answer::Conflict | Answer::Expired) => Mark::Loss,
-                _ => Mark::Plain,
-            };
-            (
-                line,
-                moment(Lane::Network, Some(Lane::Runner(i)), &text, mark),
-            )
-        }
-        Action::Crash(i) => {
-            let text = "crashes".to_owned();
-            let line = format!("{}  {text}", caller(i));
-            (line, moment(Lane::Runner(i), None, &text, Mark::Loss))
-        }
+    let said = match action {
+        Action::Save(i) => save(before, after, i),
+        Action::Send(i) => send(before, after, i),
+        Action::Timeout(i) => timeout(before, after, i),
+        Action::Receive(i) => receive(before, after, i),
+        Action::Crash(i) => Said::runner(i, "crashes".to_owned(), Mark::Loss),
         Action::Restart(i) | Action::Rerun(i) => {
             let verb = if matches!(action, Action::Restart(_)) {
                 "restarts"
@@ -274,92 +178,17 @@ fn describe(
                 "runs again"
             };
             let text = format!("{verb}{}", run_start(before, after, i));
-            let line = format!("{}  {text}", caller(i));
-            (line, moment(Lane::Runner(i), None, &text, Mark::Plain))
+            Said::runner(i, text, Mark::Plain)
         }
-        Action::Deliver(index) => {
-            let Message::Request {
-                from,
-                attempt,
-                request,
-            } = before.network[index]
-            else {
-                return (String::new(), moment(Lane::Service, None, "", Mark::Plain));
-            };
-            let looked_up = after.lookups.len() > before.lookups.len();
-            let answer = after.network.iter().find_map(|m| match m {
-                Message::Reply {
-                    to,
-                    attempt: a,
-                    answer,
-                } if *to == from && *a == attempt => Some(*answer),
-                _ => None,
-            });
-            let what = format!(
-                "create {} of {} for {} (attempt {attempt}{})",
-                request.key,
-                caller(from),
-                name(from),
-                spelled(&request)
-            );
-            let (text, mark) = if looked_up {
-                (format!("{what}: looked up the key: no record"), Mark::Plain)
-            } else {
-                let committed = after.store.tickets.len() > before.store.tickets.len();
-                // The service's answer, whether or not anyone still waits for it.
-                let answered = before.store.clone().create(&request, protocol.compare());
-                let waiting = answer.is_some();
-                let outcome = if waiting {
-                    result_label(&result(answered))
-                } else {
-                    format!(
-                        "{}; nobody waits for the reply",
-                        result_label(&result(answered))
-                    )
-                };
-                let mark = if committed {
-                    Mark::Commit
-                } else if matches!(answered, Answer::Replayed(_)) {
-                    Mark::Replay
-                } else {
-                    Mark::Loss
-                };
-                (format!("{what} -> {outcome}"), mark)
-            };
-            let line = format!("service  {text}");
-            (
-                line,
-                moment(Lane::Network, Some(Lane::Service), &text, mark),
-            )
-        }
-        Action::Write(index) => {
-            let lookup = before.lookups[index];
-            let id = after.store.tickets.last().map_or(0, |t| t.id);
-            let waiting = after.network.len() > before.network.len();
-            let text = format!(
-                "create {} of {} for {} (attempt {}): writes ticket {id} and its record -> {}",
-                lookup.request.key,
-                caller(lookup.from),
-                name(lookup.from),
-                lookup.attempt,
-                if waiting {
-                    result_label(&CallResult::Created(TicketId::from(i64::from(id))))
-                } else {
-                    "nobody waits for the reply".to_owned()
-                }
-            );
-            let line = format!("service  {text}");
-            (line, moment(Lane::Service, None, &text, Mark::Commit))
-        }
+        Action::Deliver(index) => deliver(protocol, before, after, index),
+        Action::Write(index) => write(before, after, index),
         Action::Lose(index) => {
             let text = format!("loses {}", request_of(&before.network[index]));
-            let line = format!("network  {text}");
-            (line, moment(Lane::Network, None, &text, Mark::Loss))
+            Said::by("network", Lane::Network, None, text, Mark::Loss)
         }
         Action::Duplicate(index) => {
             let text = format!("delivers {} twice", request_of(&before.network[index]));
-            let line = format!("network  {text}");
-            (line, moment(Lane::Network, None, &text, Mark::Plain))
+            Said::by("network", Lane::Network, None, text, Mark::Plain)
         }
         Action::CrashService => {
             let lost = before.network.len() - after.network.len() + before.lookups.len();
@@ -368,29 +197,227 @@ fn describe(
             } else {
                 format!("crashes; {lost} create(s) in progress are lost")
             };
-            let line = format!("service  {text}");
-            (line, moment(Lane::Service, None, &text, Mark::Loss))
+            Said::by("service", Lane::Service, None, text, Mark::Loss)
         }
         Action::RestartService => {
             let text = "restarts on the same database".to_owned();
-            let line = format!("service  {text}");
-            (line, moment(Lane::Service, None, &text, Mark::Plain))
+            Said::by("service", Lane::Service, None, text, Mark::Plain)
         }
-        Action::Prune(index) => {
-            let record = before.store.records[index];
-            let left = if protocol.variant == super::Variant::EarlyPrune {
-                "leaving nothing behind"
-            } else {
-                "leaving a tombstone"
-            };
+        Action::Prune(index) => prune(protocol, before, index),
+    };
+    let moment = Moment {
+        from: said.from,
+        to: said.to,
+        text: said.text,
+        mark: said.mark,
+        tickets: tickets_text(after),
+    };
+    (said.line, moment)
+}
+
+fn save(before: &State, after: &State, i: u8) -> Said {
+    let row = after.runners[usize::from(i)].row;
+    let key = match row.and_then(|r| r.key) {
+        Some(key) => format!(" with key {key}"),
+        None => format!(
+            "; its key {} stays in memory",
+            after.runners[usize::from(i)].key
+        ),
+    };
+    let reuse = if i == 1 {
+        " (the key of i1, with another payload)"
+    } else {
+        ""
+    };
+    let text = format!(
+        "saves {}{key}{reuse}{}",
+        name(i),
+        run_start(before, after, i)
+    );
+    Said::runner(i, text, Mark::Plain)
+}
+
+/// "; marks iN for review: ..." when runner `i` gave up after this step.
+fn review(after: &State, i: u8) -> String {
+    if after.runners[usize::from(i)].process == Process::Done {
+        format!(
+            "; marks {} for review: no answer after every attempt",
+            name(i)
+        )
+    } else {
+        String::new()
+    }
+}
+
+fn send(before: &State, after: &State, i: u8) -> Said {
+    let attempt = after.runners[usize::from(i)]
+        .row
+        .map_or(0, |r: Row| r.attempts);
+    let sent = after.network.iter().find_map(|m| match m {
+        Message::Request {
+            from,
+            attempt: a,
+            request,
+        } if *from == i && *a == attempt => Some(*request),
+        _ => None,
+    });
+    match sent.filter(|_| before.network.len() < after.network.len()) {
+        Some(request) => {
             let text = format!(
-                "retention job deletes the record of key {} of c{}, {left}",
-                record.key,
-                record.scope + 1
+                "sends create {} for {} (attempt {attempt}{})",
+                request.key,
+                name(i),
+                spelled(&request)
             );
-            let line = text.clone();
-            (line, moment(Lane::Service, None, &text, Mark::Loss))
+            let to = Some(Lane::Network);
+            Said::by(&caller(i), Lane::Runner(i), to, text, Mark::Plain)
         }
+        None => {
+            let text = format!(
+                "create for {} (attempt {attempt}) -> connection refused{}",
+                name(i),
+                review(after, i)
+            );
+            Said::runner(i, text, Mark::Loss)
+        }
+    }
+}
+
+fn timeout(before: &State, after: &State, i: u8) -> Said {
+    let Process::Awaiting { attempt, .. } = before.runners[usize::from(i)].process else {
+        return Said::nothing(Lane::Runner(i));
+    };
+    let text = format!(
+        "create for {} (attempt {attempt}) -> {}{}",
+        name(i),
+        result_label(&CallResult::Unknown),
+        review(after, i)
+    );
+    Said::runner(i, text, Mark::Loss)
+}
+
+fn receive(before: &State, after: &State, i: u8) -> Said {
+    let Process::Awaiting { attempt, .. } = before.runners[usize::from(i)].process else {
+        return Said::nothing(Lane::Runner(i));
+    };
+    let answer = before.network.iter().find_map(|m| match m {
+        Message::Reply {
+            to,
+            attempt: a,
+            answer,
+        } if *to == i && *a == attempt => Some(*answer),
+        _ => None,
+    });
+    let verdict = match after.runners[usize::from(i)].row.map(|r| r.state) {
+        Some(RowState::Succeeded(id)) => format!("succeeded, ticket {id}"),
+        Some(RowState::Rejected) => "rejected".to_owned(),
+        Some(RowState::Review) => "needs review".to_owned(),
+        _ => "pending".to_owned(),
+    };
+    let text = format!(
+        "reads the answer to attempt {attempt}: {} -> {}",
+        answer.map_or_else(String::new, |a| result_label(&result(a))),
+        verdict
+    );
+    let mark = match answer {
+        Some(Answer::Replayed(_)) => Mark::Replay,
+        Some(Answer::Conflict | Answer::Expired) => Mark::Loss,
+        _ => Mark::Plain,
+    };
+    let to = Some(Lane::Runner(i));
+    Said::by(&caller(i), Lane::Network, to, text, mark)
+}
+
+fn deliver(protocol: &Protocol, before: &State, after: &State, index: usize) -> Said {
+    let Message::Request {
+        from,
+        attempt,
+        request,
+    } = before.network[index]
+    else {
+        return Said::nothing(Lane::Service);
+    };
+    let looked_up = after.lookups.len() > before.lookups.len();
+    let answer = after.network.iter().find_map(|m| match m {
+        Message::Reply {
+            to,
+            attempt: a,
+            answer,
+        } if *to == from && *a == attempt => Some(*answer),
+        _ => None,
+    });
+    let what = format!(
+        "create {} of {} for {} (attempt {attempt}{})",
+        request.key,
+        caller(from),
+        name(from),
+        spelled(&request)
+    );
+    let (text, mark) = if looked_up {
+        (format!("{what}: looked up the key: no record"), Mark::Plain)
+    } else {
+        let committed = after.store.tickets.len() > before.store.tickets.len();
+        // The service's answer, whether or not anyone still waits for it.
+        let answered = before.store.clone().create(&request, protocol.compare());
+        let waiting = answer.is_some();
+        let outcome = if waiting {
+            result_label(&result(answered))
+        } else {
+            format!(
+                "{}; nobody waits for the reply",
+                result_label(&result(answered))
+            )
+        };
+        let mark = if committed {
+            Mark::Commit
+        } else if matches!(answered, Answer::Replayed(_)) {
+            Mark::Replay
+        } else {
+            Mark::Loss
+        };
+        (format!("{what} -> {outcome}"), mark)
+    };
+    Said::by("service", Lane::Network, Some(Lane::Service), text, mark)
+}
+
+fn write(before: &State, after: &State, index: usize) -> Said {
+    let lookup = before.lookups[index];
+    let id = after.store.tickets.last().map_or(0, |t| t.id);
+    let waiting = after.network.len() > before.network.len();
+    let text = format!(
+        "create {} of {} for {} (attempt {}): writes ticket {id} and its record -> {}",
+        lookup.request.key,
+        caller(lookup.from),
+        name(lookup.from),
+        lookup.attempt,
+        if waiting {
+            result_label(&CallResult::Created(TicketId::from(i64::from(id))))
+        } else {
+            "nobody waits for the reply".to_owned()
+        }
+    );
+    Said::by("service", Lane::Service, None, text, Mark::Commit)
+}
+
+fn prune(protocol: &Protocol, before: &State, index: usize) -> Said {
+    let record = before.store.records[index];
+    let left = if protocol.variant == super::Variant::EarlyPrune {
+        "leaving nothing behind"
+    } else {
+        "leaving a tombstone"
+    };
+    let text = format!(
+        "retention job deletes the record of key {} of c{}, {left}",
+        record.key,
+        record.scope + 1
+    );
+    // The retention job is no actor of the text timeline: its line is the text alone.
+    Said {
+        line: text.clone(),
+        from: Lane::Service,
+        to: None,
+        text,
+        mark: Mark::Loss,
     }
 }
 

@@ -231,28 +231,7 @@ fn check_key(
             verdict.allowed.retention_boundary += 1;
         }
         if tickets.len() > 1 {
-            let ids: Vec<String> = tickets.iter().map(|t| t.id.to_string()).collect();
-            let early: Vec<String> = log
-                .prunes
-                .iter()
-                .filter(|(_, idle, _)| *idle < retention)
-                .map(|(_, idle, _)| format!("{idle}"))
-                .collect();
-            let why = if early.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    "; its record was pruned after {} ticks idle, before the promised {retention}",
-                    early.join(", ")
-                )
-            };
-            verdict.violations.push(violation(
-                ViolationKind::DuplicateTicket,
-                format!(
-                    "{who} has tickets {} while its record is retained{why}",
-                    ids.join(" and ")
-                ),
-            ));
+            duplicate_tickets(who, log, &tickets, retention, verdict);
         }
         let calls = log
             .calls
@@ -260,59 +239,17 @@ fn check_key(
             .filter(|(at, _, _)| epoch_of_event(*at) == epoch);
         let mut told: Vec<TicketId> = Vec::new();
         for &(_, intent, result) in calls {
-            let info = &history.intents[intent];
-            if let Some(id) = result.ticket() {
-                if let Some(&other) = owner.get(&id)
-                    && history.intents[other].caller != info.caller
-                {
-                    verdict.violations.push(violation(
-                        ViolationKind::CrossScope,
-                        format!(
-                            "{} was told ticket {id}, which belongs to {}",
-                            info.tag(),
-                            history.intents[other].tag()
-                        ),
-                    ));
-                }
-                // A success carries the ticket made for this payload; one made for another
-                // payload means the changed payload was accepted instead of rejected.
-                if let Some(made) = log.tickets.iter().find(|t| t.id == id)
-                    && canonical(&made.payload) != info.payload
-                {
-                    verdict.violations.push(violation(
-                        ViolationKind::AcceptedChangedPayload,
-                        format!(
-                            "{} sent another payload under {who} and was told ticket {id}, made \
-                             for the first payload",
-                            info.tag()
-                        ),
-                    ));
-                }
-                if !told.contains(&id) {
-                    told.push(id);
-                }
-            }
-            if *result == CallResult::Conflict {
-                let original = tickets.first().map(|t| canonical(&t.payload));
-                if original.as_deref() == Some(info.payload.as_str()) {
-                    verdict.violations.push(violation(
-                        ViolationKind::SpuriousConflict,
-                        format!(
-                            "{} retried {who} with its own payload and was told it conflicts",
-                            info.tag()
-                        ),
-                    ));
-                }
-                if tickets
-                    .iter()
-                    .skip(1)
-                    .any(|t| canonical(&t.payload) == info.payload)
-                {
-                    verdict.violations.push(violation(
-                        ViolationKind::ConflictChangedOriginal,
-                        format!("{}'s rejected payload was stored under {who}", info.tag()),
-                    ));
-                }
+            let call = Call {
+                history,
+                who,
+                log,
+                tickets: &tickets,
+                intent,
+            };
+            if let Some(id) = call.check(result, owner, verdict)
+                && !told.contains(&id)
+            {
+                told.push(id);
             }
         }
         if told.len() > 1 {
@@ -320,6 +257,125 @@ fn check_key(
             verdict.violations.push(violation(
                 ViolationKind::DivergentSuccess,
                 format!("callers of {who} were told tickets {}", ids.join(" and ")),
+            ));
+        }
+    }
+}
+
+/// More than one ticket for a key within one epoch, with the early prunes that explain it.
+fn duplicate_tickets(
+    who: &str,
+    log: &KeyLog<'_>,
+    tickets: &[&TicketRow],
+    retention: u64,
+    verdict: &mut Verdict,
+) {
+    let ids: Vec<String> = tickets.iter().map(|t| t.id.to_string()).collect();
+    let early: Vec<String> = log
+        .prunes
+        .iter()
+        .filter(|(_, idle, _)| *idle < retention)
+        .map(|(_, idle, _)| format!("{idle}"))
+        .collect();
+    let why = if early.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; its record was pruned after {} ticks idle, before the promised {retention}",
+            early.join(", ")
+        )
+    };
+    verdict.violations.push(violation(
+        ViolationKind::DuplicateTicket,
+        format!(
+            "{who} has tickets {} while its record is retained{why}",
+            ids.join(" and ")
+        ),
+    ));
+}
+
+/// One answered call of a key, with the epoch's tickets it is judged against.
+struct Call<'a> {
+    history: &'a History,
+    who: &'a str,
+    log: &'a KeyLog<'a>,
+    tickets: &'a [&'a TicketRow],
+    intent: usize,
+}
+
+impl Call<'_> {
+    /// The violations one answer shows; returns the ticket it was told, if any.
+    fn check(
+        &self,
+        result: &CallResult,
+        owner: &BTreeMap<TicketId, usize>,
+        verdict: &mut Verdict,
+    ) -> Option<TicketId> {
+        let id = result.ticket();
+        if let Some(id) = &id {
+            self.success(id, owner, verdict);
+        }
+        if *result == CallResult::Conflict {
+            self.conflict(verdict);
+        }
+        id
+    }
+
+    /// A success must carry a ticket of the caller's own scope, made for its payload.
+    fn success(&self, id: &TicketId, owner: &BTreeMap<TicketId, usize>, verdict: &mut Verdict) {
+        let (history, who) = (self.history, self.who);
+        let info = &history.intents[self.intent];
+        if let Some(&other) = owner.get(id)
+            && history.intents[other].caller != info.caller
+        {
+            verdict.violations.push(violation(
+                ViolationKind::CrossScope,
+                format!(
+                    "{} was told ticket {id}, which belongs to {}",
+                    info.tag(),
+                    history.intents[other].tag()
+                ),
+            ));
+        }
+        // A success carries the ticket made for this payload; one made for another
+        // payload means the changed payload was accepted instead of rejected.
+        if let Some(made) = self.log.tickets.iter().find(|t| t.id == *id)
+            && canonical(&made.payload) != info.payload
+        {
+            verdict.violations.push(violation(
+                ViolationKind::AcceptedChangedPayload,
+                format!(
+                    "{} sent another payload under {who} and was told ticket {id}, made \
+                     for the first payload",
+                    info.tag()
+                ),
+            ));
+        }
+    }
+
+    /// A conflict is wrong for the caller's own payload, and the rejected payload must not
+    /// have been stored.
+    fn conflict(&self, verdict: &mut Verdict) {
+        let (info, who) = (&self.history.intents[self.intent], self.who);
+        let original = self.tickets.first().map(|t| canonical(&t.payload));
+        if original.as_deref() == Some(info.payload.as_str()) {
+            verdict.violations.push(violation(
+                ViolationKind::SpuriousConflict,
+                format!(
+                    "{} retried {who} with its own payload and was told it conflicts",
+                    info.tag()
+                ),
+            ));
+        }
+        if self
+            .tickets
+            .iter()
+            .skip(1)
+            .any(|t| canonical(&t.payload) == info.payload)
+        {
+            verdict.violations.push(violation(
+                ViolationKind::ConflictChangedOriginal,
+                format!("{}'s rejected payload was stored under {who}", info.tag()),
             ));
         }
     }
