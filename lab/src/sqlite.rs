@@ -679,3 +679,187 @@ impl SqliteStore {
 pub fn sqlite_version() -> &'static str {
     rusqlite::version()
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::payload::Payload;
+
+    /// An in-memory database with the store's schema: the create path's parts run against it
+    /// directly, without a store, a file or the writer thread.
+    fn schema() -> Connection {
+        let db = Connection::open_in_memory().unwrap();
+        db.execute_batch(SCHEMA).unwrap();
+        db
+    }
+
+    fn call<'a>(key: Option<&'a str>, payload: &'a str, fault: Fault) -> Call<'a> {
+        Call {
+            caller: "alice",
+            operation: "create_ticket",
+            key,
+            payload,
+            fault,
+        }
+    }
+
+    fn rows(db: &Connection, table: &str) -> i64 {
+        db.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |row| {
+            row.get(0)
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn a_first_create_writes_the_ticket_and_a_record_that_points_to_it() {
+        let db = schema();
+        let outcome = create_in_transaction(&db, &call(Some("k"), "{}", Fault::None)).unwrap();
+        assert_eq!(outcome, Outcome::Created(1.into()));
+        let (ticket, response): (i64, String) = db
+            .query_row(
+                "SELECT ticket_id, response FROM operation_records WHERE key = 'k'",
+                [],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!((ticket, response.as_str()), (1, "{\"ticket_id\":1}"));
+        assert_eq!(
+            (rows(&db, "tickets"), rows(&db, "operation_records")),
+            (1, 1)
+        );
+    }
+
+    #[test]
+    fn a_retry_replays_and_another_payload_conflicts_and_neither_writes() {
+        let db = schema();
+        create_in_transaction(&db, &call(Some("k"), "{\"a\":1}", Fault::None)).unwrap();
+        let replay = create_in_transaction(&db, &call(Some("k"), "{\"a\":1}", Fault::None));
+        assert_eq!(replay.unwrap(), Outcome::Replayed(1.into()));
+        let conflict = create_in_transaction(&db, &call(Some("k"), "{\"a\":2}", Fault::None));
+        assert!(
+            matches!(&conflict, Err(Error::PayloadConflict { key }) if key == "k"),
+            "{conflict:?}"
+        );
+        assert_eq!(
+            (rows(&db, "tickets"), rows(&db, "operation_records")),
+            (1, 1)
+        );
+    }
+
+    #[test]
+    fn a_call_without_a_key_is_never_looked_up_and_leaves_no_record() {
+        let db = schema();
+        let keyless = call(None, "{}", Fault::FailAt(Step::Lookup));
+        // The lookup step is not reached, so its injected failure does not fire.
+        assert!(lookup(&db, &keyless).unwrap().is_none());
+        let first = create_in_transaction(&db, &call(None, "{}", Fault::None)).unwrap();
+        let second = create_in_transaction(&db, &call(None, "{}", Fault::None)).unwrap();
+        assert_eq!(
+            (first, second),
+            (Outcome::Created(1.into()), Outcome::Created(2.into()))
+        );
+        assert_eq!(
+            (rows(&db, "tickets"), rows(&db, "operation_records")),
+            (2, 0)
+        );
+    }
+
+    #[test]
+    fn a_failure_between_the_inserts_leaves_the_ticket_for_the_caller_to_roll_back() {
+        let db = schema();
+        db.execute_batch("BEGIN").unwrap();
+        let failed = insert_new(
+            &db,
+            &call(Some("k"), "{}", Fault::FailAt(Step::InsertRecord)),
+        );
+        assert!(matches!(failed, Err(Error::InjectedFailure)), "{failed:?}");
+        // insert_new does not roll back itself: the transaction around it does.
+        assert_eq!(
+            (rows(&db, "tickets"), rows(&db, "operation_records")),
+            (1, 0)
+        );
+        db.execute_batch("ROLLBACK").unwrap();
+        assert_eq!(
+            (rows(&db, "tickets"), rows(&db, "operation_records")),
+            (0, 0)
+        );
+    }
+
+    #[test]
+    fn a_record_is_looked_up_only_within_its_caller_and_operation() {
+        let db = schema();
+        create_in_transaction(&db, &call(Some("k"), "{}", Fault::None)).unwrap();
+        let bob = Call {
+            caller: "bob",
+            ..call(Some("k"), "{}", Fault::None)
+        };
+        let other_operation = Call {
+            operation: "close_ticket",
+            ..call(Some("k"), "{}", Fault::None)
+        };
+        assert!(lookup(&db, &bob).unwrap().is_none());
+        assert!(lookup(&db, &other_operation).unwrap().is_none());
+        assert!(matches!(
+            lookup(&db, &call(Some("k"), "{}", Fault::None)).unwrap(),
+            Some(Ok(Outcome::Replayed(_)))
+        ));
+    }
+
+    #[test]
+    fn a_record_without_its_ticket_is_refused_by_the_schema() {
+        let db = schema();
+        db.execute_batch("PRAGMA foreign_keys = ON").unwrap();
+        let orphan = insert_record(
+            &db,
+            INSERT_RECORD,
+            &call(Some("k"), "{}", Fault::None),
+            "k",
+            99,
+        );
+        assert!(orphan.is_err(), "{orphan:?}");
+        assert_eq!(rows(&db, "operation_records"), 0);
+    }
+
+    #[test]
+    fn the_schema_is_recognised_only_when_both_tables_exist() {
+        let db = Connection::open_in_memory().unwrap();
+        assert!(!has_schema(&db).unwrap());
+        db.execute_batch("CREATE TABLE tickets (id INTEGER PRIMARY KEY)")
+            .unwrap();
+        assert!(!has_schema(&db).unwrap());
+        assert!(has_schema(&schema()).unwrap());
+    }
+
+    #[test]
+    fn inspection_stays_in_the_callers_scope_and_clear_starts_numbering_again() {
+        let store = SqliteStore::temporary().unwrap();
+        let scope = Scope::new("alice", "create_ticket").unwrap();
+        let key = OperationKey::try_from("k-1").unwrap();
+        let payload = Payload::new(json!({"title": "t"})).unwrap();
+        store
+            .create(CreateRequest::keyed(&scope, &key, &payload))
+            .unwrap();
+        let tickets = store.tickets_of("alice").unwrap();
+        assert_eq!(tickets.len(), 1);
+        assert_eq!(tickets[0].payload, payload.canonical());
+        assert!(store.tickets_of("bob").unwrap().is_empty());
+        assert_eq!(store.ticket_of("bob", &tickets[0].id).unwrap(), None);
+        assert_eq!(
+            store.saved_response(&scope, &key).unwrap().as_deref(),
+            Some("{\"ticket_id\":1}")
+        );
+        store.clear().unwrap();
+        assert_eq!(
+            (
+                store.count_tickets().unwrap(),
+                store.count_records().unwrap()
+            ),
+            (0, 0)
+        );
+        assert_eq!(store.saved_response(&scope, &key).unwrap(), None);
+        let again = store.create(CreateRequest::keyed(&scope, &key, &payload));
+        assert_eq!(again.unwrap(), Outcome::Created(1.into()));
+    }
+}
