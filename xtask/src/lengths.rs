@@ -36,7 +36,6 @@ pub const EXEMPT: &[&str] = &[
 /// Emptied as they are split.
 pub const PENDING: &[(&str, &str)] = &[
     ("xtask/src/plots.rs", "chart"),
-    ("lab/src/model/protocol.rs", "Protocol::next_state"),
     ("lab/src/sim/shrink.rs", "candidates"),
     ("xtask/src/bench.rs", "print_targets"),
     ("xtask/src/browser.rs", "negative_control"),

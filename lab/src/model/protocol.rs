@@ -332,6 +332,122 @@ impl Protocol {
         }
     }
 
+    /// Runner `i` counts a send, then sends it, or finds the service down (connection refused).
+    fn send(&self, state: &mut State, i: u8) -> Option<()> {
+        let budget = self.bounds.sends;
+        let up = state.up;
+        let variant = self.variant;
+        let me = &mut state.runners[usize::from(i)];
+        let Process::Ready { sent } = me.process else {
+            return None;
+        };
+        let row = me.row.as_mut()?;
+        // `count_send` commits before the request goes out.
+        row.attempts += 1;
+        let attempt = row.attempts;
+        if !up {
+            // Connection refused: the service cannot have acted.
+            Protocol::end_send(me, sent + 1, budget);
+            return Some(());
+        }
+        row.reached = true;
+        let key = match variant {
+            Variant::FreshKey => Key(attempt),
+            Variant::MemoryKey => me.key,
+            _ => row.key.unwrap_or(me.key),
+        };
+        let intent = INTENTS[usize::from(i)];
+        let request = Request {
+            scope: intent.scope,
+            key,
+            // Sends alternate between two spellings of the same JSON object.
+            text: Text {
+                payload: i,
+                spelling: (attempt - 1) % 2,
+            },
+        };
+        me.process = Process::Awaiting {
+            attempt,
+            sent: sent + 1,
+        };
+        state.network.push(Message::Request {
+            from: i,
+            attempt,
+            request,
+        });
+        state.network.sort();
+        Some(())
+    }
+
+    /// Runner `i` stops waiting for its attempt and closes the connection.
+    fn timeout(state: &mut State, i: u8, budget: u8) -> Option<()> {
+        let me = &mut state.runners[usize::from(i)];
+        let Process::Awaiting { attempt, sent } = me.process else {
+            return None;
+        };
+        Protocol::end_send(me, sent, budget);
+        // The connection is closed: an answer on it is never read.
+        state.network.retain(
+            |m| !matches!(m, Message::Reply { to, attempt: a, .. } if *to == i && *a == attempt),
+        );
+        Some(())
+    }
+
+    /// Runner `i` reads the answer to the attempt it waits on, and settles its row.
+    fn receive(state: &mut State, i: u8) -> Option<()> {
+        let Process::Awaiting { attempt, .. } = state.runners[usize::from(i)].process else {
+            return None;
+        };
+        let at = state.network.iter().position(
+            |m| matches!(m, Message::Reply { to, attempt: a, .. } if *to == i && *a == attempt),
+        )?;
+        let Message::Reply { answer, .. } = state.network.remove(at) else {
+            return None;
+        };
+        let me = &mut state.runners[usize::from(i)];
+        let row = me.row.as_mut()?;
+        row.state = match answer {
+            Answer::Created(id) | Answer::Replayed(id) => RowState::Succeeded(id),
+            Answer::Conflict => RowState::Rejected,
+            Answer::Expired => RowState::Review,
+        };
+        me.process = Process::Done;
+        Some(())
+    }
+
+    /// The service takes request `index` off the network and answers it (or, checking before
+    /// writing, only looks the key up).
+    fn deliver(&self, state: &mut State, index: usize) -> Option<()> {
+        let Message::Request {
+            from,
+            attempt,
+            request,
+        } = state.network.remove(index)
+        else {
+            return None;
+        };
+        let before = state.store.clone();
+        let answer = if self.variant == Variant::CheckThenWrite {
+            match state.store.lookup(&request, self.compare()) {
+                Some(answer) => answer,
+                None => {
+                    state.lookups.push(Lookup {
+                        from,
+                        attempt,
+                        request,
+                    });
+                    state.lookups.sort();
+                    return Some(());
+                }
+            }
+        } else {
+            state.store.create(&request, self.compare())
+        };
+        Protocol::note_answer(state, &request, &before, answer);
+        Protocol::reply(state, from, attempt, answer);
+        Some(())
+    }
+
     fn end_send(me: &mut Runner, sent: u8, budget: u8) {
         if sent >= budget {
             if let Some(row) = me.row.as_mut() {
@@ -460,80 +576,9 @@ impl Model for Protocol {
                 // ANCHOR_END: model_save
                 self.start_run(&mut state, i);
             }
-            Action::Send(i) => {
-                let up = state.up;
-                let variant = self.variant;
-                let me = &mut state.runners[usize::from(i)];
-                let Process::Ready { sent } = me.process else {
-                    return None;
-                };
-                let row = me.row.as_mut()?;
-                // `count_send` commits before the request goes out.
-                row.attempts += 1;
-                let attempt = row.attempts;
-                if !up {
-                    // Connection refused: the service cannot have acted.
-                    Protocol::end_send(me, sent + 1, budget);
-                    return Some(state);
-                }
-                row.reached = true;
-                let key = match variant {
-                    Variant::FreshKey => Key(attempt),
-                    Variant::MemoryKey => me.key,
-                    _ => row.key.unwrap_or(me.key),
-                };
-                let intent = INTENTS[usize::from(i)];
-                let request = Request {
-                    scope: intent.scope,
-                    key,
-                    // Sends alternate between two spellings of the same JSON object.
-                    text: Text {
-                        payload: i,
-                        spelling: (attempt - 1) % 2,
-                    },
-                };
-                me.process = Process::Awaiting {
-                    attempt,
-                    sent: sent + 1,
-                };
-                state.network.push(Message::Request {
-                    from: i,
-                    attempt,
-                    request,
-                });
-                state.network.sort();
-            }
-            Action::Timeout(i) => {
-                let me = &mut state.runners[usize::from(i)];
-                let Process::Awaiting { attempt, sent } = me.process else {
-                    return None;
-                };
-                Protocol::end_send(me, sent, budget);
-                // The connection is closed: an answer on it is never read.
-                state.network.retain(|m| {
-                    !matches!(m, Message::Reply { to, attempt: a, .. } if *to == i && *a == attempt)
-                });
-            }
-            Action::Receive(i) => {
-                let Process::Awaiting { attempt, .. } = state.runners[usize::from(i)].process
-                else {
-                    return None;
-                };
-                let at = state.network.iter().position(|m| {
-                    matches!(m, Message::Reply { to, attempt: a, .. } if *to == i && *a == attempt)
-                })?;
-                let Message::Reply { answer, .. } = state.network.remove(at) else {
-                    return None;
-                };
-                let me = &mut state.runners[usize::from(i)];
-                let row = me.row.as_mut()?;
-                row.state = match answer {
-                    Answer::Created(id) | Answer::Replayed(id) => RowState::Succeeded(id),
-                    Answer::Conflict => RowState::Rejected,
-                    Answer::Expired => RowState::Review,
-                };
-                me.process = Process::Done;
-            }
+            Action::Send(i) => self.send(&mut state, i)?,
+            Action::Timeout(i) => Protocol::timeout(&mut state, i, budget)?,
+            Action::Receive(i) => Protocol::receive(&mut state, i)?,
             Action::Crash(i) => {
                 state.left.crashes -= 1;
                 state.runners[usize::from(i)].process = Process::Down;
@@ -542,35 +587,7 @@ impl Model for Protocol {
                     .retain(|m| !matches!(m, Message::Reply { to, .. } if *to == i));
             }
             Action::Restart(i) | Action::Rerun(i) => self.start_run(&mut state, i),
-            Action::Deliver(index) => {
-                let Message::Request {
-                    from,
-                    attempt,
-                    request,
-                } = state.network.remove(index)
-                else {
-                    return None;
-                };
-                let before = state.store.clone();
-                let answer = if self.variant == Variant::CheckThenWrite {
-                    match state.store.lookup(&request, self.compare()) {
-                        Some(answer) => answer,
-                        None => {
-                            state.lookups.push(Lookup {
-                                from,
-                                attempt,
-                                request,
-                            });
-                            state.lookups.sort();
-                            return Some(state);
-                        }
-                    }
-                } else {
-                    state.store.create(&request, self.compare())
-                };
-                Protocol::note_answer(&mut state, &request, &before, answer);
-                Protocol::reply(&mut state, from, attempt, answer);
-            }
+            Action::Deliver(index) => self.deliver(&mut state, index)?,
             Action::Write(index) => {
                 let lookup = state.lookups.remove(index);
                 let answer = state.store.write(&lookup.request);
