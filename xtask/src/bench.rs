@@ -465,39 +465,8 @@ fn postgres_comparison(lab: &Path, scratch: &Path, quick: bool) -> Result<Value>
 /// Prints each target of the performance issue beside the measured ratio.
 fn print_targets(report: &Value) {
     let lab = &report["lab"];
-    let ratio =
-        |a: &Value, b: &Value| a.as_f64().unwrap_or(f64::NAN) / b.as_f64().unwrap_or(f64::NAN);
     println!("\ntargets (measured in this run)");
-    if let (Some(group), Some(busy)) = (
-        burst(lab, 64, true, "group_commit"),
-        burst(lab, 64, true, "busy_handler"),
-    ) {
-        println!(
-            "  64 callers, one key: {:.1}x faster than the busy handler alone (target >= 30); tickets {}",
-            ratio(&busy["elapsed_ms"], &group["elapsed_ms"]),
-            group["tickets"]
-        );
-        if let Some(reads) = crate::plots::burst_floor(lab, "read_floor_ms", 64)
-            .ok()
-            .filter(|ms| ms.is_finite())
-        {
-            println!(
-                "    the burst took {:.2}x the time of 64 callers doing one bare read each ({reads:.2} ms): \
-                 the busy handler took {:.1}x that floor",
-                group["elapsed_ms"].as_f64().unwrap_or(f64::NAN) / reads,
-                busy["elapsed_ms"].as_f64().unwrap_or(f64::NAN) / reads,
-            );
-        }
-    }
-    if let Some(group) = burst(lab, 64, false, "group_commit") {
-        println!(
-            "  64 callers, distinct keys, durable: {:.2}x the raw fdatasync rate (target > 1)",
-            ratio(
-                &group["creates_per_second"],
-                &lab["bursts"]["fdatasync_per_second"]
-            )
-        );
-    }
+    print_burst_targets(lab);
     let per_call = &report["instructions"]["per_call"];
     if per_call.is_object() {
         println!(
@@ -540,6 +509,51 @@ fn print_targets(report: &Value) {
             syncs["lab"]["total"], syncs["python"]["total"]
         );
     }
+    print_postgres_targets(report);
+    crate::bench_http::print_targets(&report["http"]);
+}
+
+/// `a / b`, NaN where either is not a number.
+fn ratio(a: &Value, b: &Value) -> f64 {
+    a.as_f64().unwrap_or(f64::NAN) / b.as_f64().unwrap_or(f64::NAN)
+}
+
+/// The bursts' targets: group commit against the busy handler, and against the fdatasync rate.
+fn print_burst_targets(lab: &Value) {
+    if let (Some(group), Some(busy)) = (
+        burst(lab, 64, true, "group_commit"),
+        burst(lab, 64, true, "busy_handler"),
+    ) {
+        println!(
+            "  64 callers, one key: {:.1}x faster than the busy handler alone (target >= 30); tickets {}",
+            ratio(&busy["elapsed_ms"], &group["elapsed_ms"]),
+            group["tickets"]
+        );
+        if let Some(reads) = crate::plots::burst_floor(lab, "read_floor_ms", 64)
+            .ok()
+            .filter(|ms| ms.is_finite())
+        {
+            println!(
+                "    the burst took {:.2}x the time of 64 callers doing one bare read each ({reads:.2} ms): \
+                 the busy handler took {:.1}x that floor",
+                group["elapsed_ms"].as_f64().unwrap_or(f64::NAN) / reads,
+                busy["elapsed_ms"].as_f64().unwrap_or(f64::NAN) / reads,
+            );
+        }
+    }
+    if let Some(group) = burst(lab, 64, false, "group_commit") {
+        println!(
+            "  64 callers, distinct keys, durable: {:.2}x the raw fdatasync rate (target > 1)",
+            ratio(
+                &group["creates_per_second"],
+                &lab["bursts"]["fdatasync_per_second"]
+            )
+        );
+    }
+}
+
+/// The PostgreSQL targets, one line per number of clients.
+fn print_postgres_targets(report: &Value) {
     if let Some(rows) = report["postgres"]["rows"].as_array() {
         for row in rows {
             println!(
@@ -559,7 +573,6 @@ fn print_targets(report: &Value) {
             }
         }
     }
-    crate::bench_http::print_targets(&report["http"]);
 }
 
 fn burst<'v>(lab: &'v Value, callers: u64, one_key: bool, coordination: &str) -> Option<&'v Value> {

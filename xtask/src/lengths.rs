@@ -35,11 +35,7 @@ pub const EXEMPT: &[&str] = &[
 /// Functions this branch has not split yet, by file and name; measured and listed, not refused.
 /// Emptied as they are split.
 pub const PENDING: &[(&str, &str)] = &[
-    ("xtask/src/plots.rs", "chart"),
-    ("lab/src/sim/shrink.rs", "candidates"),
-    ("xtask/src/bench.rs", "print_targets"),
     ("xtask/src/browser.rs", "negative_control"),
-    ("xtask/src/browser.rs", "overflow_control"),
     ("lab/src/bench/retained.rs", "measure"),
     ("lab/src/conformance/points.rs", "scenarios"),
     (

@@ -167,25 +167,7 @@ fn chart(title: &str, description: &str, groups: &[Group], log: bool, unit: &str
         .max(left * 2.0 + title_width)
         .max(left * 2.0 + legend_width);
     let height = top + plot_height + 70.0;
-    let values: Vec<f64> = groups
-        .iter()
-        .flat_map(|g| g.bars.iter().map(|b| b.value))
-        .filter(|v| v.is_finite() && *v > 0.0)
-        .collect();
-    let max = values.iter().copied().fold(f64::MIN_POSITIVE, f64::max);
-    let min = values.iter().copied().fold(max, f64::min);
-    let scale = |value: f64| -> f64 {
-        if !(value.is_finite() && value > 0.0) {
-            return 0.0;
-        }
-        if log {
-            let low = (min / 2.0).log10();
-            let span = (max.log10() - low).max(f64::MIN_POSITIVE);
-            ((value.log10() - low) / span * plot_height).max(2.0)
-        } else {
-            (value / max * plot_height).max(2.0)
-        }
-    };
+    let scale = scale(groups, log, plot_height);
     let mut svg = String::new();
     let label = escape(&format!("{title}. {description}."));
     let _ = write!(
@@ -203,20 +185,7 @@ fn chart(title: &str, description: &str, groups: &[Group], log: bool, unit: &str
         r#"<text x="{left}" y="18" font-size="13" font-weight="bold">{}</text>"#,
         escape(title)
     );
-    // Legend from the first group's bars.
-    if let Some(first) = groups.first() {
-        let mut x = left;
-        for entry in &first.bars {
-            let _ = write!(
-                svg,
-                r#"<rect x="{x}" y="28" width="12" height="12" fill="{}"/><text x="{}" y="38">{}</text>"#,
-                entry.colour,
-                x + 16.0,
-                escape(entry.label)
-            );
-            x += 20.0 + 7.0 * entry.label.len() as f64 + 16.0;
-        }
-    }
+    legend(&mut svg, groups, left);
     let base = top + plot_height;
     let _ = write!(
         svg,
@@ -255,6 +224,47 @@ fn chart(title: &str, description: &str, groups: &[Group], log: bool, unit: &str
     }
     svg.push_str("</svg>");
     svg
+}
+
+/// The bar height of a value: linear from zero, or logarithmic from half the smallest value;
+/// at least 2 so a small bar stays visible, 0 for a missing value.
+fn scale(groups: &[Group], log: bool, plot_height: f64) -> impl Fn(f64) -> f64 {
+    let values: Vec<f64> = groups
+        .iter()
+        .flat_map(|g| g.bars.iter().map(|b| b.value))
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .collect();
+    let max = values.iter().copied().fold(f64::MIN_POSITIVE, f64::max);
+    let min = values.iter().copied().fold(max, f64::min);
+    move |value: f64| -> f64 {
+        if !(value.is_finite() && value > 0.0) {
+            return 0.0;
+        }
+        if log {
+            let low = (min / 2.0).log10();
+            let span = (max.log10() - low).max(f64::MIN_POSITIVE);
+            ((value.log10() - low) / span * plot_height).max(2.0)
+        } else {
+            (value / max * plot_height).max(2.0)
+        }
+    }
+}
+
+/// The legend, from the first group's bars.
+fn legend(svg: &mut String, groups: &[Group], left: f64) {
+    if let Some(first) = groups.first() {
+        let mut x = left;
+        for entry in &first.bars {
+            let _ = write!(
+                svg,
+                r#"<rect x="{x}" y="28" width="12" height="12" fill="{}"/><text x="{}" y="38">{}</text>"#,
+                entry.colour,
+                x + 16.0,
+                escape(entry.label)
+            );
+            x += 20.0 + 7.0 * entry.label.len() as f64 + 16.0;
+        }
+    }
 }
 
 /// A Markdown table of the performance chapter: its name in the `{{#lab-table NAME}}`

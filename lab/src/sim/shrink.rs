@@ -98,6 +98,17 @@ fn candidates(plan: &Plan) -> Vec<Plan> {
             }
         }
     };
+    cut(plan, &mut edit);
+    cuts.set(false);
+    simplify(plan, &mut edit);
+    out
+}
+
+/// Tries one edit of a plan: keeps the edited copy if the edit changed something.
+type Edit<'e> = dyn FnMut(&dyn Fn(&mut Plan) -> bool) + 'e;
+
+/// Cuts: a caller, an intent, a crash, the pruning, a lane or an attempt fewer.
+fn cut(plan: &Plan, edit: &mut Edit<'_>) {
     for c in 0..plan.callers.len() {
         edit(&|p| {
             p.callers.len() > 1 && {
@@ -140,8 +151,10 @@ fn candidates(plan: &Plan) -> Vec<Plan> {
             }
         }
     }
-    // Simpler values: no fault, sorted JSON, shorter waits, earlier events.
-    cuts.set(false);
+}
+
+/// Simpler values: no fault, sorted JSON, shorter waits, earlier events.
+fn simplify(plan: &Plan, edit: &mut Edit<'_>) {
     for (c, caller) in plan.callers.iter().enumerate() {
         for (i, intent) in caller.intents.iter().enumerate() {
             for (l, lane) in intent.lanes.iter().enumerate() {
@@ -183,5 +196,4 @@ fn candidates(plan: &Plan) -> Vec<Plan> {
             })
         });
     }
-    out
 }
