@@ -72,6 +72,15 @@ pub fn check(path: &Path) -> Result<()> {
         // SQLite treats an empty file as a new database.
         return Ok(());
     }
+    check_header(path)
+}
+
+/// A file of some length must be a SQLite database that SQLite can read the schema of.
+fn check_header(path: &Path) -> Result<()> {
+    let invalid = |problem: &str| Error::InputInvalid {
+        path: path.to_owned(),
+        problem: problem.to_owned(),
+    };
     // SQLite reads the header itself, never another API: this check may run while a connection
     // to the file is open in this process, and closing any other descriptor of the file would
     // drop every POSIX lock the process holds on it, SQLite's included. A read-only connection

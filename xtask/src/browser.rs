@@ -227,13 +227,9 @@ fn node_check(
     Ok((output.status.success(), text))
 }
 
-/// The same check on a damaged copy of the book must fail, naming the pages.
-fn negative_control(root: &Path, book: &Path, script_dir: &Path, chromium: &Path) -> Result<()> {
-    let scratch = scratch_folder(root, "browser-control-")?;
-    let copy = scratch.path().join("book");
-    copy_dir(book, &copy)?;
-    std::fs::remove_file(copy.join(REMOVED_CHAPTER))
-        .with_context(|| format!("the control expects {REMOVED_CHAPTER} in the book"))?;
+/// The control's damage to a copy of the book: a broken link on [`BROKEN_ON`], and a page
+/// ([`WIDE_PAGE`]) with a block, a table, a listing and a chart that cannot fit.
+fn damage(copy: &Path) -> Result<()> {
     let page = copy.join(BROKEN_ON);
     let html = std::fs::read_to_string(&page)?;
     let broken = html.replacen(
@@ -262,6 +258,17 @@ fn negative_control(root: &Path, book: &Path, script_dir: &Path, chromium: &Path
         1,
     );
     std::fs::write(copy.join(WIDE_PAGE), overflowing)?;
+    Ok(())
+}
+
+/// The same check on a damaged copy of the book must fail, naming the pages.
+fn negative_control(root: &Path, book: &Path, script_dir: &Path, chromium: &Path) -> Result<()> {
+    let scratch = scratch_folder(root, "browser-control-")?;
+    let copy = scratch.path().join("book");
+    copy_dir(book, &copy)?;
+    std::fs::remove_file(copy.join(REMOVED_CHAPTER))
+        .with_context(|| format!("the control expects {REMOVED_CHAPTER} in the book"))?;
+    damage(&copy)?;
     let server = Server::start(&copy)?;
     let shots = root.join("target").join("browser-control-shots");
     let (ok, output) = node_check(

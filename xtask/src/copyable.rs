@@ -218,6 +218,35 @@ impl Compiler {
         })
     }
 
+    /// rustc for one copied program named `stem`, built into `binary` against the lab's
+    /// libraries; the source file is the last argument, added by the caller.
+    fn rustc_command(&self, stem: &str, binary: &Path) -> Command {
+        let mut rustc = Command::new(&self.rustc);
+        rustc
+            .args(["--edition", &self.edition, "--crate-type", "bin"])
+            .args([
+                "--crate-name",
+                stem,
+                "-C",
+                "debuginfo=0",
+                "--color",
+                "never",
+            ])
+            .arg("-o")
+            .arg(binary);
+        for folder in &self.library_folders {
+            rustc
+                .arg("-L")
+                .arg(format!("dependency={}", folder.display()));
+        }
+        for (name, path) in &self.externs {
+            rustc
+                .arg("--extern")
+                .arg(format!("{name}={}", path.display()));
+        }
+        rustc
+    }
+
     /// Compiles and runs one copied program in `work`; `None` when it passed, else why not.
     pub fn check(&self, block: &Copied, work: &Path) -> Result<Option<String>> {
         let at = format!("{}:{}", block.chapter.display(), block.line);
@@ -234,29 +263,7 @@ impl Compiler {
         let binary = work.join(&stem);
         std::fs::write(&source, format!("{}\n", block.text))
             .with_context(|| format!("writing {}", source.display()))?;
-        let mut rustc = Command::new(&self.rustc);
-        rustc
-            .args(["--edition", &self.edition, "--crate-type", "bin"])
-            .args([
-                "--crate-name",
-                &stem,
-                "-C",
-                "debuginfo=0",
-                "--color",
-                "never",
-            ])
-            .arg("-o")
-            .arg(&binary);
-        for folder in &self.library_folders {
-            rustc
-                .arg("-L")
-                .arg(format!("dependency={}", folder.display()));
-        }
-        for (name, path) in &self.externs {
-            rustc
-                .arg("--extern")
-                .arg(format!("{name}={}", path.display()));
-        }
+        let mut rustc = self.rustc_command(&stem, &binary);
         let output = rustc
             .arg(&source)
             .output()

@@ -32,21 +32,6 @@ pub const EXEMPT: &[&str] = &[
     "lab/src/error.rs",
 ];
 
-/// Functions this branch has not split yet, by file and name; measured and listed, not refused.
-/// Emptied as they are split.
-pub const PENDING: &[(&str, &str)] = &[
-    ("xtask/src/browser.rs", "negative_control"),
-    ("lab/src/bench/retained.rs", "measure"),
-    ("lab/src/conformance/points.rs", "scenarios"),
-    (
-        "lab/src/conformance/points.rs",
-        "keys_are_scoped_by_caller_and_operation",
-    ),
-    ("xtask/src/copyable.rs", "Compiler::check"),
-    ("lab/src/database_file.rs", "check"),
-    ("lab/src/sim/sweep.rs", "Script::call"),
-];
-
 /// One function and its length.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Function {
@@ -105,17 +90,11 @@ pub fn exempt(file: &Path) -> bool {
     })
 }
 
-fn pending(f: &Function) -> bool {
-    PENDING
-        .iter()
-        .any(|(file, name)| f.file == Path::new(file) && f.name == *name)
-}
-
 /// One line per function over [`LIMIT`] outside the [`EXEMPT`] files.
 pub fn problems(functions: &[Function]) -> Vec<String> {
     functions
         .iter()
-        .filter(|f| f.lines > LIMIT && !exempt(&f.file) && !pending(f))
+        .filter(|f| f.lines > LIMIT && !exempt(&f.file))
         .map(|f| {
             format!(
                 "{}:{}: `{}` runs {} lines; split it to at most {LIMIT} (a reader must hold a function at once)",
@@ -131,13 +110,7 @@ pub fn problems(functions: &[Function]) -> Vec<String> {
 /// `cargo xtask function-lengths [N]`: the N longest functions of the whole tree.
 pub fn run(root: &Path, most: usize) -> Result<()> {
     for f in measure(root)?.iter().take(most) {
-        let mark = if exempt(&f.file) {
-            " (exempt)"
-        } else if pending(f) {
-            " (pending)"
-        } else {
-            ""
-        };
+        let mark = if exempt(&f.file) { " (exempt)" } else { "" };
         println!(
             "{:>4}  {}:{}  {}{mark}",
             f.lines,

@@ -97,21 +97,8 @@ pub fn measure(sizes: &[u64], calls: u32, repeats: usize) -> Result<Vec<Retained
                     .create(CreateRequest::keyed(&scope, key, &payload))?;
             }
             filled.create.push(per_call(start.elapsed(), calls));
-            // Keep each store at its size: the next round measures the same number of records.
-            // Both deletes walk only the new rows (the kept tickets are numbered 1 to `records`).
-            // The records go first, and the foreign-key check is off for this connection
-            // meanwhile: with it, deleting each ticket would scan every record for one that still
-            // names it.
             let db = filled.store.connection();
-            db.pragma_update(None, "foreign_keys", "OFF")?;
-            db.execute_batch("BEGIN IMMEDIATE")?;
-            db.execute("DELETE FROM operation_records WHERE key GLOB 'new-*'", [])?;
-            db.execute(
-                "DELETE FROM tickets WHERE id > ?1",
-                [i64::try_from(filled.records).unwrap_or(i64::MAX)],
-            )?;
-            db.execute_batch("COMMIT")?;
-            db.pragma_update(None, "foreign_keys", "ON")?;
+            remove_new_rows(db, filled.records)?;
             // After writes, the first pass costs what a cold pass costs: the write connection no
             // longer has the replayed pages cached. One unmeasured pass brings them back, so the
             // measured pass is the warm one this figure stands for.
@@ -136,6 +123,23 @@ pub fn measure(sizes: &[u64], calls: u32, repeats: usize) -> Result<Vec<Retained
             select_ns: median(filled.select),
         })
         .collect())
+}
+
+/// Keeps a store at its size, so the next round measures the same number of records. Both
+/// deletes walk only the new rows (the kept tickets are numbered 1 to `records`). The records go
+/// first, and the foreign-key check is off for this connection meanwhile: with it, deleting each
+/// ticket would scan every record for one that still names it.
+fn remove_new_rows(db: &Connection, records: u64) -> Result<()> {
+    db.pragma_update(None, "foreign_keys", "OFF")?;
+    db.execute_batch("BEGIN IMMEDIATE")?;
+    db.execute("DELETE FROM operation_records WHERE key GLOB 'new-*'", [])?;
+    db.execute(
+        "DELETE FROM tickets WHERE id > ?1",
+        [i64::try_from(records).unwrap_or(i64::MAX)],
+    )?;
+    db.execute_batch("COMMIT")?;
+    db.pragma_update(None, "foreign_keys", "ON")?;
+    Ok(())
 }
 
 /// Nanoseconds per replay of each key in `keys`.

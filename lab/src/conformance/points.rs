@@ -31,87 +31,57 @@ where
 
 /// The seven scenarios: each point's name, promise, scenario and likely cause.
 pub fn scenarios<T: TicketTool + Send>() -> [super::Point<T>; 7] {
-    use super::Point;
+    // Each point runs one scenario of the suite; only the four texts differ.
+    macro_rules! point {
+        ($name:literal, $promise:literal, $run:path, $cause:literal) => {
+            super::Point::new($name, $promise, |fresh| scenario(fresh, $run, $cause))
+        };
+    }
     [
-        Point::new(
+        point!(
             "scenario_naive_retry",
             "without a key, a lost reply and a retry make two tickets (the failure the key fixes)",
-            |fresh| {
-                scenario(
-                    fresh,
-                    suite::naive_retry,
-                    "a lost reply is treated as a rollback, or calls without a key are merged \
-                     by their content",
-                )
-            },
+            suite::naive_retry,
+            "a lost reply is treated as a rollback, or calls without a key are merged by \
+             their content"
         ),
-        Point::new(
+        point!(
             "scenario_stable_key_retry",
             "after a lost reply, retries with the same key replay the one ticket",
-            |fresh| {
-                scenario(
-                    fresh,
-                    suite::stable_key_retry,
-                    "the key is ignored, the record is not written with the ticket, or the replay \
-                     returns another ticket",
-                )
-            },
+            suite::stable_key_retry,
+            "the key is ignored, the record is not written with the ticket, or the \
+             replay returns another ticket"
         ),
-        Point::new(
+        point!(
             "scenario_changed_payload",
             "the same key with another payload is rejected and writes nothing",
-            |fresh| {
-                scenario(
-                    fresh,
-                    suite::changed_payload,
-                    "the payload is not compared, or only some of it is",
-                )
-            },
+            suite::changed_payload,
+            "the payload is not compared, or only some of it is"
         ),
-        Point::new(
+        point!(
             "scenario_failure_before_commit",
             "a failure between the two inserts leaves nothing, and the retry creates once",
-            |fresh| {
-                scenario(
-                    fresh,
-                    suite::failure_before_commit,
-                    "the ticket and its record are not written in one transaction, or \
-                     Fault::BeforeCommit is ignored",
-                )
-            },
+            suite::failure_before_commit,
+            "the ticket and its record are not written in one transaction, or \
+             Fault::BeforeCommit is ignored"
         ),
-        Point::new(
+        point!(
             "scenario_concurrent_same_key",
             "eight callers released together on one key converge on one ticket",
-            |fresh| {
-                scenario(
-                    fresh,
-                    suite::concurrent_same_key,
-                    "the lookup and the insert are not one atomic step (check, then write)",
-                )
-            },
+            suite::concurrent_same_key,
+            "the lookup and the insert are not one atomic step (check, then write)"
         ),
-        Point::new(
+        point!(
             "scenario_new_key_same_payload",
             "a new key with the same payload is a new intention and a new ticket",
-            |fresh| {
-                scenario(
-                    fresh,
-                    suite::new_key_same_payload,
-                    "the tool deduplicates by content instead of by key",
-                )
-            },
+            suite::new_key_same_payload,
+            "the tool deduplicates by content instead of by key"
         ),
-        Point::new(
+        point!(
             "scenario_deleted_replay_record",
             "once the record is gone, the same key creates again (the retention boundary)",
-            |fresh| {
-                scenario(
-                    fresh,
-                    suite::deleted_replay_record,
-                    "forget_record does not delete the record, or the key is found elsewhere",
-                )
-            },
+            suite::deleted_replay_record,
+            "forget_record does not delete the record, or the key is found elsewhere"
         ),
     ]
 }
@@ -165,6 +135,25 @@ pub fn a_lost_reply_on_a_replay_changes_nothing<T: TicketTool>(fresh: &mut Fresh
     probe.replays(request, &id, "the retry after the lost replay")
 }
 
+/// The ticket bob's first create made with alice's key and another payload; a replay or a
+/// conflict there means the key was looked up outside bob's scope.
+fn created_in_another_scope(
+    answer: crate::Result<crate::Outcome>,
+    cause: &str,
+) -> std::result::Result<TicketId, Failure> {
+    let expected = "bob's first create with alice's key (another payload) to create a new ticket";
+    match answer {
+        Ok(crate::Outcome::Created(id)) => Ok(id),
+        Ok(other) => Err(Failure::new(expected, format!("{other:?}"), cause)),
+        Err(Error::PayloadConflict { .. }) => Err(Failure::new(
+            expected,
+            "a payload conflict with alice's record",
+            cause,
+        )),
+        Err(err) => Err(Failure::from(err)),
+    }
+}
+
 /// Two callers, and two operation types, using one key get separate tickets.
 pub fn keys_are_scoped_by_caller_and_operation<T: TicketTool>(fresh: &mut Fresh<'_, T>) -> Check {
     let tool = fresh.tool()?;
@@ -187,24 +176,7 @@ pub fn keys_are_scoped_by_caller_and_operation<T: TicketTool>(fresh: &mut Fresh<
         "alice's first create",
         "a fresh tool replayed: connect did not make an empty tool",
     )?;
-    let b = match tool.create(CreateRequest::keyed(&bob, &shared, &q)) {
-        Ok(crate::Outcome::Created(id)) => id,
-        Ok(other) => {
-            return Err(Failure::new(
-                "bob's first create with alice's key (another payload) to create a new ticket",
-                format!("{other:?}"),
-                global,
-            ));
-        }
-        Err(Error::PayloadConflict { .. }) => {
-            return Err(Failure::new(
-                "bob's first create with alice's key (another payload) to create a new ticket",
-                "a payload conflict with alice's record",
-                global,
-            ));
-        }
-        Err(err) => return Err(Failure::from(err)),
-    };
+    let b = created_in_another_scope(tool.create(CreateRequest::keyed(&bob, &shared, &q)), global)?;
     let c = probe.created(
         CreateRequest::keyed(&carol, &shared, &p),
         "carol's first create with alice's key and payload",

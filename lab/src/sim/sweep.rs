@@ -127,6 +127,28 @@ fn row(path: SweepPath, fault: Fault, history: &History) -> SweepRow {
 /// One caller, one intent, one key, and calls with these faults in turn, each run to the end.
 struct Script(Vec<Fault>);
 
+/// The plan a script follows: one caller with one intent and `calls` plain attempts.
+fn plan(calls: usize) -> Plan {
+    Plan {
+        seed: 0,
+        schedule: 0,
+        retention: RETENTION,
+        callers: vec![CallerPlan {
+            name: "c1".to_owned(),
+            intents: vec![IntentPlan {
+                name: "i1".to_owned(),
+                key: "k1".to_owned(),
+                reuses: None,
+                arrives: 0,
+                save_after: 1,
+                lanes: vec![vec![AttemptPlan::PLAIN; calls]],
+            }],
+            crash: None,
+        }],
+        prune_every: None,
+    }
+}
+
 impl WithSubject for Script {
     type Output = History;
 
@@ -178,26 +200,8 @@ impl WithSubject for Script {
                 },
             });
         }
-        let plan = Plan {
-            seed: 0,
-            schedule: 0,
-            retention: RETENTION,
-            callers: vec![CallerPlan {
-                name: "c1".to_owned(),
-                intents: vec![IntentPlan {
-                    name: "i1".to_owned(),
-                    key: "k1".to_owned(),
-                    reuses: None,
-                    arrives: 0,
-                    save_after: 1,
-                    lanes: vec![vec![AttemptPlan::PLAIN; self.0.len()]],
-                }],
-                crash: None,
-            }],
-            prune_every: None,
-        };
         Ok(History {
-            plan,
+            plan: plan(self.0.len()),
             intents: vec![IntentInfo {
                 caller: 0,
                 caller_name: "c1".to_owned(),
