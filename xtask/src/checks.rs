@@ -219,7 +219,7 @@ fn anchor_name<'l>(line: &'l str, kind: &str) -> Option<&'l str> {
 /// Every anchor opened in the lab's sources is closed once, and every close has an opening.
 pub fn source_anchor_problems(folder: &Path) -> Result<Vec<String>> {
     let mut problems = Vec::new();
-    for file in rust_files(folder)? {
+    for file in crate::lengths::rust_files(folder)? {
         let source = std::fs::read_to_string(&file)?;
         let mut names: Vec<&str> = source
             .lines()
@@ -236,19 +236,6 @@ pub fn source_anchor_problems(folder: &Path) -> Result<Vec<String>> {
         }
     }
     Ok(problems)
-}
-
-fn rust_files(folder: &Path) -> Result<Vec<PathBuf>> {
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(folder)? {
-        let path = entry?.path();
-        if path.is_dir() {
-            files.extend(rust_files(&path)?);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            files.push(path);
-        }
-    }
-    Ok(files)
 }
 
 /// Lower-cased words: letters and digits, everything else a separator. Web addresses are left out:

@@ -122,7 +122,8 @@ pub fn run(root: &Path, most: usize) -> Result<()> {
     Ok(())
 }
 
-fn rust_files(folder: &Path) -> Result<Vec<PathBuf>> {
+/// Every `.rs` file under `folder`, sorted.
+pub fn rust_files(folder: &Path) -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     let entries =
         std::fs::read_dir(folder).with_context(|| format!("reading {}", folder.display()))?;
