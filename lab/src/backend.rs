@@ -5,7 +5,6 @@
 //! The choice lives here rather than in `main.rs`, so the command stays thin and a lab built
 //! without PostgreSQL support still knows the name and says how to get it.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::conformance;
@@ -157,7 +156,7 @@ impl Backend {
 /// An error about the command line, reported as bad input.
 fn command_line(problem: &str) -> Error {
     Error::InputInvalid {
-        path: PathBuf::from("command line"),
+        subject: "command line".to_owned(),
         problem: problem.to_owned(),
     }
 }

@@ -32,7 +32,7 @@ pub const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
 /// when an existing file cannot be read.
 pub fn check(path: &Path) -> Result<()> {
     let invalid = |problem: &str| Error::InputInvalid {
-        path: path.to_owned(),
+        subject: path.display().to_string(),
         problem: problem.to_owned(),
     };
     if path.as_os_str().is_empty() {

@@ -87,7 +87,7 @@ impl DroppingProxy {
     pub fn start(upstream: SocketAddr, port: u16, drop_first: u32) -> Result<DroppingProxy> {
         if !upstream.ip().is_loopback() {
             return Err(Error::InputInvalid {
-                path: "--upstream".into(),
+                subject: "--upstream".to_owned(),
                 problem: format!("{upstream}: only loopback addresses"),
             });
         }
@@ -138,12 +138,12 @@ impl DroppingProxy {
     /// # Errors
     /// [`Error::InputInvalid`] naming the URL when it is not `http://` on a loopback IP and port.
     pub fn upstream_address(url: &str) -> Result<SocketAddr> {
-        url.strip_prefix("http://")
-            .map(|rest| rest.trim_end_matches('/'))
-            .and_then(|rest| rest.parse::<SocketAddr>().ok())
+        let uri: Option<axum::http::Uri> = url.parse().ok();
+        uri.filter(|uri| uri.scheme_str() == Some("http") && matches!(uri.path(), "" | "/"))
+            .and_then(|uri| uri.authority()?.as_str().parse::<SocketAddr>().ok())
             .filter(|address| address.ip().is_loopback())
             .ok_or_else(|| Error::InputInvalid {
-                path: "--upstream".into(),
+                subject: "--upstream".to_owned(),
                 problem: format!("{url:?}: expected http://127.0.0.1:PORT"),
             })
     }
