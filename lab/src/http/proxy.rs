@@ -22,6 +22,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, oneshot};
 
+use super::blocking;
 use crate::error::{Error, Result};
 
 /// The most header bytes the proxy reads from one request (hyper's read buffer).
@@ -316,25 +317,21 @@ async fn send(
     request: Request<Full<Bytes>>,
     upstream: SocketAddr,
 ) -> std::result::Result<Response<Full<Bytes>>, String> {
-    let stream = TcpStream::connect(upstream)
+    let mut sender = blocking::connect(&upstream.to_string())
         .await
         .map_err(|error| format!("connecting to {upstream}: {error}"))?;
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|error| format!("starting HTTP/1.1 with {upstream}: {error}"))?;
-    tokio::spawn(connection);
     let response = sender
         .send_request(request)
         .await
         .map_err(|error| format!("sending to {upstream}: {error}"))?;
-    let (mut parts, body) = response.into_parts();
-    let body = Limited::new(body, MAX_BODY_BYTES)
-        .collect()
+    let mut answer = blocking::read_whole(response, MAX_BODY_BYTES)
         .await
-        .map_err(|error| format!("reading the answer of {upstream}: {error}"))?
-        .to_bytes();
-    remove_hop_by_hop(&mut parts.headers);
-    Ok(Response::from_parts(parts, Full::new(body)))
+        .map_err(|error| format!("reading the answer of {upstream}: {error}"))?;
+    remove_hop_by_hop(&mut answer.headers);
+    let mut response = Response::new(Full::new(answer.body));
+    *response.status_mut() = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_GATEWAY);
+    *response.headers_mut() = answer.headers;
+    Ok(response)
 }
 
 /// Rewrites a caller's request for the service: HTTP/1.1, `Host` the service's address, the
