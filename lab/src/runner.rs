@@ -549,25 +549,7 @@ impl<T: TicketTool> Runner<T> {
                 // the send was turned away, and if every send was, it stays pending for a run
                 // with the token fixed.
                 Err(err @ Error::Http { .. }) => {
-                    match self
-                        .check
-                        .as_ref()
-                        .and_then(|c| c.refused_configuration(&err))
-                    {
-                        Some(reason) => {
-                            refused += 1;
-                            self.count_refused(&saved, refused)?;
-                            self.held_unless_sent(&saved, refused, reason)
-                        }
-                        None => State::NeedsReview {
-                            reason: format!(
-                                "the service answered outside the contract ({err}) to send {} \
-                                 of key {}",
-                                saved.attempts,
-                                saved.key.as_str()
-                            ),
-                        },
-                    }
+                    self.outside_contract(&saved, &mut refused, &err)?
                 }
                 // A lost reply, a key in flight, a failure rolled back: the same key again. The
                 // send may have taken effect.
@@ -582,6 +564,34 @@ impl<T: TicketTool> Runner<T> {
         self.record(saved, State::NeedsReview { reason })
     }
     // ANCHOR_END: runner_drive
+
+    /// The state after an answer outside the contract: held when the check finds the send was
+    /// turned away for the runner's own configuration (counted in `refused`), else in review.
+    fn outside_contract(
+        &self,
+        saved: &SavedOperation,
+        refused: &mut u32,
+        err: &Error,
+    ) -> Result<State> {
+        let refusal = self
+            .check
+            .as_ref()
+            .and_then(|check| check.refused_configuration(err));
+        Ok(match refusal {
+            Some(reason) => {
+                *refused += 1;
+                self.count_refused(saved, *refused)?;
+                self.held_unless_sent(saved, *refused, reason)
+            }
+            None => State::NeedsReview {
+                reason: format!(
+                    "the service answered outside the contract ({err}) to send {} of key {}",
+                    saved.attempts,
+                    saved.key.as_str()
+                ),
+            },
+        })
+    }
 
     /// [`State::Held`] with `reason` when every send of `saved` so far, in any run, was refused
     /// before the service could act; otherwise [`State::NeedsReview`], since an earlier send may

@@ -177,18 +177,7 @@ impl TicketServer {
 
         let pruner_stopping = Arc::new(AtomicBool::new(false));
         let pruner = match options.retention {
-            Some(retention) => {
-                let (service, stopping) = (service.clone(), pruner_stopping.clone());
-                Some(
-                    std::thread::Builder::new()
-                        .name("lab-serve-pruner".to_owned())
-                        .spawn(move || prune_periodically(&service, retention, &stopping))
-                        .map_err(|source| Error::Io {
-                            action: "starting the pruning thread".to_owned(),
-                            source,
-                        })?,
-                )
-            }
+            Some(retention) => Some(start_pruner(&service, retention, &pruner_stopping)?),
             None => None,
         };
         Ok(TicketServer {
@@ -388,6 +377,22 @@ fn published_openapi(faults: bool) -> String {
         parameters.remove("LabFault");
     }
     spec.to_string()
+}
+
+/// Starts the thread that prunes periodically until `stopping`.
+fn start_pruner(
+    service: &Arc<TicketService>,
+    retention: Retention,
+    stopping: &Arc<AtomicBool>,
+) -> Result<JoinHandle<()>> {
+    let (service, stopping) = (service.clone(), stopping.clone());
+    std::thread::Builder::new()
+        .name("lab-serve-pruner".to_owned())
+        .spawn(move || prune_periodically(&service, retention, &stopping))
+        .map_err(|source| Error::Io {
+            action: "starting the pruning thread".to_owned(),
+            source,
+        })
 }
 
 /// Prunes every half window (at most every minute), checking for the stop once a second.
