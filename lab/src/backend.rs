@@ -161,7 +161,7 @@ impl Backend {
 #[cfg(any(feature = "bench", not(feature = "postgres")))]
 fn command_line(problem: &str) -> crate::Error {
     crate::Error::InputInvalid {
-        path: std::path::PathBuf::from("command line"),
+        subject: "command line".to_owned(),
         problem: problem.to_owned(),
     }
 }

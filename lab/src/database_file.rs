@@ -32,7 +32,7 @@ pub const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
 /// when an existing file cannot be read.
 pub fn check(path: &Path) -> Result<()> {
     let invalid = |problem: &str| Error::InputInvalid {
-        path: path.to_owned(),
+        subject: path.display().to_string(),
         problem: problem.to_owned(),
     };
     if path.as_os_str().is_empty() {
@@ -78,7 +78,7 @@ pub fn check(path: &Path) -> Result<()> {
 /// A file of some length must be a SQLite database that SQLite can read the schema of.
 fn check_header(path: &Path) -> Result<()> {
     let invalid = |problem: &str| Error::InputInvalid {
-        path: path.to_owned(),
+        subject: path.display().to_string(),
         problem: problem.to_owned(),
     };
     // SQLite reads the header itself, never another API: this check may run while a connection

@@ -185,11 +185,11 @@ pub enum Error {
         source: std::io::Error,
     },
 
-    /// An input file was read but its content is wrong.
-    #[error("{}: {problem}", path.display())]
+    /// An input was read but is wrong: a file's content, or a command-line option's value.
+    #[error("{subject}: {problem}")]
     InputInvalid {
-        /// The file's path.
-        path: PathBuf,
+        /// What holds the wrong input: the file's path, or the option's name (`--caller`).
+        subject: String,
         /// What is wrong, naming the field at fault.
         problem: String,
     },

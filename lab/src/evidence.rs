@@ -65,7 +65,7 @@ impl Evidence {
             source,
         })?;
         serde_json::from_str(&text).map_err(|err| Error::InputInvalid {
-            path: path.to_owned(),
+            subject: path.display().to_string(),
             problem: format!("not an evidence file: {err}"),
         })
     }

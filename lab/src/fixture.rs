@@ -41,7 +41,7 @@ pub fn load(path: &Path) -> Result<Operation> {
         source,
     };
     let invalid = |problem: String| Error::InputInvalid {
-        path: path.to_owned(),
+        subject: path.display().to_string(),
         problem,
     };
     // A pipe or a device could block the read forever or never end: only files are read.
@@ -108,7 +108,7 @@ pub fn built_in() -> Result<Operation> {
 /// ```
 pub fn parse(text: &str, origin: &Path) -> Result<Operation> {
     parse_fields(text).map_err(|problem| Error::InputInvalid {
-        path: origin.to_owned(),
+        subject: origin.display().to_string(),
         problem,
     })
 }

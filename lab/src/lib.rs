@@ -100,6 +100,8 @@ pub mod payload;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod runner;
+#[cfg(feature = "http")]
+pub(crate) mod service;
 pub mod sim;
 pub mod sqlite;
 pub mod suite;

@@ -38,7 +38,7 @@ pub fn first_send_fault_from_environment() -> Result<Fault> {
         None | Some("") => Ok(Fault::None),
         Some("lose-reply") => Ok(Fault::LoseReply),
         Some(other) => Err(Error::InputInvalid {
-            path: PathBuf::from(FAULT_VARIABLE),
+            subject: FAULT_VARIABLE.to_owned(),
             problem: format!("{other:?}: expected lose-reply"),
         }),
     }
@@ -71,9 +71,11 @@ const ADD_REFUSED_SENDS: &str =
 pub struct RetryPolicy {
     /// Sends per run of an operation, the first included (at least 1).
     pub attempts: u32,
-    /// The wait after the first failed send; it doubles after each further one.
+    /// The ceiling of the wait after the first failed send; it doubles after each further one.
+    /// The wait itself is drawn between zero and the ceiling ("full jitter"), so callers that
+    /// failed together do not come back together.
     pub first_backoff: Duration,
-    /// The longest wait between two sends.
+    /// The highest ceiling of a wait between two sends.
     pub max_backoff: Duration,
     /// No send starts later than this after the run of an operation began.
     pub deadline: Duration,
@@ -91,12 +93,61 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
-    /// The wait after failed send number `failed` (1 for the first).
+    /// The ceiling of the wait after failed send number `failed` (1 for the first).
     pub fn backoff(&self, failed: u32) -> Duration {
         let doubled = self
             .first_backoff
             .saturating_mul(1 << failed.saturating_sub(1).min(16));
         doubled.min(self.max_backoff)
+    }
+
+    /// The wait after failed send number `failed`: drawn uniformly from zero to
+    /// [`RetryPolicy::backoff`] ("full jitter", as in the AWS Architecture Blog's "Exponential
+    /// Backoff And Jitter"), by `jitter`.
+    pub fn jittered_backoff(&self, failed: u32, jitter: &mut Jitter) -> Duration {
+        let ceiling = self.backoff(failed);
+        let nanos = u64::try_from(ceiling.as_nanos()).unwrap_or(u64::MAX);
+        Duration::from_nanos(jitter.below_or_at(nanos))
+    }
+}
+
+/// The random draws of the runner's backoff: a small seeded generator (SplitMix64), so a test
+/// that fixes the seed sees the same waits every run. Not for anything secret.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Jitter {
+    state: u64,
+}
+
+impl Jitter {
+    /// Draws that follow from `seed`.
+    pub fn seeded(seed: u64) -> Jitter {
+        Jitter { state: seed }
+    }
+
+    /// Draws seeded from the clock and the process: two runners started together still differ.
+    pub fn from_entropy() -> Jitter {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_nanos());
+        // Truncating the nanoseconds keeps their fast-moving low bits, the ones that differ.
+        Jitter::seeded(nanos as u64 ^ (u64::from(std::process::id()) << 32))
+    }
+
+    fn next(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A draw from 0 to `most`, both included.
+    pub fn below_or_at(&mut self, most: u64) -> u64 {
+        match most.checked_add(1) {
+            // The high bits of a 128-bit product: uniform enough for waits, without a loop.
+            Some(span) => ((u128::from(self.next()) * u128::from(span)) >> 64) as u64,
+            None => self.next(),
+        }
     }
 }
 
@@ -195,7 +246,7 @@ impl PausePoint {
             Some("after-save") => Ok(Some(PausePoint::AfterSave)),
             Some("after-reply") => Ok(Some(PausePoint::AfterReply)),
             Some(other) => Err(Error::InputInvalid {
-                path: PathBuf::from(PAUSE_VARIABLE),
+                subject: PAUSE_VARIABLE.to_owned(),
                 problem: format!("{other:?}: expected after-save or after-reply"),
             }),
         }
@@ -231,6 +282,8 @@ pub struct Runner<T> {
     path: PathBuf,
     tool: T,
     policy: RetryPolicy,
+    /// The draws of the backoff's jitter; a cell because a run takes `&self`.
+    jitter: std::cell::RefCell<Jitter>,
     pause: Option<PausePoint>,
     first_send_fault: Fault,
     check: Option<Box<dyn ServiceCheck>>,
@@ -264,10 +317,19 @@ impl<T: TicketTool> Runner<T> {
             path,
             tool,
             policy,
+            jitter: std::cell::RefCell::new(Jitter::from_entropy()),
             pause: None,
             first_send_fault: Fault::None,
             check: None,
         })
+    }
+
+    /// The same runner, drawing its backoff's waits from `jitter` (a test fixes the seed).
+    pub fn with_jitter(self, jitter: Jitter) -> Runner<T> {
+        Runner {
+            jitter: std::cell::RefCell::new(jitter),
+            ..self
+        }
     }
 
     /// The same runner, asking `check` before each operation's run and after a refusal, so a
@@ -334,7 +396,7 @@ impl<T: TicketTool> Runner<T> {
         let mut in_review = Vec::new();
         for key in keys {
             let refused = |problem: String| Error::InputInvalid {
-                path: PathBuf::from("--resend"),
+                subject: "--resend".to_owned(),
                 problem: format!("{:?}: {problem}", key.as_str()),
             };
             match self.find(scope, key)? {
@@ -453,7 +515,9 @@ impl<T: TicketTool> Runner<T> {
         let mut last_failure = String::new();
         for send in 1..=self.policy.attempts.max(1) {
             if send > 1 {
-                let wait = self.policy.backoff(send - 1);
+                let wait = self
+                    .policy
+                    .jittered_backoff(send - 1, &mut self.jitter.borrow_mut());
                 if started.elapsed() + wait > self.policy.deadline {
                     last_failure = format!("deadline reached; last failure: {last_failure}");
                     break;
@@ -485,25 +549,7 @@ impl<T: TicketTool> Runner<T> {
                 // the send was turned away, and if every send was, it stays pending for a run
                 // with the token fixed.
                 Err(err @ Error::Http { .. }) => {
-                    match self
-                        .check
-                        .as_ref()
-                        .and_then(|c| c.refused_configuration(&err))
-                    {
-                        Some(reason) => {
-                            refused += 1;
-                            self.count_refused(&saved, refused)?;
-                            self.held_unless_sent(&saved, refused, reason)
-                        }
-                        None => State::NeedsReview {
-                            reason: format!(
-                                "the service answered outside the contract ({err}) to send {} \
-                                 of key {}",
-                                saved.attempts,
-                                saved.key.as_str()
-                            ),
-                        },
-                    }
+                    self.outside_contract(&saved, &mut refused, &err)?
                 }
                 // A lost reply, a key in flight, a failure rolled back: the same key again. The
                 // send may have taken effect.
@@ -518,6 +564,34 @@ impl<T: TicketTool> Runner<T> {
         self.record(saved, State::NeedsReview { reason })
     }
     // ANCHOR_END: runner_drive
+
+    /// The state after an answer outside the contract: held when the check finds the send was
+    /// turned away for the runner's own configuration (counted in `refused`), else in review.
+    fn outside_contract(
+        &self,
+        saved: &SavedOperation,
+        refused: &mut u32,
+        err: &Error,
+    ) -> Result<State> {
+        let refusal = self
+            .check
+            .as_ref()
+            .and_then(|check| check.refused_configuration(err));
+        Ok(match refusal {
+            Some(reason) => {
+                *refused += 1;
+                self.count_refused(saved, *refused)?;
+                self.held_unless_sent(saved, *refused, reason)
+            }
+            None => State::NeedsReview {
+                reason: format!(
+                    "the service answered outside the contract ({err}) to send {} of key {}",
+                    saved.attempts,
+                    saved.key.as_str()
+                ),
+            },
+        })
+    }
 
     /// [`State::Held`] with `reason` when every send of `saved` so far, in any run, was refused
     /// before the service could act; otherwise [`State::NeedsReview`], since an earlier send may
@@ -659,7 +733,7 @@ impl Row {
             ("needs_review", _) => State::NeedsReview { reason: note },
             (other, _) => {
                 return Err(Error::InputInvalid {
-                    path: PathBuf::from("runner file"),
+                    subject: "runner file".to_owned(),
                     problem: format!(
                         "operation {:?} has state {other:?} without a ticket",
                         self.key
@@ -698,7 +772,7 @@ fn check_schema(db: &Connection, path: &Path) -> Result<bool> {
         .query_map([], |row| row.get(0))?
         .collect::<rusqlite::Result<_>>()?;
     let invalid = |problem: String| Error::InputInvalid {
-        path: path.to_owned(),
+        subject: path.display().to_string(),
         problem,
     };
     match tables.as_slice() {
@@ -725,5 +799,51 @@ fn check_schema(db: &Connection, path: &Path) -> Result<bool> {
             "a SQLite database of something else (tables: {}); the runner keeps a file of its own",
             tables.join(", ")
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_jittered_wait_lies_between_zero_and_the_doubling_ceiling() {
+        let policy = RetryPolicy::default();
+        let mut jitter = Jitter::seeded(7);
+        for failed in 1..=8 {
+            let ceiling = policy.backoff(failed);
+            for _ in 0..200 {
+                let wait = policy.jittered_backoff(failed, &mut jitter);
+                assert!(wait <= ceiling, "send {failed}: {wait:?} over {ceiling:?}");
+            }
+        }
+        assert_eq!(policy.backoff(1), policy.first_backoff);
+        assert_eq!(policy.backoff(30), policy.max_backoff);
+    }
+
+    #[test]
+    fn the_same_seed_draws_the_same_waits_and_another_seed_others() {
+        let policy = RetryPolicy::default();
+        let draws = |seed| {
+            let mut jitter = Jitter::seeded(seed);
+            (1..=6)
+                .map(|failed| policy.jittered_backoff(failed, &mut jitter))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(draws(42), draws(42));
+        assert_ne!(draws(42), draws(43));
+    }
+
+    #[test]
+    fn full_jitter_spreads_the_waits_over_the_whole_range() {
+        // Not a constant, not only the ceiling: the draws cover the low and the high quarter, and
+        // their mean is near half the ceiling.
+        let mut jitter = Jitter::seeded(1);
+        let draws: Vec<u64> = (0..4000).map(|_| jitter.below_or_at(1000)).collect();
+        assert!(draws.iter().any(|d| *d < 250) && draws.iter().any(|d| *d > 750));
+        assert!(draws.iter().all(|d| *d <= 1000));
+        let mean = draws.iter().sum::<u64>() / draws.len() as u64;
+        assert!((450..=550).contains(&mean), "mean {mean}");
+        assert_eq!(Jitter::seeded(9).below_or_at(0), 0);
     }
 }

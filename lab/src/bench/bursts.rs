@@ -171,7 +171,7 @@ fn read_burst(threads: usize) -> Result<f64> {
 fn median(runs: Vec<Burst>) -> Result<Burst> {
     super::percentile(runs, 50, |a, b| a.elapsed_ms.total_cmp(&b.elapsed_ms)).ok_or_else(|| {
         Error::InputInvalid {
-            path: "bench plan".into(),
+            subject: "bench plan".to_owned(),
             problem: "a burst size was measured zero times".to_owned(),
         }
     })

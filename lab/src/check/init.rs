@@ -24,7 +24,7 @@ pub fn write(path: &Path, base_url: &str) -> Result<()> {
         .open(path)
         .map_err(|source| match source.kind() {
             std::io::ErrorKind::AlreadyExists => Error::InputInvalid {
-                path: "--target".into(),
+                subject: "--target".to_owned(),
                 problem: format!(
                     "{}: exists; --init writes a new file and never replaces one",
                     path.display()

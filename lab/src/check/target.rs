@@ -403,7 +403,7 @@ impl Target {
     /// [`Error::InputInvalid`] naming the field at fault.
     pub fn parse(text: &str, path: &Path, overrides: &Overrides) -> Result<Target> {
         let bad = |problem: String| Error::InputInvalid {
-            path: path.to_owned(),
+            subject: path.display().to_string(),
             problem,
         };
         let file: File = toml::from_str(text).map_err(|err| {

@@ -120,7 +120,7 @@ fn check_target(args: &CheckArgs, file: &std::path::Path) -> lab::Result<Finishe
         }
         if !args.allow_remote {
             value::loopback_url(url).map_err(|problem| Error::InputInvalid {
-                path: "--init".into(),
+                subject: "--init".to_owned(),
                 problem: format!("{url}: {problem} (another host needs --allow-remote)"),
             })?;
         }

@@ -5,7 +5,7 @@
 //! This is a module of the binary, not of the library: the arguments are not an API, and the
 //! library's users (adapter authors, the book) never see clap.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use clap::{Parser, Subcommand};
 use lab::Error;
@@ -151,7 +151,7 @@ impl Command {
 /// An error about the command line, reported as bad input (exit status 2).
 pub fn bad_arguments(problem: &str) -> Error {
     Error::InputInvalid {
-        path: PathBuf::from("command line"),
+        subject: "command line".to_owned(),
         problem: problem.to_owned(),
     }
 }
@@ -166,7 +166,7 @@ pub fn file_option(option: &str, path: &Path, err: Error) -> Error {
         other => return other,
     };
     Error::InputInvalid {
-        path: PathBuf::from(option),
+        subject: option.to_owned(),
         problem: format!("{}: {problem}", path.display()),
     }
 }

@@ -8,12 +8,11 @@
 //! unfinished and run the new operation. Its last lines (on stderr) say which operations need a
 //! person and what to look at; its exit status says how they ended (see [`Finished`]).
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Args;
+use lab::http::blocking::{BlockingClient, Request};
 use lab::http::{HttpTarget, HttpTool, contract};
 use lab::mcp::{HttpEndpoint, McpTool};
 use lab::runner::{PausePoint, RetryPolicy, Runner, SavedOperation, ServiceCheck, State};
@@ -92,7 +91,7 @@ pub fn exec(args: RunnerArgs) -> lab::Result<Finished> {
     };
     let pause = PausePoint::from_environment()?;
     let first_send_fault = lab::runner::first_send_fault_from_environment()?;
-    let new_operation = match args.key.zip(args.payload) {
+    let new_operation = match args.key.clone().zip(args.payload.clone()) {
         Some((operation_key, payload)) => Some(Operation {
             scope: Scope::new(args.caller.as_str(), contract::CREATE_TICKET)?,
             operation_key,
@@ -102,77 +101,91 @@ pub fn exec(args: RunnerArgs) -> lab::Result<Finished> {
     };
     if !args.resend.is_empty() && !args.database.exists() {
         return Err(Error::InputInvalid {
-            path: PathBuf::from("--resend"),
+            subject: "--resend".to_owned(),
             problem: format!(
                 "{} does not exist, so it holds no operation to send again",
                 args.database.display()
             ),
         });
     }
-    let (tool, check): (Box<dyn TicketTool + Send>, ServiceAt) = match (args.url, args.mcp_url) {
-        (Some(url), _) => (
-            Box::new(HttpTool::new(HttpTarget::new(
-                &url.text,
-                &args.token,
-                None,
-            )?)),
-            ServiceAt {
-                url,
-                token: args.token,
-                protocol: Protocol::Http,
-            },
-        ),
-        (None, Some(url)) => (
-            Box::new(McpTool::over_http(&HttpEndpoint {
-                url: url.text.clone(),
-                token: args.token.clone(),
-                admin_token: None,
-            })?),
-            ServiceAt {
-                url,
-                token: args.token,
-                protocol: Protocol::Mcp,
-            },
-        ),
-        // clap requires one of the two.
-        (None, None) => return Err(super::bad_arguments("--url or --mcp-url is needed")),
-    };
+    let (tool, check) = tool_and_check(&args)?;
     let runner = Runner::open(&args.database, tool, policy)
         .map_err(|err| file_option("--database", &args.database, err))?
         .with_pause(pause)
         .with_first_send_fault(first_send_fault)
         .with_check(check);
-    if let Some(operation) = &new_operation
-        && let Some(saved) = runner.saved(&operation.scope, &operation.operation_key)?
-        && saved.payload != operation.payload
-    {
-        return Err(Error::InputInvalid {
-            path: PathBuf::from("--key"),
-            problem: format!(
-                "{:?}: {} already holds this key with another payload ({}); nothing was sent",
-                operation.operation_key.as_str(),
-                args.database.display(),
-                saved.payload.canonical()
-            ),
-        });
+    if let Some(operation) = &new_operation {
+        refuse_another_payload(&runner, operation, &args.database)?;
     }
     if !args.resend.is_empty() {
         let scope = Scope::new(args.caller.as_str(), contract::CREATE_TICKET)?;
         runner.reopen(&scope, &args.resend)?;
     }
+    run_and_report(&runner, new_operation.as_ref(), &args.database)
+}
+
+/// The tool that sends, and the check that tells a configuration error from an unknown outcome.
+fn tool_and_check(args: &RunnerArgs) -> lab::Result<(Box<dyn TicketTool + Send>, ServiceAt)> {
+    let (url, protocol) = match (&args.url, &args.mcp_url) {
+        (Some(url), _) => (url.clone(), Protocol::Http),
+        (None, Some(url)) => (url.clone(), Protocol::Mcp),
+        // clap requires one of the two.
+        (None, None) => return Err(super::bad_arguments("--url or --mcp-url is needed")),
+    };
+    let tool: Box<dyn TicketTool + Send> = match protocol {
+        Protocol::Http => Box::new(HttpTool::new(HttpTarget::new(
+            &url.text,
+            &args.token,
+            None,
+        )?)),
+        Protocol::Mcp => Box::new(McpTool::over_http(&HttpEndpoint {
+            url: url.text.clone(),
+            token: args.token.clone(),
+            admin_token: None,
+        })?),
+    };
+    Ok((tool, ServiceAt::new(url, args.token.clone(), protocol)?))
+}
+
+/// Refuses a new operation whose key the runner's file holds with another payload.
+fn refuse_another_payload(
+    runner: &Runner<Box<dyn TicketTool + Send>>,
+    operation: &Operation,
+    database: &Path,
+) -> lab::Result<()> {
+    match runner.saved(&operation.scope, &operation.operation_key)? {
+        Some(saved) if saved.payload != operation.payload => Err(Error::InputInvalid {
+            subject: "--key".to_owned(),
+            problem: format!(
+                "{:?}: {} already holds this key with another payload ({}); nothing was sent",
+                operation.operation_key.as_str(),
+                database.display(),
+                saved.payload.canonical()
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Resumes what is unfinished, runs the new operation, and prints what a person must do.
+fn run_and_report(
+    runner: &Runner<Box<dyn TicketTool + Send>>,
+    new_operation: Option<&Operation>,
+    database: &Path,
+) -> lab::Result<Finished> {
     let mut ended = Vec::new();
     // Unfinished operations first, each with its saved key.
     for saved in runner.resume()? {
         println!("resumed {saved}");
         ended.push(saved);
     }
-    if let Some(operation) = &new_operation {
+    if let Some(operation) = new_operation {
         let saved = runner.submit(operation)?;
         println!("{saved}");
         ended.push(saved);
     }
     for saved in &ended {
-        if let Some(line) = what_to_do(saved, &args.database) {
+        if let Some(line) = what_to_do(saved, database) {
             eprintln!("{line}");
         }
     }
@@ -183,7 +196,7 @@ pub fn exec(args: RunnerArgs) -> lab::Result<Finished> {
             .any(|e| e.scope == saved.scope && e.key == saved.key);
         if !this_run
             && matches!(saved.state, State::NeedsReview { .. })
-            && let Some(line) = what_to_do(&saved, &args.database)
+            && let Some(line) = what_to_do(&saved, database)
         {
             eprintln!("still {line}");
         }
@@ -228,6 +241,8 @@ struct ServiceAt {
     url: LoopbackUrl,
     token: String,
     protocol: Protocol,
+    /// The lab's HTTP client, for the checks only (the tool has its own connections).
+    client: BlockingClient,
 }
 
 /// An MCP `initialize`: the probe that tells an MCP server that takes the token (200) from one
@@ -237,16 +252,7 @@ const MCP_PROBE: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params
 impl ServiceCheck for ServiceAt {
     fn unreachable(&self) -> Option<String> {
         // A connection without a request: nothing for the service (or a proxy) to act on.
-        let mut refused = None;
-        for address in self.url.addresses() {
-            match TcpStream::connect_timeout(&address, CHECK_TIMEOUT) {
-                Ok(_) => return None,
-                Err(err) => refused = Some(err),
-            }
-        }
-        let why = refused.map_or("the host does not resolve".to_owned(), |err| {
-            err.to_string()
-        });
+        let why = self.client.accepts_connections().err()?;
         Some(format!(
             "nothing accepts connections at {} ({why}): start the service, or fix {}",
             self.url.text,
@@ -275,6 +281,16 @@ impl ServiceCheck for ServiceAt {
 }
 
 impl ServiceAt {
+    fn new(url: LoopbackUrl, token: String, protocol: Protocol) -> lab::Result<ServiceAt> {
+        let client = BlockingClient::new(&url.authority, CHECK_TIMEOUT)?;
+        Ok(ServiceAt {
+            url,
+            token,
+            protocol,
+            client,
+        })
+    }
+
     fn url_option(&self) -> &'static str {
         match self.protocol {
             Protocol::Http => "--url",
@@ -339,27 +355,19 @@ impl ServiceAt {
     /// The status of `method path` with the caller's token and `body` (JSON), or `None` when
     /// there is no answer.
     fn status_of(&self, method: &str, path: &str, body: &str) -> Option<u16> {
-        let mut stream = self
-            .url
-            .addresses()
-            .into_iter()
-            .find_map(|address| TcpStream::connect_timeout(&address, CHECK_TIMEOUT).ok())?;
-        stream.set_read_timeout(Some(CHECK_TIMEOUT)).ok()?;
-        stream.set_write_timeout(Some(CHECK_TIMEOUT)).ok()?;
-        let request = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Type: \
-             application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: \
-             {}\r\nConnection: close\r\n\r\n{body}",
-            self.url.authority,
-            self.token,
-            body.len()
-        );
-        stream.write_all(request.as_bytes()).ok()?;
-        let mut status_line = String::new();
-        BufReader::new(stream)
-            .take(1024)
-            .read_line(&mut status_line)
+        let request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", &self.url.authority)
+            .header("authorization", format!("Bearer {}", self.token))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("connection", "close")
+            .body(body.to_owned().into())
             .ok()?;
-        status_line.split(' ').nth(1)?.parse().ok()
+        self.client
+            .send(request, false)
+            .ok()
+            .map(|answer| answer.status)
     }
 }

@@ -64,7 +64,7 @@ pub fn exec(args: ServeArgs) -> lab::Result<()> {
     if args.port != 0 {
         std::net::TcpListener::bind(("127.0.0.1", args.port)).map_err(|err| {
             Error::InputInvalid {
-                path: "--port".into(),
+                subject: "--port".to_owned(),
                 problem: format!(
                     "{}: cannot listen on 127.0.0.1:{}: {err}",
                     args.port, args.port

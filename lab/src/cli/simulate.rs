@@ -47,7 +47,7 @@ pub fn exec(args: SimulateCommand) -> lab::Result<()> {
         && !folder.is_dir()
     {
         return Err(lab::Error::InputInvalid {
-            path: "--examples".into(),
+            subject: "--examples".to_owned(),
             problem: format!("{}: not a folder", folder.display()),
         });
     }

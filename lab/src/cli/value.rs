@@ -1,8 +1,7 @@
 //! Parsers for option values, run by clap while it reads the arguments, so a bad value is refused
 //! (exit status 2, one line naming the option) before a command opens a file or sends anything.
 
-use std::net::{SocketAddr, ToSocketAddrs};
-
+use axum::http::Uri;
 use lab::http::contract;
 use lab::{OperationKey, Payload, Scope};
 
@@ -18,24 +17,12 @@ pub struct LoopbackUrl {
     pub path: String,
 }
 
-impl LoopbackUrl {
-    /// The addresses the host and port resolve to.
-    pub fn addresses(&self) -> Vec<SocketAddr> {
-        self.authority
-            .to_socket_addrs()
-            .map(Iterator::collect)
-            .unwrap_or_default()
-    }
-}
-
-/// Parses `--url` and `--upstream`.
+/// Parses `--url` and `--upstream` with `http::Uri`, then holds the URL to the lab's rules.
 ///
 /// # Errors
 /// What is wrong with the URL, for clap to print after the option's name.
 pub fn loopback_url(text: &str) -> Result<LoopbackUrl, String> {
-    let rest = text
-        .strip_prefix("http://")
-        .ok_or("expected http://127.0.0.1:PORT (only http, on loopback)")?;
+    const EXPECTED: &str = "expected http://127.0.0.1:PORT (only http, on loopback)";
     if let Some(bad) = text
         .chars()
         .find(|c| c.is_whitespace() || c.is_control() || matches!(c, '?' | '#' | '@'))
@@ -44,48 +31,64 @@ pub fn loopback_url(text: &str) -> Result<LoopbackUrl, String> {
             "{bad:?} has no place in the service's base URL (expected http://127.0.0.1:PORT)"
         ));
     }
-    let (authority, path) = match rest.find('/') {
-        Some(slash) => rest.split_at(slash),
-        None => (rest, ""),
-    };
-    let (host, port) = match authority.rsplit_once(':') {
-        // An IPv6 host's own colons sit inside its brackets.
-        Some((host, port)) if !port.contains(']') => (host, Some(port)),
-        _ => (authority, None),
-    };
+    let uri: Uri = text.parse().map_err(|err| why_unreadable(text, &err))?;
+    if uri.scheme_str() != Some("http") {
+        return Err(EXPECTED.to_owned());
+    }
+    let authority = uri.authority().ok_or(EXPECTED)?;
+    let host = authority.host();
     if !matches!(host, "127.0.0.1" | "localhost" | "[::1]") {
         return Err(format!(
             "host {host:?} is not loopback (expected 127.0.0.1, localhost or [::1])"
         ));
     }
-    let port = match port {
-        None => 80,
-        Some(port) => match port.parse::<u16>() {
+    // `http::Uri` keeps a port it cannot read as a number (`:abc`, `:70000`) in the authority
+    // and reports no port: the text after the host's last colon is the port as given.
+    let port = match authority.as_str().rsplit_once(':') {
+        Some((_, port)) if !port.contains(']') => match port.parse::<u16>() {
             Ok(number) if number > 0 && port.bytes().all(|b| b.is_ascii_digit()) => number,
-            _ => return Err(format!("port {port:?} is not a number from 1 to 65535")),
+            _ => return Err(port_problem(port)),
         },
+        _ => 80,
     };
-    let path = path.trim_end_matches('/');
     Ok(LoopbackUrl {
         text: text.trim_end_matches('/').to_owned(),
         authority: format!("{host}:{port}"),
-        path: path.to_owned(),
+        path: uri.path().trim_end_matches('/').to_owned(),
     })
 }
 
-/// Parses a bearer token: printable ASCII without spaces, as an `Authorization` header carries
-/// it unchanged.
+fn port_problem(port: &str) -> String {
+    format!("port {port:?} is not a number from 1 to 65535")
+}
+
+/// Why `http::Uri` could not read `text`: its port, when that is what it stumbled on, since a
+/// person fixes a port sooner than they decode "invalid port".
+fn why_unreadable(text: &str, err: &axum::http::uri::InvalidUri) -> String {
+    let authority = text
+        .split_once("://")
+        .map_or(text, |(_, rest)| rest.split('/').next().unwrap_or(rest));
+    match authority.rsplit_once(':') {
+        Some((_, port))
+            if !port.contains(']')
+                && (port.parse::<u16>().is_err() || !port.bytes().all(|b| b.is_ascii_digit())) =>
+        {
+            port_problem(port)
+        }
+        _ => format!("not a URL ({err}); {}", "expected http://127.0.0.1:PORT"),
+    }
+}
+
+/// Parses a bearer token by the service's one token rule ([`lab::http::check_token`]).
 ///
 /// # Errors
 /// The rule the token broke.
 pub fn token(text: &str) -> Result<String, String> {
-    if text.is_empty() {
-        return Err("the token must not be empty".to_owned());
+    match lab::http::check_token("the token", text) {
+        Ok(()) => Ok(text.to_owned()),
+        Err(lab::Error::InputInvalid { problem, .. }) => Err(problem),
+        Err(other) => Err(other.to_string()),
     }
-    if !text.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
-        return Err("the token must be printable ASCII without spaces".to_owned());
-    }
-    Ok(text.to_owned())
 }
 
 /// Parses `--caller`: a caller's name by the same rules as every scope's.

@@ -4,8 +4,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::http::{Method, Request, Uri};
 use serde_json::Value;
 
+use super::blocking::{Answer, BlockingClient, NoAnswer};
 use super::contract::{self, problem};
 use super::sf;
 use crate::error::{Error, Result};
@@ -21,8 +23,9 @@ enum Sent {
     /// An answer the contract defines: an outcome or an error to report.
     Answer(Result<Outcome>),
     /// 409: the key is being processed by another request, or 503: the service shed the
-    /// connection before reading the request; wait and send it again.
-    InFlight,
+    /// connection before reading the request; wait (as long as `Retry-After` asks, within
+    /// [`super::blocking::MAX_RETRY_AFTER`]) and send it again.
+    InFlight(Duration),
 }
 
 /// Where the adapter finds the service and who it is there.
@@ -40,17 +43,20 @@ impl HttpTarget {
     /// Checks that the URL is `http://` on a loopback host and trims a trailing `/`.
     ///
     /// # Errors
-    /// [`Error::InputInvalid`] for another scheme or host, naming the URL.
+    /// [`Error::InputInvalid`] for another scheme or host, or a URL `http::Uri` cannot read,
+    /// naming the URL.
     pub fn new(url: &str, token: &str, admin_token: Option<&str>) -> Result<HttpTarget> {
         let invalid = |problem: &str| Error::InputInvalid {
-            path: "--url".into(),
+            subject: "--url".to_owned(),
             problem: format!("{url:?}: {problem}"),
         };
-        let rest = url
-            .strip_prefix("http://")
-            .ok_or_else(|| invalid("expected http://127.0.0.1:PORT"))?;
-        let host = rest.split(['/', ':']).next().unwrap_or("");
-        if !matches!(host, "127.0.0.1" | "localhost" | "[::1]") {
+        let uri: Uri = url
+            .parse()
+            .map_err(|_| invalid("expected http://127.0.0.1:PORT"))?;
+        if uri.scheme_str() != Some("http") {
+            return Err(invalid("expected http://127.0.0.1:PORT"));
+        }
+        if !matches!(uri.host(), Some("127.0.0.1" | "localhost" | "[::1]")) {
             return Err(invalid("only loopback addresses (127.0.0.1, localhost)"));
         }
         Ok(HttpTarget {
@@ -58,6 +64,28 @@ impl HttpTarget {
             token: token.to_owned(),
             admin_token: admin_token.map(str::to_owned),
         })
+    }
+
+    /// `host:port` of the URL, for the connection and the `Host` header.
+    fn address(&self) -> String {
+        let uri: Option<Uri> = self.url.parse().ok();
+        let authority = uri.as_ref().and_then(Uri::authority);
+        match authority {
+            Some(authority) => format!(
+                "{}:{}",
+                authority.host(),
+                authority.port_u16().unwrap_or(80)
+            ),
+            // `new` parsed it; a target built by hand with a broken URL fails to connect.
+            None => self.url.clone(),
+        }
+    }
+
+    /// The path before the contract's own paths (`""` or `/prefix`).
+    fn base_path(&self) -> String {
+        let uri: Option<Uri> = self.url.parse().ok();
+        uri.map(|uri| uri.path().trim_end_matches('/').to_owned())
+            .unwrap_or_default()
     }
 }
 
@@ -69,7 +97,8 @@ impl HttpTarget {
 /// is refused with [`Error::Unsupported`], never sent under the wrong caller.
 pub struct HttpTool {
     target: HttpTarget,
-    agent: ureq::Agent,
+    /// The connection, or the reason there is none (the client's runtime could not start).
+    client: std::result::Result<BlockingClient, String>,
     /// The scope this adapter (and every connection made from it) speaks for.
     scope: Arc<OwnScope>,
 }
@@ -77,13 +106,11 @@ pub struct HttpTool {
 impl HttpTool {
     /// An adapter for `target`. Nothing is sent until the first call.
     pub fn new(target: HttpTarget) -> HttpTool {
-        let agent = ureq::AgentBuilder::new()
-            .timeout_connect(Duration::from_secs(5))
-            .timeout(Duration::from_secs(30))
-            .build();
+        let client = BlockingClient::new(&target.address(), Duration::from_secs(30))
+            .map_err(|err| err.to_string());
         HttpTool {
             target,
-            agent,
+            client,
             scope: Arc::default(),
         }
     }
@@ -114,6 +141,36 @@ impl HttpTool {
         format!("{}{path}", self.target.url)
     }
 
+    /// Sends `method path` with the caller's token, `headers` and `body`, and reads the answer.
+    fn call(
+        &self,
+        method: Method,
+        path: &str,
+        headers: &[(&str, String)],
+        body: String,
+        keep: bool,
+    ) -> std::result::Result<Answer, NoAnswer> {
+        let client = self
+            .client
+            .as_ref()
+            .map_err(|why| NoAnswer::Unsent(why.clone()))?;
+        let mut request = Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.target.base_path()))
+            .header("host", client.address())
+            .header("authorization", format!("Bearer {}", self.target.token));
+        for (name, value) in headers {
+            request = request.header(*name, value);
+        }
+        if !keep {
+            request = request.header("connection", "close");
+        }
+        let request = request
+            .body(body.into())
+            .map_err(|err| NoAnswer::Unsent(format!("cannot build the request: {err}")))?;
+        client.send(request, keep)
+    }
+
     // ANCHOR: http_client_create
     fn send_create(&self, request: CreateRequest<'_>) -> Sent {
         let path = if request.key.is_some() {
@@ -121,44 +178,53 @@ impl HttpTool {
         } else {
             "/unkeyed-tickets"
         };
-        let mut call = self
-            .agent
-            .post(&self.url(path))
-            .set("Authorization", &format!("Bearer {}", self.target.token))
-            .set("Content-Type", "application/json");
+        let mut headers = vec![("content-type", "application/json".to_owned())];
         if let Some(key) = request.key {
-            call = call.set(contract::IDEMPOTENCY_KEY, &sf::serialize_key(key));
+            headers.push((contract::IDEMPOTENCY_KEY, sf::serialize_key(key)));
         }
         if let Some(fault) = contract::fault_header_value(request.fault) {
-            call = call.set(contract::FAULT_HEADER, &fault);
+            headers.push((contract::FAULT_HEADER, fault));
         }
-        if request.fault == Fault::LoseReply {
-            // The server closes the connection instead of answering; never reuse it.
-            call = call.set("Connection", "close");
-        }
+        // The server closes the connection instead of answering a lost reply; never reuse it.
+        let keep = request.fault != Fault::LoseReply;
+        let body = request.payload.canonical().to_owned();
         let key = request.key.map(ToString::to_string);
-        let response = match call.send_string(request.payload.canonical()) {
-            Ok(response) => response,
-            Err(ureq::Error::Status(_, response)) => response,
+        let answer = match self.call(Method::POST, path, &headers, body, keep) {
+            Ok(answer) => answer,
+            // Shed before the request went out (a 503 written on accepting the connection):
+            // nothing happened yet; wait as for a 503.
+            Err(NoAnswer::NotSent(_)) => {
+                return Sent::InFlight(Duration::from_secs(contract::RETRY_AFTER_SECONDS));
+            }
             // The request may have reached the service and committed: only a retry with the same
             // key can tell.
-            Err(ureq::Error::Transport(transport)) => {
+            Err(why) => {
                 return Sent::Answer(Err(Error::OutcomeUnknown {
                     key,
-                    reason: format!("no response from {}: {transport}", self.url(path)),
+                    reason: format!("no response from {}: {why}", self.url(path)),
                 }));
             }
         };
-        let status = response.status();
-        let replayed = response.header(contract::IDEMPOTENT_REPLAYED) == Some("true");
-        let body = response.into_string().unwrap_or_default();
+        self.classify(path, key, &answer)
+    }
+
+    /// What the answer to a create means, by its status and problem type.
+    fn classify(&self, path: &str, key: Option<String>, answer: &Answer) -> Sent {
+        let status = answer.status;
+        let replayed = answer.header(contract::IDEMPOTENT_REPLAYED) == Some("true");
+        let body = String::from_utf8_lossy(&answer.body);
         let parsed: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
         // Errors are matched on their problem type, never on their text.
         let kind = parsed["type"].as_str().and_then(problem::from_uri);
+        let wait = || {
+            answer
+                .retry_after()
+                .unwrap_or(Duration::from_secs(contract::RETRY_AFTER_SECONDS))
+        };
         Sent::Answer(match (status, kind) {
-            (409, Some(problem::IN_FLIGHT)) => return Sent::InFlight,
+            (409, Some(problem::IN_FLIGHT)) => return Sent::InFlight(wait()),
             // Shed at the connection limit before the request was read: nothing happened yet.
-            (503, Some(problem::OVERLOADED)) => return Sent::InFlight,
+            (503, Some(problem::OVERLOADED)) => return Sent::InFlight(wait()),
             // The request timed out on the server; its create may still have committed.
             (408, Some(problem::REQUEST_TIMEOUT)) => Err(Error::OutcomeUnknown {
                 key,
@@ -199,31 +265,23 @@ impl HttpTool {
                 problem: "the inspection hooks need the admin token (--admin-token)".to_owned(),
             });
         };
-        let call = self
-            .agent
-            .request(method, &self.url(path))
-            .set(contract::ADMIN_TOKEN, admin_token)
-            .set("Authorization", &format!("Bearer {}", self.target.token));
-        let call = match key {
-            Some(key) => call.set(contract::IDEMPOTENCY_KEY, &sf::serialize_key(key)),
-            None => call,
-        };
-        let response = match call.call() {
-            Ok(response) => response,
-            Err(ureq::Error::Status(status, response)) => {
-                let body = response.into_string().unwrap_or_default();
-                return Err(self.unexpected(method, path, status, &body));
-            }
-            Err(ureq::Error::Transport(transport)) => {
-                return Err(Error::Http {
-                    method,
-                    url: self.url(path),
-                    status: None,
-                    problem: transport.to_string(),
-                });
-            }
-        };
-        let body = response.into_string().unwrap_or_default();
+        let mut headers = vec![(contract::ADMIN_TOKEN, admin_token.clone())];
+        if let Some(key) = key {
+            headers.push((contract::IDEMPOTENCY_KEY, sf::serialize_key(key)));
+        }
+        let verb = Method::from_bytes(method.as_bytes()).unwrap_or(Method::GET);
+        let answer = self
+            .call(verb, path, &headers, String::new(), true)
+            .map_err(|why| Error::Http {
+                method,
+                url: self.url(path),
+                status: None,
+                problem: why.to_string(),
+            })?;
+        let body = String::from_utf8_lossy(&answer.body);
+        if !(200..300).contains(&answer.status) {
+            return Err(self.unexpected(method, path, answer.status, &body));
+        }
         serde_json::from_str(&body).map_err(|_| self.unexpected(method, path, 200, &body))
     }
 }
@@ -235,9 +293,7 @@ impl TicketTool for HttpTool {
         for _ in 0..=IN_FLIGHT_RETRIES {
             match self.send_create(request) {
                 Sent::Answer(answer) => return answer,
-                Sent::InFlight => {
-                    std::thread::sleep(Duration::from_secs(contract::RETRY_AFTER_SECONDS));
-                }
+                Sent::InFlight(wait) => std::thread::sleep(wait),
             }
         }
         Err(Error::OutcomeUnknown {

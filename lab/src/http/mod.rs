@@ -2,17 +2,18 @@
 //! adapter that runs the suite against it, the contract they share, and a proxy that loses
 //! replies on the wire.
 
+pub mod blocking;
 pub mod client;
 pub mod contract;
 pub mod problem;
 pub mod proxy;
-pub mod retention;
 pub mod server;
 pub mod sf;
 
+pub use crate::service::retention;
 pub use client::{HttpTarget, HttpTool};
 pub use proxy::DroppingProxy;
 pub use retention::{Clock, ManualClock, Retention, SystemClock};
 #[cfg(feature = "postgres")]
 pub use server::ServePostgres;
-pub use server::{CallerToken, Limits, ServeOptions, StopSignals, TicketServer};
+pub use server::{CallerToken, Limits, ServeOptions, StopSignals, TicketServer, check_token};

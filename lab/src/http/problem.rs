@@ -5,14 +5,12 @@
 //! records the id beside the cause, so an operator can find one from the other while a caller
 //! learns nothing about the storage engine.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use super::contract::{self, ProblemType, problem};
+use crate::service::Refusal;
 
 /// One error answer: its problem type, what happened this time, and any extra headers.
 #[derive(Debug)]
@@ -47,12 +45,19 @@ impl Problem {
 
     /// A failure inside the service: logged with a fresh opaque id, answered with the id only.
     pub fn internal(cause: impl std::fmt::Display) -> Problem {
-        let id = error_id();
-        eprintln!("lab serve: internal error {id}: {cause}");
+        match Refusal::internal(cause) {
+            Refusal::Internal { error_id } => Problem::internal_with_id(error_id),
+            // `Refusal::internal` makes only the internal kind.
+            other => Problem::new(problem::INTERNAL, format!("{other:?}")),
+        }
+    }
+
+    /// The answer to a failure already logged under `error_id`.
+    pub(crate) fn internal_with_id(error_id: String) -> Problem {
         Problem {
             kind: problem::INTERNAL,
-            detail: format!("the service failed; quote error id {id} when reporting it"),
-            error_id: Some(id),
+            detail: Refusal::internal_detail(&error_id),
+            error_id: Some(error_id),
             headers: Vec::new(),
         }
     }
@@ -102,19 +107,6 @@ impl IntoResponse for Problem {
         }
         response
     }
-}
-
-/// An id unique within this process and unlikely to repeat across restarts: the start time and a
-/// counter. It says nothing about the failure itself.
-fn error_id() -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    static START: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    let start = *START.get_or_init(|| {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |since| since.as_secs())
-    });
-    format!("{start:x}-{:04x}", NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
 /// The problem for a bare error status that a layer or the router answered on its own (405, 408,

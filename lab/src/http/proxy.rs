@@ -22,6 +22,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, oneshot};
 
+use super::blocking;
 use crate::error::{Error, Result};
 
 /// The most header bytes the proxy reads from one request (hyper's read buffer).
@@ -87,7 +88,7 @@ impl DroppingProxy {
     pub fn start(upstream: SocketAddr, port: u16, drop_first: u32) -> Result<DroppingProxy> {
         if !upstream.ip().is_loopback() {
             return Err(Error::InputInvalid {
-                path: "--upstream".into(),
+                subject: "--upstream".to_owned(),
                 problem: format!("{upstream}: only loopback addresses"),
             });
         }
@@ -138,12 +139,12 @@ impl DroppingProxy {
     /// # Errors
     /// [`Error::InputInvalid`] naming the URL when it is not `http://` on a loopback IP and port.
     pub fn upstream_address(url: &str) -> Result<SocketAddr> {
-        url.strip_prefix("http://")
-            .map(|rest| rest.trim_end_matches('/'))
-            .and_then(|rest| rest.parse::<SocketAddr>().ok())
+        let uri: Option<axum::http::Uri> = url.parse().ok();
+        uri.filter(|uri| uri.scheme_str() == Some("http") && matches!(uri.path(), "" | "/"))
+            .and_then(|uri| uri.authority()?.as_str().parse::<SocketAddr>().ok())
             .filter(|address| address.ip().is_loopback())
             .ok_or_else(|| Error::InputInvalid {
-                path: "--upstream".into(),
+                subject: "--upstream".to_owned(),
                 problem: format!("{url:?}: expected http://127.0.0.1:PORT"),
             })
     }
@@ -316,25 +317,21 @@ async fn send(
     request: Request<Full<Bytes>>,
     upstream: SocketAddr,
 ) -> std::result::Result<Response<Full<Bytes>>, String> {
-    let stream = TcpStream::connect(upstream)
+    let mut sender = blocking::connect(&upstream.to_string())
         .await
         .map_err(|error| format!("connecting to {upstream}: {error}"))?;
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|error| format!("starting HTTP/1.1 with {upstream}: {error}"))?;
-    tokio::spawn(connection);
     let response = sender
         .send_request(request)
         .await
         .map_err(|error| format!("sending to {upstream}: {error}"))?;
-    let (mut parts, body) = response.into_parts();
-    let body = Limited::new(body, MAX_BODY_BYTES)
-        .collect()
+    let mut answer = blocking::read_whole(response, MAX_BODY_BYTES)
         .await
-        .map_err(|error| format!("reading the answer of {upstream}: {error}"))?
-        .to_bytes();
-    remove_hop_by_hop(&mut parts.headers);
-    Ok(Response::from_parts(parts, Full::new(body)))
+        .map_err(|error| format!("reading the answer of {upstream}: {error}"))?;
+    remove_hop_by_hop(&mut answer.headers);
+    let mut response = Response::new(Full::new(answer.body));
+    *response.status_mut() = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_GATEWAY);
+    *response.headers_mut() = answer.headers;
+    Ok(response)
 }
 
 /// Rewrites a caller's request for the service: HTTP/1.1, `Host` the service's address, the

@@ -173,7 +173,7 @@ impl McpTool {
     /// it is not `http://HOST:PORT/PATH`.
     pub fn over_http(endpoint: &HttpEndpoint) -> Result<McpTool> {
         LoopbackHttpClient::for_url(&endpoint.url).map_err(|problem| Error::InputInvalid {
-            path: PathBuf::from("MCP endpoint"),
+            subject: "MCP endpoint".to_owned(),
             problem,
         })?;
         Ok(McpTool {

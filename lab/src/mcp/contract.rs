@@ -22,7 +22,7 @@ pub const ADMIN_COUNT_RECORDS: &str = "lab_admin_count_records";
 pub const ADMIN_FORGET_RECORD: &str = "lab_admin_forget_record";
 /// Test-only: deletes every ticket and record, so the next ticket is number 1 again.
 pub const ADMIN_RESET: &str = "lab_admin_reset";
-/// Test-only: one retention pass with a window of zero (`lab/src/http/retention.rs`): every
+/// Test-only: one retention pass with a window of zero (`lab/src/service/retention.rs`): every
 /// replay record is pruned and leaves a tombstone, so a retry of any key gets `expired`.
 pub const ADMIN_EXPIRE_RECORDS: &str = "lab_admin_expire_records";
 /// The admin tools, listed only when the server was started with an admin token.

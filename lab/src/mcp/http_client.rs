@@ -15,7 +15,6 @@ use axum::http::{self, HeaderName, HeaderValue, Method, Request, StatusCode};
 use bytes::Bytes;
 use futures::stream::BoxStream;
 use http_body_util::{BodyExt, Full, Limited};
-use hyper_util::rt::TokioIo;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_client::{
     AuthRequiredError, SseError, StreamableHttpClient, StreamableHttpError,
@@ -71,12 +70,16 @@ impl LoopbackHttpClient {
         &self,
         request: Request<Full<Bytes>>,
     ) -> Result<http::Response<hyper::body::Incoming>, LoopbackHttpError> {
-        let stream = tokio::net::TcpStream::connect(self.authority.as_ref()).await?;
-        let (mut sender, connection) =
-            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-        // The connection's task ends with the exchange; its error, if any, surfaces in the
-        // answer below.
-        tokio::spawn(connection);
+        // The lab's one client stack: the same connect and handshake as the HTTP adapter's.
+        let mut sender = crate::http::blocking::connect(&self.authority)
+            .await
+            .map_err(|err| match err {
+                crate::http::blocking::NoAnswer::Connect { source, .. } => {
+                    LoopbackHttpError::Io(source)
+                }
+                crate::http::blocking::NoAnswer::Http(err) => LoopbackHttpError::Hyper(err),
+                other => LoopbackHttpError::Body(other.to_string()),
+            })?;
         Ok(sender.send_request(request).await?)
     }
 

@@ -2,7 +2,6 @@
 //! shortest one and the same bounds always print the same trace.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use stateright::{Checker, Expectation, HasDiscoveries, Model};
@@ -96,7 +95,7 @@ pub fn check_within(bounds: Bounds, variant: Variant, steps: usize) -> Result<Re
 fn explore(bounds: Bounds, variant: Variant, steps: Option<usize>) -> Result<Report> {
     if let Some(problem) = bounds.problem() {
         return Err(Error::InputInvalid {
-            path: PathBuf::from("command line"),
+            subject: "command line".to_owned(),
             problem,
         });
     }

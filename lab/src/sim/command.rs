@@ -53,7 +53,7 @@ pub struct CommandReport {
 pub fn run_command(args: &SimulateArgs) -> Result<CommandReport> {
     if args.histories == 0 {
         return Err(Error::InputInvalid {
-            path: PathBuf::from("command line"),
+            subject: "command line".to_owned(),
             problem: "--histories must be at least 1".to_owned(),
         });
     }

@@ -753,3 +753,96 @@ fn thirty_two_requests_released_together_on_a_new_key_all_get_its_one_ticket() {
     assert_eq!(records(&server.url), 1);
     assert_eq!(stored_keys(&server), ["together-1"]);
 }
+
+#[test]
+fn the_bearer_scheme_is_matched_whatever_its_case_and_another_scheme_is_refused() {
+    let server = LabServer::start(&[]);
+    for (scheme, status) in [
+        ("Bearer", 200),
+        ("bearer", 200),
+        ("BEARER", 200),
+        ("Basic", 401),
+    ] {
+        let request = format!(
+            "GET /tickets HTTP/1.1\r\nHost: lab\r\nAuthorization: {scheme} token-a\r\n\
+             Connection: close\r\n\r\n"
+        );
+        let reply = exchange(&server.url, &request);
+        assert_eq!(reply.status, status, "{scheme}: {reply:?}");
+    }
+}
+
+/// A service that answers the first create 409 (key in flight) with `Retry-After: 2`, and the
+/// next 201; it returns when the two were sent, and the time between them.
+fn in_flight_then_created(
+    retry_after: &'static str,
+) -> (String, std::thread::JoinHandle<Duration>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let serving = std::thread::spawn(move || {
+        let mut first = None;
+        for answer in 0..2 {
+            let (stream, _) = listener.accept().unwrap();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = value.trim().parse().unwrap();
+                }
+                if line == "\r\n" {
+                    break;
+                }
+            }
+            reader.read_exact(&mut vec![0; length]).unwrap();
+            let (status, extra, body) = if answer == 0 {
+                first = Some(Instant::now());
+                let kind = lab::http::contract::problem::IN_FLIGHT;
+                let body = format!(r#"{{"type":"{}","status":409}}"#, kind.uri());
+                (
+                    "409 Conflict",
+                    format!("retry-after: {retry_after}\r\n"),
+                    body,
+                )
+            } else {
+                (
+                    "201 Created",
+                    String::new(),
+                    r#"{"ticket_id":1}"#.to_owned(),
+                )
+            };
+            let reply = format!(
+                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\n{extra}\
+                 content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            (&stream).write_all(reply.as_bytes()).unwrap();
+        }
+        first.unwrap().elapsed()
+    });
+    (url, serving)
+}
+
+#[test]
+fn the_client_adapter_waits_as_long_as_retry_after_asks_within_its_bound() {
+    use lab::http::{HttpTarget, HttpTool};
+    use lab::{CreateRequest, Outcome, TicketTool};
+    let (scope, key, payload) = crate::sample();
+    // Two seconds asked: the adapter waits them (a constant one-second wait would not).
+    let (url, serving) = in_flight_then_created("2");
+    let tool = HttpTool::new(HttpTarget::new(&url, "token-a", None).unwrap());
+    let outcome = tool.create(CreateRequest::keyed(&scope, &key, &payload));
+    assert_eq!(outcome.unwrap(), Outcome::Created(1.into()));
+    let waited = serving.join().unwrap();
+    assert!(waited >= Duration::from_secs(2), "{waited:?}");
+    assert!(waited < lab::http::blocking::MAX_RETRY_AFTER, "{waited:?}");
+    // Zero asked: no wait at all.
+    let (url, serving) = in_flight_then_created("0");
+    let tool = HttpTool::new(HttpTarget::new(&url, "token-a", None).unwrap());
+    let outcome = tool.create(CreateRequest::keyed(&scope, &key, &payload));
+    assert_eq!(outcome.unwrap(), Outcome::Created(1.into()));
+    let waited = serving.join().unwrap();
+    assert!(waited < Duration::from_millis(900), "{waited:?}");
+}

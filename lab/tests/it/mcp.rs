@@ -284,19 +284,38 @@ fn the_python_sdk_over_streamable_http_keeps_callers_apart_and_recovers_a_lost_r
     compare_with_the_book(&transcript, "python-session-http.txt");
 }
 
+/// POSTs `body` to an MCP endpoint with `token`, on the lab's own HTTP client; the status and
+/// the body's text.
+fn post_json(url: &str, token: &str, body: &str) -> (u16, String) {
+    let uri: lab::http::blocking::Uri = url.parse().unwrap();
+    let address = uri.authority().unwrap().as_str().to_owned();
+    let client =
+        lab::http::blocking::BlockingClient::new(&address, std::time::Duration::from_secs(10))
+            .unwrap();
+    let request = lab::http::blocking::Request::post(uri.path())
+        .header("host", &address)
+        .header("authorization", format!("Bearer {token}"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(body.to_owned().into())
+        .unwrap();
+    let answer = client.send(request, false).expect("an answer");
+    (
+        answer.status,
+        String::from_utf8_lossy(&answer.body).into_owned(),
+    )
+}
+
 #[test]
 fn an_http_request_without_a_known_token_is_refused_before_the_mcp_layer() {
     let folder = tempfile::tempdir().unwrap();
     let server = HttpServer::start(&folder.path().join("tickets.db"));
-    let response = ureq::post(&server.url)
-        .set("Authorization", "Bearer not-a-token")
-        .set("Content-Type", "application/json")
-        .set("Accept", "application/json, text/event-stream")
-        .send_string(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#);
-    match response {
-        Err(ureq::Error::Status(status, _)) => assert_eq!(status, 401),
-        other => panic!("expected 401, got {other:?}"),
-    }
+    let (status, text) = post_json(
+        &server.url,
+        "not-a-token",
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
+    );
+    assert_eq!(status, 401, "{text}");
 }
 
 #[test]
@@ -479,9 +498,9 @@ fn protocol_faults_over_stdio_get_json_rpc_errors_and_the_session_goes_on() {
         assert_eq!(error_code(&answer), code, "{what}: {answer}");
         session.still_answers(100 + id);
     }
-    // An unknown method, a batch (MCP has none since 2025-06-18), an unknown notification and a
-    // line that is not JSON: errors for the first two, nothing for the others, and the session
-    // goes on after each.
+    // An unknown method, a batch (MCP has none since 2025-06-18), an unknown notification, a
+    // line that is not JSON and a line over the limit: errors for all but the notification
+    // (JSON-RPC answers none), and the session goes on after each.
     session.send(r#"{"jsonrpc":"2.0","id":20,"method":"tickets/steal"}"#);
     let unknown = session.answer();
     assert_eq!(
@@ -494,6 +513,18 @@ fn protocol_faults_over_stdio_get_json_rpc_errors_and_the_session_goes_on() {
     assert_eq!(error_code(&session.answer()), -32600);
     session.send(r#"{"jsonrpc":"2.0","method":"notifications/whatever"}"#);
     session.send("{not json");
+    let parse_error = session.answer();
+    assert_eq!(
+        (error_code(&parse_error), &parse_error["id"]),
+        (-32700, &lab::serde_json::Value::Null),
+        "{parse_error}"
+    );
+    session.send(&format!(
+        r#"{{"jsonrpc":"2.0","id":25,"method":"ping","params":{{"pad":"{}"}}}}"#,
+        "x".repeat(lab::mcp::server::MAX_LINE_BYTES)
+    ));
+    let too_long = session.answer();
+    assert_eq!(error_code(&too_long), -32700, "a line over the limit");
     session.still_answers(23);
     // Nothing was written by any of it: the first ticket is still to come.
     let created = session.call(
@@ -624,20 +655,7 @@ fn sigterm_stops_the_stdio_server_and_the_http_server_with_exit_0() {
 fn protocol_faults_over_http_are_answered_and_the_server_goes_on() {
     let folder = tempfile::tempdir().unwrap();
     let server = HttpServer::start(&folder.path().join("tickets.db"));
-    let post = |body: &str| {
-        let response = ureq::post(&server.url)
-            .set("Authorization", "Bearer token-a")
-            .set("Content-Type", "application/json")
-            .set("Accept", "application/json, text/event-stream")
-            .send_string(body);
-        match response {
-            Ok(response) => (response.status(), response.into_string().unwrap()),
-            Err(ureq::Error::Status(status, response)) => {
-                (status, response.into_string().unwrap_or_default())
-            }
-            Err(other) => panic!("no answer: {other}"),
-        }
-    };
+    let post = |body: &str| post_json(&server.url, "token-a", body);
     let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
     for (what, body) in [
         ("malformed JSON", "{not json".to_owned()),
@@ -720,4 +738,69 @@ fn the_suite_over_mcp_streamable_http_observes_what_the_sqlite_run_observes() {
     .unwrap();
     let over_sqlite = lab::backend::Backend::Sqlite.run_suite(&operation).unwrap();
     assert_eq!(over_mcp, over_sqlite);
+}
+
+/// A retry and a pruning pass at once: the retry must replay (the record still stood) or be
+/// `expired` (it was pruned first), never make a second ticket. Before the MCP tools took the
+/// service's claim, the retry checked for a tombstone, the pass pruned the record, and the retry
+/// then found no record and created again.
+#[test]
+fn a_prune_racing_a_retry_over_mcp_never_makes_a_second_ticket() {
+    let folder = tempfile::tempdir().unwrap();
+    let server = lab::mcp::McpServer::start(&lab::mcp::McpOptions {
+        transport: lab::mcp::Transport::Http {
+            port: 0,
+            callers: vec!["support-agent=token-a".parse().unwrap()],
+        },
+        database: Some(folder.path().join("tickets.db")),
+        faults: false,
+        admin_token: Some("admin-token".to_owned()),
+    })
+    .unwrap();
+    let endpoint = lab::mcp::HttpEndpoint {
+        url: server.url(),
+        token: "token-a".to_owned(),
+        admin_token: Some("admin-token".to_owned()),
+    };
+    let connect = || McpTool::over_http(&endpoint).unwrap();
+    let (first, pruner) = (connect(), connect());
+    let retries: Vec<McpTool> = (0..6).map(|_| connect()).collect();
+    let scope = lab::Scope::new("support-agent", "create_ticket").unwrap();
+    let payload = crate::sample().2;
+    // Bounded in rounds and in time; the old code made a second ticket within a few dozen rounds.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut rounds = 0;
+    while rounds < 300 && std::time::Instant::now() < deadline {
+        rounds += 1;
+        let key = lab::OperationKey::try_from(format!("race-{rounds}")).unwrap();
+        let request = CreateRequest::keyed(&scope, &key, &payload);
+        assert!(matches!(first.create(request), Ok(Outcome::Created(_))));
+        let barrier = std::sync::Barrier::new(retries.len() + 1);
+        std::thread::scope(|threads| {
+            for retry in &retries {
+                let barrier = &barrier;
+                threads.spawn(move || {
+                    barrier.wait();
+                    let answer = retry.create(request);
+                    assert!(
+                        matches!(
+                            answer,
+                            Ok(Outcome::Replayed(_)) | Err(Error::KeyExpired { .. })
+                        ),
+                        "round {rounds}: a retry got {answer:?}"
+                    );
+                });
+            }
+            barrier.wait();
+            // The pass starts at a different moment of the retries' calls each round.
+            std::thread::sleep(std::time::Duration::from_micros(150 * (rounds as u64 % 12)));
+            pruner.expire_records().unwrap();
+        });
+        assert_eq!(
+            first.ticket_ids().unwrap().len(),
+            rounds,
+            "round {rounds}: one key, more than one ticket"
+        );
+    }
+    server.stop().unwrap();
 }

@@ -4,7 +4,6 @@
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -17,12 +16,12 @@ use tokio::sync::{Semaphore, watch};
 use tower::ServiceExt;
 
 use super::Limits;
-use super::routes::ReplySwitch;
 use crate::http::contract::problem;
+use crate::service::LostReply;
 
 /// Accepts connections until `stop` turns true, then waits (at most `limits.shutdown_grace`) for
 /// the requests in progress to be answered.
-pub(super) async fn accept_until_stopped(
+pub(crate) async fn accept_until_stopped(
     listener: TcpListener,
     router: Router,
     limits: Limits,
@@ -59,10 +58,10 @@ pub(super) async fn accept_until_stopped(
             tokio::spawn(shed(stream));
             continue;
         };
-        let switch = ReplySwitch::default();
+        let switch = LostReply::default();
         let io = TokioIo::new(LosableStream {
             stream,
-            lost: switch.0.clone(),
+            lost: switch.clone(),
         });
         let router = router.clone();
         let service = hyper::service::service_fn(move |mut request: hyper::Request<_>| {
@@ -138,7 +137,7 @@ async fn shed(mut stream: TcpStream) {
 /// without sending a byte of the response.
 struct LosableStream {
     stream: TcpStream,
-    lost: Arc<AtomicBool>,
+    lost: LostReply,
 }
 
 impl LosableStream {
@@ -163,7 +162,7 @@ impl AsyncWrite for LosableStream {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        if self.lost.load(Ordering::SeqCst) {
+        if self.lost.is_lost() {
             return Poll::Ready(Err(LosableStream::lost_error()));
         }
         Pin::new(&mut self.stream).poll_write(cx, buf)
@@ -174,7 +173,7 @@ impl AsyncWrite for LosableStream {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        if self.lost.load(Ordering::SeqCst) {
+        if self.lost.is_lost() {
             return Poll::Ready(Err(LosableStream::lost_error()));
         }
         Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)

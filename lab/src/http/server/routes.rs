@@ -2,7 +2,6 @@
 //! terms (or refuse it with a problem before a handler runs), and the limits as layers around it.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -18,30 +17,25 @@ use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::{RequestBodyTimeoutLayer, TimeoutLayer};
 
 use super::Limits;
-use super::served::ServedStore;
-use super::service::{Created, Service};
-use super::store_threads::StoreThreads;
 use crate::error::Result;
 use crate::http::contract::{self, problem};
 use crate::http::problem::{self as problem_response, Problem};
 use crate::http::sf;
 use crate::key::{OperationKey, Scope};
 use crate::payload::Payload;
+use crate::service::{
+    Created, LostReply, Refusal, ServiceStore, StoreThreads, TicketService, bearer_token,
+};
 use crate::sqlite::StoredTicket;
 use crate::tool::{Fault, TicketId};
 
 /// What every handler shares.
 #[derive(Clone)]
 pub(super) struct App {
-    pub(super) service: Arc<Service>,
+    pub(super) service: Arc<TicketService>,
     pub(super) stores: Arc<StoreThreads>,
     pub(super) openapi: Arc<str>,
 }
-
-/// Set by a handler to close the connection instead of answering: the test-only lost reply. The
-/// connection's writer reads it (see `listener.rs`).
-#[derive(Clone, Debug, Default)]
-pub(super) struct ReplySwitch(pub(super) Arc<AtomicBool>);
 
 /// The router with its layers: the limits are here, in one place, and no handler repeats them.
 pub(super) fn router(app: App, limits: &Limits) -> Router {
@@ -164,10 +158,7 @@ impl FromRequestParts<App> for Caller {
         };
         let value =
             single(&parts.headers, "authorization", problem::UNAUTHORIZED)?.ok_or_else(unknown)?;
-        let token = value
-            .as_bytes()
-            .strip_prefix(b"Bearer ")
-            .ok_or_else(unknown)?;
+        let token = bearer_token(value.as_bytes()).ok_or_else(unknown)?;
         app.service.caller(token).map(Caller).ok_or_else(unknown)
     }
 }
@@ -296,7 +287,7 @@ async fn create_keyed(
     Caller(scope): Caller,
     Key(key): Key,
     FaultField(fault): FaultField,
-    switch: Option<axum::Extension<ReplySwitch>>,
+    switch: Option<axum::Extension<LostReply>>,
     JsonPayload(payload): JsonPayload,
 ) -> Response {
     create(app, scope, Some(key), fault, switch, payload).await
@@ -306,7 +297,7 @@ async fn create_unkeyed(
     State(app): State<App>,
     Caller(scope): Caller,
     FaultField(fault): FaultField,
-    switch: Option<axum::Extension<ReplySwitch>>,
+    switch: Option<axum::Extension<LostReply>>,
     JsonPayload(payload): JsonPayload,
 ) -> Response {
     create(app, scope, None, fault, switch, payload).await
@@ -317,7 +308,7 @@ async fn create(
     scope: Scope,
     key: Option<OperationKey>,
     fault: Fault,
-    switch: Option<axum::Extension<ReplySwitch>>,
+    switch: Option<axum::Extension<LostReply>>,
     payload: Payload,
 ) -> Response {
     let service = app.service.clone();
@@ -326,19 +317,45 @@ async fn create(
         .run(move |store| service.create(store, &scope, key.as_ref(), &payload, fault))
         .await;
     match created {
-        Some(Ok(Created::New(text))) => created_response(text, false),
-        Some(Ok(Created::Replayed(text))) => created_response(text, true),
+        Some(Ok(Created::New { text, .. })) => created_response(text, false),
+        Some(Ok(Created::Replayed { text, .. })) => created_response(text, true),
         Some(Ok(Created::LostReply)) => {
             if let Some(axum::Extension(switch)) = switch {
-                switch.0.store(true, Ordering::SeqCst);
+                switch.lose();
             }
             StatusCode::NO_CONTENT.into_response()
         }
-        Some(Err(problem)) => problem.into_response(),
+        Some(Err(refusal)) => refused(refusal).into_response(),
         None => Problem::internal("the store threads have stopped").into_response(),
     }
 }
 // ANCHOR_END: http_handlers
+
+/// The problem for a refused create.
+fn refused(refusal: Refusal) -> Problem {
+    match refusal {
+        Refusal::InProgress { key } => {
+            let detail = format!(
+                "a request with key {:?} is being processed; retry after {} s with the same key",
+                key.as_str(),
+                contract::RETRY_AFTER_SECONDS
+            );
+            Problem::new(problem::IN_FLIGHT, detail)
+        }
+        Refusal::Expired { key } => {
+            let detail = format!(
+                "the record of key {:?} was pruned after the retention window; this service \
+                 cannot say whether it took effect and will not create again under it: review \
+                 before any new key",
+                key.as_str()
+            );
+            Problem::new(problem::KEY_EXPIRED, detail)
+        }
+        Refusal::Conflict(detail) => Problem::new(problem::PAYLOAD_CONFLICT, detail),
+        Refusal::InjectedFailure(detail) => Problem::new(problem::INJECTED_FAILURE, detail),
+        Refusal::Internal { error_id } => Problem::internal_with_id(error_id),
+    }
+}
 
 fn created_response(text: String, replayed: bool) -> Response {
     let mut response = (
@@ -367,7 +384,7 @@ fn json_response(body: &serde_json::Value) -> Response {
 /// Runs a read or an admin action on a store thread and answers its JSON, or a 500.
 async fn on_store(
     app: &App,
-    job: impl FnOnce(&dyn ServedStore) -> Result<serde_json::Value, Problem> + Send + 'static,
+    job: impl FnOnce(&dyn ServiceStore) -> Result<serde_json::Value, Problem> + Send + 'static,
 ) -> Response {
     match app.stores.run(job).await {
         Some(Ok(body)) => json_response(&body),
@@ -443,8 +460,9 @@ async fn admin_forget(
 }
 
 async fn admin_reset(State(app): State<App>, _: Admin) -> Response {
-    on_store(&app, |store| {
-        store.clear().map_err(Problem::internal)?;
+    let service = app.service.clone();
+    on_store(&app, move |store| {
+        service.reset(store).map_err(Problem::internal)?;
         Ok(json!({ "cleared": true }))
     })
     .await

@@ -10,20 +10,20 @@ use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
-use super::served::ServedStore;
+use super::store::ServiceStore;
 use crate::error::{Error, Result};
 
-type Job = Box<dyn FnOnce(&dyn ServedStore) + Send>;
+type Job = Box<dyn FnOnce(&dyn ServiceStore) + Send>;
 
 /// The store's threads and the queue that feeds them.
-pub(super) struct StoreThreads {
+pub(crate) struct StoreThreads {
     queue: Mutex<Option<Sender<Job>>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl StoreThreads {
     /// Starts one thread per connection in `connections`.
-    pub(super) fn start(connections: Vec<Box<dyn ServedStore>>) -> Result<StoreThreads> {
+    pub(crate) fn start(connections: Vec<Box<dyn ServiceStore>>) -> Result<StoreThreads> {
         let (sender, receiver) = std::sync::mpsc::channel::<Job>();
         let receiver = Arc::new(Mutex::new(receiver));
         let mut threads = Vec::new();
@@ -47,9 +47,9 @@ impl StoreThreads {
     /// Runs `job` on one of the store's threads and waits for its result without blocking the
     /// async thread. `None` when the threads have stopped (the server is shutting down) or the
     /// job panicked.
-    pub(super) async fn run<T: Send + 'static>(
+    pub(crate) async fn run<T: Send + 'static>(
         &self,
-        job: impl FnOnce(&dyn ServedStore) -> T + Send + 'static,
+        job: impl FnOnce(&dyn ServiceStore) -> T + Send + 'static,
     ) -> Option<T> {
         let (reply, answer) = tokio::sync::oneshot::channel();
         let job: Job = Box::new(move |store| {
@@ -65,7 +65,7 @@ impl StoreThreads {
 
     /// Lets the threads finish the jobs already queued, then joins them; their connections close
     /// as they end.
-    pub(super) fn stop(&self) {
+    pub(crate) fn stop(&self) {
         drop(
             self.queue
                 .lock()
@@ -81,7 +81,7 @@ impl StoreThreads {
     }
 }
 
-fn run_jobs(store: &dyn ServedStore, receiver: &Mutex<Receiver<Job>>) {
+fn run_jobs(store: &dyn ServiceStore, receiver: &Mutex<Receiver<Job>>) {
     loop {
         // The lock is held only while waiting for the next job, so the threads take turns at
         // the queue and run their jobs side by side.

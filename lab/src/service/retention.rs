@@ -1,4 +1,4 @@
-//! Retention for `lab serve`: replay records are pruned after a window, and each pruned key leaves
+//! Retention for the ticket service: replay records are pruned after a window, and each pruned key leaves
 //! a compact tombstone (its identity and when it expired, no payload, no response), kept longer,
 //! so a late retry is answered 410 "expired" instead of silently becoming a second ticket.
 //!

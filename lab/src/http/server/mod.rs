@@ -8,12 +8,10 @@
 
 mod listener;
 mod routes;
-mod served;
-mod service;
-mod store_threads;
+
+pub(crate) use listener::accept_until_stopped;
 
 use std::path::PathBuf;
-use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -22,51 +20,16 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::contract;
-use super::retention::{self, Clock, Pruned, Retention};
 use crate::error::{Error, Result};
-use crate::key::Scope;
-use crate::sqlite::SqliteStore;
+use crate::service::retention::{Clock, Pruned, Retention};
+use crate::service::{ServiceOptions, ServiceStore, StoreThreads, TicketService};
 use crate::tool::TicketTool;
 
-pub use service::MAX_TOKEN_BYTES;
+pub use crate::service::{CallerToken, MAX_TOKEN_BYTES, check_token};
 
 /// The machine-readable contract as written, with the test-only parts; the server publishes it
 /// at `GET /openapi.json` without them unless started with `--faults`.
-pub const OPENAPI: &str = include_str!("openapi.json");
-
-/// One caller the server accepts: its name (the scope of its keys) and its bearer token.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CallerToken {
-    /// The caller's name; keys are looked up only within it.
-    pub caller: String,
-    /// The bearer token that authenticates the caller.
-    pub token: String,
-}
-
-impl FromStr for CallerToken {
-    type Err = Error;
-
-    /// Reads `NAME=TOKEN`, as `lab serve --caller` takes it.
-    fn from_str(text: &str) -> Result<CallerToken> {
-        let invalid = |problem: &str| Error::InputInvalid {
-            path: PathBuf::from("--caller"),
-            problem: format!("{text:?}: {problem}"),
-        };
-        let (caller, token) = text
-            .split_once('=')
-            .ok_or_else(|| invalid("expected NAME=TOKEN"))?;
-        // Validate the name by the same rules as every scope's caller.
-        Scope::new(caller, contract::CREATE_TICKET)?;
-        service::check_token("--caller", token).map_err(|err| match err {
-            Error::InputInvalid { problem, .. } => invalid(&problem),
-            other => other,
-        })?;
-        Ok(CallerToken {
-            caller: caller.to_owned(),
-            token: token.to_owned(),
-        })
-    }
-}
+pub const OPENAPI: &str = include_str!("../openapi.json");
 
 /// The limits that hold for every connection and request, with or without a token.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -149,11 +112,11 @@ pub struct TicketServer {
     runtime: Option<tokio::runtime::Runtime>,
     stop: watch::Sender<bool>,
     accepting: Option<tokio::task::JoinHandle<()>>,
-    stores: Arc<store_threads::StoreThreads>,
+    stores: Arc<StoreThreads>,
     pruner: Option<JoinHandle<()>>,
     pruner_stopping: Arc<AtomicBool>,
     port: u16,
-    service: Arc<service::Service>,
+    service: Arc<TicketService>,
 }
 
 impl TicketServer {
@@ -165,11 +128,17 @@ impl TicketServer {
     /// [`Error::TemporaryFolder`] if the store cannot be opened; [`Error::Listen`] if the port
     /// cannot be bound; [`Error::Io`] if a thread or the runtime cannot start.
     pub fn start(options: ServeOptions) -> Result<TicketServer> {
-        let service = Arc::new(service::Service::new(&options)?);
         let limits = options.limits.unwrap_or_default();
-        let stores = Arc::new(store_threads::StoreThreads::start(open_connections(
-            &options, &service,
-        )?)?);
+        let service = Arc::new(TicketService::new(&ServiceOptions {
+            callers: Some(&options.callers),
+            admin_token: options.admin_token.as_deref(),
+            faults: options.faults,
+            in_progress_wait: limits.in_progress_wait,
+            retention: options.retention,
+            dated: false,
+            clock: options.clock.clone(),
+        })?);
+        let stores = Arc::new(StoreThreads::start(open_connections(&options, &service)?)?);
 
         let address = format!("127.0.0.1:{}", options.port);
         let listener = std::net::TcpListener::bind(&address)
@@ -208,18 +177,7 @@ impl TicketServer {
 
         let pruner_stopping = Arc::new(AtomicBool::new(false));
         let pruner = match options.retention {
-            Some(retention) => {
-                let (service, stopping) = (service.clone(), pruner_stopping.clone());
-                Some(
-                    std::thread::Builder::new()
-                        .name("lab-serve-pruner".to_owned())
-                        .spawn(move || prune_periodically(&service, retention, &stopping))
-                        .map_err(|source| Error::Io {
-                            action: "starting the pruning thread".to_owned(),
-                            source,
-                        })?,
-                )
-            }
+            Some(retention) => Some(start_pruner(&service, retention, &pruner_stopping)?),
             None => None,
         };
         Ok(TicketServer {
@@ -303,39 +261,32 @@ impl Drop for TicketServer {
 /// One store connection per store thread.
 fn open_connections(
     options: &ServeOptions,
-    service: &service::Service,
-) -> Result<Vec<Box<dyn served::ServedStore>>> {
+    service: &TicketService,
+) -> Result<Vec<Box<dyn ServiceStore>>> {
     let threads = options.workers.max(1);
     #[cfg(feature = "postgres")]
     if let Some(postgres) = &options.postgres {
         if options.retention.is_some() {
             return Err(Error::InputInvalid {
-                path: PathBuf::from("--retention-seconds"),
+                subject: "--retention-seconds".to_owned(),
                 problem: "retention is kept in the SQLite file; not with --backend postgres"
                     .to_owned(),
             });
         }
         return (0..threads)
             .map(|_| {
-                served::PostgresServed::open(&postgres.url, &postgres.schema)
-                    .map(|store| Box::new(store) as Box<dyn served::ServedStore>)
+                crate::service::PostgresServed::open(&postgres.url, &postgres.schema)
+                    .map(|store| Box::new(store) as Box<dyn ServiceStore>)
             })
             .collect();
     }
-    let store = match &options.database {
-        Some(path) => SqliteStore::open(path)?,
-        None => SqliteStore::temporary()?,
-    };
-    store
-        .connection()
-        .execute_batch(retention::RETENTION_SCHEMA)?;
-    service.set_pruner(store.connect()?);
+    let store = service.open_sqlite(options.database.as_deref())?;
     // The store threads hold their own connections, and through them the temporary folder.
     (0..threads)
         .map(|_| {
             store
                 .connect()
-                .map(|store| Box::new(store) as Box<dyn served::ServedStore>)
+                .map(|store| Box::new(store) as Box<dyn ServiceStore>)
         })
         .collect()
 }
@@ -428,8 +379,24 @@ fn published_openapi(faults: bool) -> String {
     spec.to_string()
 }
 
+/// Starts the thread that prunes periodically until `stopping`.
+fn start_pruner(
+    service: &Arc<TicketService>,
+    retention: Retention,
+    stopping: &Arc<AtomicBool>,
+) -> Result<JoinHandle<()>> {
+    let (service, stopping) = (service.clone(), stopping.clone());
+    std::thread::Builder::new()
+        .name("lab-serve-pruner".to_owned())
+        .spawn(move || prune_periodically(&service, retention, &stopping))
+        .map_err(|source| Error::Io {
+            action: "starting the pruning thread".to_owned(),
+            source,
+        })
+}
+
 /// Prunes every half window (at most every minute), checking for the stop once a second.
-fn prune_periodically(service: &service::Service, retention: Retention, stopping: &AtomicBool) {
+fn prune_periodically(service: &TicketService, retention: Retention, stopping: &AtomicBool) {
     let every = (retention.records / 2).clamp(Duration::from_secs(1), Duration::from_secs(60));
     let mut waited = Duration::ZERO;
     while !stopping.load(Ordering::SeqCst) {

@@ -1,4 +1,4 @@
-//! The stores `lab serve` can put behind HTTP: what the service needs from one beyond
+//! The stores the ticket service can serve: what it needs from one beyond
 //! [`TicketTool`], for SQLite and (feature `postgres`) PostgreSQL.
 
 use crate::error::Result;
@@ -7,7 +7,7 @@ use crate::sqlite::{SqliteStore, StoredTicket};
 use crate::tool::{TicketId, TicketTool};
 
 /// One connection of a store the service serves, owned by one store thread.
-pub(super) trait ServedStore: TicketTool + Send {
+pub(crate) trait ServiceStore: TicketTool + Send {
     /// The tickets `caller` created, by ascending id.
     fn tickets_of(&self, caller: &str) -> Result<Vec<StoredTicket>>;
     /// One of `caller`'s tickets.
@@ -21,7 +21,7 @@ pub(super) trait ServedStore: TicketTool + Send {
     fn sqlite(&self) -> Option<&SqliteStore>;
 }
 
-impl ServedStore for SqliteStore {
+impl ServiceStore for SqliteStore {
     fn tickets_of(&self, caller: &str) -> Result<Vec<StoredTicket>> {
         SqliteStore::tickets_of(self, caller)
     }
@@ -44,7 +44,7 @@ impl ServedStore for SqliteStore {
 }
 
 #[cfg(feature = "postgres")]
-pub(super) use self::postgres::PostgresServed;
+pub(crate) use self::postgres::PostgresServed;
 
 #[cfg(feature = "postgres")]
 mod postgres {
@@ -52,7 +52,7 @@ mod postgres {
 
     use ::postgres::{Client, NoTls};
 
-    use super::ServedStore;
+    use super::ServiceStore;
     use crate::error::{Error, Result};
     use crate::key::{OperationKey, Scope};
     use crate::postgres::{PostgresOptions, PostgresStore};
@@ -61,14 +61,14 @@ mod postgres {
 
     /// A PostgreSQL store and a second connection for the per-caller reads the service serves,
     /// which `PostgresStore` does not offer.
-    pub(in crate::http::server) struct PostgresServed {
+    pub(crate) struct PostgresServed {
         store: PostgresStore,
         reads: RefCell<Client>,
     }
 
     impl PostgresServed {
         /// Opens the store in `schema` at `url` (creating it if missing) and its read connection.
-        pub(in crate::http::server) fn open(url: &str, schema: &str) -> Result<PostgresServed> {
+        pub(crate) fn open(url: &str, schema: &str) -> Result<PostgresServed> {
             let store = PostgresStore::open_with(url, schema, PostgresOptions::default())?;
             let mut reads =
                 Client::connect(url, NoTls).map_err(|source| Error::PostgresConnect {
@@ -108,13 +108,13 @@ mod postgres {
 
         fn connect(&self) -> Result<PostgresServed> {
             Err(Error::InputInvalid {
-                path: "--backend".into(),
+                subject: "--backend".to_owned(),
                 problem: "a served PostgreSQL store opens its connections itself".to_owned(),
             })
         }
     }
 
-    impl ServedStore for PostgresServed {
+    impl ServiceStore for PostgresServed {
         fn tickets_of(&self, caller: &str) -> Result<Vec<StoredTicket>> {
             let rows = self.reads.borrow_mut().query(
                 "SELECT id, payload FROM tickets WHERE caller = $1 ORDER BY id",
