@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use lab::Error;
-use lab::check::{Overrides, Target};
+use lab::check::{Overrides, TargetFile};
 use lab::conformance::Options;
 
 use super::run::{BackendArgs, BackendName, backend};
@@ -140,8 +140,7 @@ fn check_target(args: &CheckArgs, file: &std::path::Path) -> lab::Result<Finishe
             .map(|url: &LoopbackUrl| url.text.clone()),
         allow_remote: args.allow_remote,
     };
-    let target = Target::from_file(file, &overrides)?;
-    let report = lab::check::run(target)?;
+    let report = TargetFile::from_file(file, &overrides)?.run()?;
     if args.json {
         println!("{}", report.to_json());
     } else {
