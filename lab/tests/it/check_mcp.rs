@@ -81,7 +81,7 @@ fn verdict<'r>(report: &'r Value, point: &str) -> &'r str {
 }
 
 /// The points the MCP check runs, in order.
-const POINTS: [&str; 12] = [
+const POINTS: [&str; 13] = [
     "key",
     "annotations",
     "replay",
@@ -91,6 +91,7 @@ const POINTS: [&str; 12] = [
     "changed-payload",
     "new-key",
     "concurrent",
+    "concurrent-distinct",
     "scope",
     "key-forms",
     "error-then-corrected",
@@ -466,6 +467,9 @@ fn the_official_memory_server_keeps_its_pinned_verdicts() {
     assert_eq!(verdict(&report, "key"), "FAIL");
     assert_eq!(verdict(&report, "lost-result"), "FAIL");
     assert!(failed_observations(&report, "lost-result").contains("naming no effect"));
+    // Two creates in flight together: both acknowledged, one kept (by_hand.py pipelined).
+    assert_eq!(verdict(&report, "concurrent-distinct"), "FAIL");
+    assert!(failed_observations(&report, "concurrent-distinct").contains("acknowledged lost"));
     let found = findings(&report);
     let pinned_path = folder.join("findings.json");
     if std::env::var("LAB_WRITE_FINDINGS").as_deref() == Ok("1") {

@@ -102,6 +102,7 @@ pub async fn all(probe: &Arc<McpProbe>) -> Vec<PointReport> {
         changed_payload(probe).await,
         new_key(probe).await,
         concurrent(probe).await,
+        concurrent_distinct(probe).await,
         scope(probe).await,
         key_forms(probe).await,
         error_then_corrected(probe).await,
@@ -764,6 +765,69 @@ async fn concurrent(probe: &Arc<McpProbe>) -> PointReport {
         after - before == load.rounds as i64,
         effects(load.rounds as i64),
         effects(after - before),
+        &all_ids,
+    );
+    PointReport::covered(NAME, TITLE, checks.0)
+}
+
+async fn concurrent_distinct(probe: &Arc<McpProbe>) -> PointReport {
+    const NAME: &str = "concurrent-distinct";
+    const TITLE: &str = "Calls in flight together for different intentions each keep their effect";
+    let mut checks = Checks(Vec::new());
+    let calls = probe.target.load.calls;
+    let before = count_or_stop!(probe, checks, NAME, TITLE);
+    let mut tasks = Vec::new();
+    for i in 0..calls {
+        let probe = Arc::clone(probe);
+        let call = probe.call(
+            &format!("intention {} of {calls}", i + 1),
+            probe.intention_key(),
+            &probe.fresh_fields(),
+        );
+        tasks.push(tokio::spawn(async move {
+            probe.send_settled(NAME, &call).await
+        }));
+    }
+    let mut all_ids = Vec::new();
+    let mut acknowledged = 0;
+    let mut failures = Vec::new();
+    for task in tasks {
+        let Ok(seen) = task.await else { continue };
+        all_ids.extend(ids(&seen));
+        let one = last(&seen);
+        if one.read.success && one.read.identity.is_some() {
+            acknowledged += 1;
+        } else {
+            failures.push(format!("#{}: {}", one.id, probe.describe(one)));
+        }
+    }
+    checks.add(
+        Grade::lab(),
+        format!("{calls} calls together, each its own intention, each succeed"),
+        failures.is_empty(),
+        format!("{calls} tool results naming an effect"),
+        if failures.is_empty() {
+            format!("{acknowledged} acknowledged")
+        } else {
+            failures.join("; ")
+        },
+        &all_ids,
+    );
+    let after = count_or_stop!(probe, checks, NAME, TITLE);
+    checks.add(
+        Grade::lab(),
+        "every acknowledged effect is there afterwards (none lost to another call)",
+        after - before >= acknowledged,
+        format!("{} counted", effects(acknowledged)),
+        format!(
+            "{} counted for {acknowledged} acknowledged{}",
+            effects(after - before),
+            if after - before < acknowledged {
+                format!(": {} acknowledged lost", acknowledged - (after - before))
+            } else {
+                String::new()
+            }
+        ),
         &all_ids,
     );
     PointReport::covered(NAME, TITLE, checks.0)
