@@ -317,6 +317,36 @@ fn planted(python: &Path, bug: &str, folder: &Path) -> Value {
     report
 }
 
+/// Compares `text` with the book's `src/mcp/NAME`, which the MCP chapter includes; the test
+/// fails when a fresh run says otherwise. `LAB_BLESS=1` rewrites it.
+fn compare_with_the_book(text: &str, name: &str) {
+    let path = repository_root().join("src/mcp").join(name);
+    if std::env::var("LAB_BLESS").as_deref() == Ok("1") {
+        std::fs::write(&path, text).unwrap();
+    }
+    let shown = std::fs::read_to_string(&path).unwrap_or_default();
+    assert_eq!(
+        shown,
+        text,
+        "{} differs from the run; rerun with LAB_BLESS=1 and review the diff",
+        path.display()
+    );
+}
+
+/// The points a report failed, comma-separated, or a line saying none did.
+fn failed_points(report: &Value) -> String {
+    let failed: Vec<String> = verdicts(report)
+        .into_iter()
+        .filter(|(_, verdict)| verdict == "FAIL")
+        .map(|(name, _)| name)
+        .collect();
+    if failed.is_empty() {
+        "none: every point passes".to_owned()
+    } else {
+        failed.join(", ")
+    }
+}
+
 fn failed_observations(report: &Value, point: &str) -> String {
     report["points"]
         .as_array()
@@ -334,24 +364,21 @@ fn failed_observations(report: &Value, point: &str) -> String {
 }
 
 #[test]
-fn the_python_sdk_server_without_a_bug_passes_every_point() {
-    let Some(python) = python("check_mcp::the_python_sdk_server_without_a_bug_passes_every_point")
-    else {
+fn each_planted_bug_fails_the_point_that_should_catch_it_and_the_server_without_one_passes() {
+    let Some(python) = python(
+        "check_mcp::each_planted_bug_fails_the_point_that_should_catch_it_and_the_server_without_one_passes",
+    ) else {
         return;
     };
     let folder = tempfile::tempdir().unwrap();
-    assert_every_point_passes(&planted(&python, "none", folder.path()));
-}
-
-#[test]
-fn each_planted_bug_fails_the_point_that_should_catch_it() {
-    let Some(python) = python("check_mcp::each_planted_bug_fails_the_point_that_should_catch_it")
-    else {
-        return;
-    };
-    let folder = tempfile::tempdir().unwrap();
+    let mut table = format!("{:25}  points that fail\n", "planted bug");
 
     let report = planted(&python, "ignores-key", folder.path());
+    table.push_str(&format!(
+        "{:25}  {}\n",
+        "ignores-key",
+        failed_points(&report)
+    ));
     for point in [
         "replay",
         "lost-result",
@@ -367,6 +394,11 @@ fn each_planted_bug_fails_the_point_that_should_catch_it() {
     assert_eq!(verdict(&report, "new-key"), "PASS");
 
     let report = planted(&python, "replays-other-id", folder.path());
+    table.push_str(&format!(
+        "{:25}  {}\n",
+        "replays-other-id",
+        failed_points(&report)
+    ));
     assert_eq!(verdict(&report, "replay"), "FAIL");
     let replay = failed_observations(&report, "replay");
     assert!(replay.contains("another effect than the first"), "{replay}");
@@ -374,6 +406,11 @@ fn each_planted_bug_fails_the_point_that_should_catch_it() {
     assert!(!replay.contains("2 effects"), "{replay}");
 
     let report = planted(&python, "accepts-changed-payload", folder.path());
+    table.push_str(&format!(
+        "{:25}  {}\n",
+        "accepts-changed-payload",
+        failed_points(&report)
+    ));
     assert_eq!(verdict(&report, "changed-payload"), "FAIL");
     assert!(
         failed_observations(&report, "changed-payload")
@@ -384,6 +421,14 @@ fn each_planted_bug_fails_the_point_that_should_catch_it() {
             assert_eq!(verdict, "PASS", "accepts-changed-payload: {point}");
         }
     }
+    let report = planted(&python, "none", folder.path());
+    assert_every_point_passes(&report);
+    table.push_str(&format!(
+        "{:25}  {}\n",
+        "none (the control)",
+        failed_points(&report)
+    ));
+    compare_with_the_book(&table, "check-planted.txt");
 }
 
 /// The memory server's folder, with its `node_modules` from `npm ci`; `None` after a loud skip,
@@ -470,6 +515,33 @@ fn the_official_memory_server_keeps_its_pinned_verdicts() {
     // Two creates in flight together: both acknowledged, one kept (by_hand.py pipelined).
     assert_eq!(verdict(&report, "concurrent-distinct"), "FAIL");
     assert!(failed_observations(&report, "concurrent-distinct").contains("acknowledged lost"));
+    let mut table = format!(
+        "{:20}  {:7}  the first failed sub-check\n",
+        "point", "verdict"
+    );
+    for point in report["points"].as_array().unwrap() {
+        let first_failed = point["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["passed"] == false)
+            .map_or(String::new(), |c| {
+                c["what"].as_str().unwrap_or_default().to_owned()
+            });
+        let verdict = point["verdict"]
+            .as_str()
+            .unwrap()
+            .replace("PASS_WITH_WARNINGS", "WARN");
+        table.push_str(
+            format!(
+                "{:20}  {verdict:7}  {first_failed}",
+                point["name"].as_str().unwrap()
+            )
+            .trim_end(),
+        );
+        table.push('\n');
+    }
+    compare_with_the_book(&table, "check-server-memory.txt");
     let found = findings(&report);
     let pinned_path = folder.join("findings.json");
     if std::env::var("LAB_WRITE_FINDINGS").as_deref() == Ok("1") {
