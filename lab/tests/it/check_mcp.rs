@@ -431,6 +431,85 @@ fn each_planted_bug_fails_the_point_that_should_catch_it_and_the_server_without_
     compare_with_the_book(&table, "check-planted.txt");
 }
 
+/// The planted server over Streamable HTTP on a free port, and its URL.
+struct PlantedHttp {
+    child: Child,
+    url: String,
+    _folder: tempfile::TempDir,
+}
+
+impl PlantedHttp {
+    fn start(python: &Path, bug: &str) -> PlantedHttp {
+        let folder = tempfile::tempdir().unwrap();
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(python)
+            .arg(repository_root().join("lab/tests/mcp-servers/planted/server.py"))
+            .arg("--state")
+            .arg(folder.path().join("state.json"))
+            .args([
+                "--caller",
+                "alice",
+                "--bug",
+                bug,
+                "--http",
+                &port.to_string(),
+            ])
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the planted server starts");
+        // Up when it accepts a connection; bounded.
+        let started = std::time::Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(30),
+                "the planted server did not listen on {port}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        PlantedHttp {
+            child,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+            _folder: folder,
+        }
+    }
+}
+
+impl Drop for PlantedHttp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn over_streamable_http_with_event_streams_the_sdk_server_passes_and_its_planted_bug_fails() {
+    let test = "check_mcp::over_streamable_http_with_event_streams";
+    let Some(python) = python(test) else {
+        return;
+    };
+    let file = repository_root().join("lab/tests/mcp-servers/planted/target-http.toml");
+    let server = PlantedHttp::start(&python, "none");
+    let report = check_json(&file, &["--url", &server.url]);
+    drop(server);
+    for (name, verdict) in verdicts(&report) {
+        // One caller: the server acts for the one it was started for.
+        let expected = if name == "scope" {
+            "NOT_COVERED"
+        } else {
+            "PASS"
+        };
+        assert_eq!(verdict, expected, "{name}: {report:#}");
+    }
+    let server = PlantedHttp::start(&python, "ignores-key");
+    let report = check_json(&file, &["--url", &server.url]);
+    assert_eq!(verdict(&report, "replay"), "FAIL");
+    assert_eq!(verdict(&report, "reconnect"), "FAIL");
+}
+
 /// The memory server's folder, with its `node_modules` from `npm ci`; `None` after a loud skip,
 /// a failure when `LAB_REQUIRE_MCP_SERVERS=1` (CI sets it).
 fn memory_server(test: &str) -> Option<PathBuf> {

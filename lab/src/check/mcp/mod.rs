@@ -5,9 +5,11 @@
 //! call, and MCP's own: a lost result, a cancelled call, a reconnect, the tool's annotations.
 //!
 //! - [`target`]: the `[mcp]` section and its validation.
+//! - [`http`]: the Streamable HTTP client (JSON answers and event streams).
 //! - [`probe`]: sessions, recorded calls, a cancelled call, counting.
 //! - [`points`]: the points.
 
+pub mod http;
 pub mod points;
 pub mod probe;
 pub mod target;

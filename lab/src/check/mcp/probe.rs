@@ -18,8 +18,8 @@ use serde_json::Value;
 
 use super::super::history::{Answer, History, Sent};
 use super::super::probe::{command_count, render, sqlite_count};
+use super::http::CheckHttpClient;
 use super::target::{McpCount, McpIdentity, McpTarget, McpTransport};
-use crate::mcp::http_client::LoopbackHttpClient;
 
 /// An open session with the server, for one caller.
 pub struct Session {
@@ -272,7 +272,7 @@ impl McpProbe {
                     Ok(Session { running, pid })
                 }
                 McpTransport::Http { url, headers } => {
-                    let client = LoopbackHttpClient::for_url(url)?;
+                    let client = CheckHttpClient::for_url(url)?;
                     let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
                     for (name, value) in headers.iter().chain(&who.headers) {
                         let name = axum::http::HeaderName::from_bytes(name.as_bytes())

@@ -2,13 +2,16 @@
 over stdio, with a bug planted on request: the negative controls of `lab check --target` on MCP.
 
 Usage:
-  server.py --state FILE --caller NAME [--bug BUG]
+  server.py --state FILE --caller NAME [--bug BUG] [--http PORT]
 
 BUG is one of:
   none                     keys work: a replay names the first ticket, other arguments get conflict
   ignores-key              every call creates a ticket, the key is read and dropped
   replays-other-id         a replay creates nothing but names another ticket than the first
   accepts-changed-payload  the same key with other arguments replays the first ticket
+
+With --http it serves Streamable HTTP at http://127.0.0.1:PORT/mcp, the SDK's defaults (sessions,
+answers as event streams), every call acting for NAME; without, stdio.
 
 Every process of a run shares FILE (a reconnect is a new process), under an exclusive lock, so
 the tickets and keys outlive a process as a database would. A caller's keys are its own.
@@ -29,6 +32,7 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--state", required=True)
 parser.add_argument("--caller", required=True)
 parser.add_argument("--bug", choices=BUGS, default="none")
+parser.add_argument("--http", type=int, metavar="PORT")
 options = parser.parse_args()
 
 server = MCPServer("planted-tickets")
@@ -102,4 +106,7 @@ def list_tickets() -> CallToolResult:
 
 
 if __name__ == "__main__":
-    server.run("stdio")
+    if options.http is None:
+        server.run("stdio")
+    else:
+        server.run("streamable-http", host="127.0.0.1", port=options.http)
