@@ -158,6 +158,11 @@ fn check_target(args: &CheckArgs, file: &std::path::Path) -> lab::Result<Finishe
     Err(Error::ScenarioFailed {
         scenario: "check --target",
         expected: "every MUST and LAB sub-check to pass".to_owned(),
-        observed: format!("{} points failed: {}", failed.len(), failed.join(", ")),
+        observed: format!(
+            "{} point{} failed: {}",
+            failed.len(),
+            if failed.len() == 1 { "" } else { "s" },
+            failed.join(", ")
+        ),
     })
 }
