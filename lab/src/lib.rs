@@ -56,7 +56,10 @@
 //! - `mcp` (feature `mcp`, on by default through `cli`): `lab mcp`, the ticket tools over the
 //!   Model Context Protocol (stdio and Streamable HTTP), and `McpTool`, its client adapter.
 //! - `check` (feature `http`): `lab check --target FILE`, a black-box check of any HTTP service
-//!   that takes an operation key, graded by the IETF draft and the lab's contract.
+//!   that takes an operation key, graded by the IETF draft and the lab's contract; with feature
+//!   `mcp`, a file with an `[mcp]` section checks an MCP server instead (over stdio, a command
+//!   the check starts; over Streamable HTTP, a loopback URL), with MCP's own points: a lost
+//!   result, a cancelled call, a reconnect, the tool's annotations.
 //! - [`runner`]: `lab runner`, a durable caller that saves each operation before sending it and
 //!   resumes what is unfinished.
 //! - [`backend`]: which store the `lab` command runs against; [`database_file`]: whether a path

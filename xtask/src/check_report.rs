@@ -4,8 +4,11 @@
 //! `lab-serve` starts the built `lab serve` on a free loopback port (its database in a temporary folder, with
 //! the two callers and the fault switch that `lab/targets/lab-serve.toml` expects), runs `lab check
 //! --target lab/targets/lab-serve.toml --url URL` against it, stops the server, and shows both
-//! commands and what the check printed. The check must pass (exit 0), or the build fails: the
-//! book cannot show a passing report the lab did not produce.
+//! commands and what the check printed. `lab-mcp-http` does the same with `lab mcp --transport
+//! http` and `lab/targets/lab-mcp-http.toml`; `lab-mcp-stdio` starts nothing, since the check
+//! starts the server its target file names (`lab`, this build, first on `PATH`). `NAME summary`
+//! keeps the summary table and the closing line. The check must pass (exit 0), or the build
+//! fails: the book cannot show a passing report the lab did not produce.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -17,21 +20,53 @@ use anyhow::{Context, Result, bail};
 /// How long the check may run before the build fails.
 const LIMIT: Duration = Duration::from_secs(120);
 
-/// The services the directive can start, by name: the `lab serve` arguments and the target file.
-const SERVICES: &[(&str, &[&str], &str)] = &[(
-    "lab-serve",
-    &[
-        "serve",
-        "--caller",
-        "alice=alice-token",
-        "--caller",
-        "bob=bob-token",
-        "--faults",
-        "--database",
-        "serve.sqlite",
-    ],
-    "lab/targets/lab-serve.toml",
-)];
+/// How a named report reaches what it checks.
+enum Started {
+    /// A server `lab ARGS` started in a temporary folder, which prints its URL first (after
+    /// `listening on `, or alone); the check gets `--url URL`.
+    Server(&'static [&'static str]),
+    /// Nothing: the target file's stdio command is started by the check itself, with the lab's
+    /// binary first on `PATH` so the file's `lab` is this build.
+    ByTheCheck,
+}
+
+/// The services the directive can start, by name: how, and the target file.
+const SERVICES: &[(&str, Started, &str)] = &[
+    (
+        "lab-serve",
+        Started::Server(&[
+            "serve",
+            "--caller",
+            "alice=alice-token",
+            "--caller",
+            "bob=bob-token",
+            "--faults",
+            "--database",
+            "serve.sqlite",
+        ]),
+        "lab/targets/lab-serve.toml",
+    ),
+    (
+        "lab-mcp-stdio",
+        Started::ByTheCheck,
+        "lab/targets/lab-mcp-stdio.toml",
+    ),
+    (
+        "lab-mcp-http",
+        Started::Server(&[
+            "mcp",
+            "--transport",
+            "http",
+            "--caller",
+            "alice=alice-token",
+            "--caller",
+            "bob=bob-token",
+            "--database",
+            "mcp.sqlite",
+        ]),
+        "lab/targets/lab-mcp-http.toml",
+    ),
+];
 
 /// Stops the server when the directive ends, however it ends.
 struct Server(Child);
@@ -43,9 +78,17 @@ impl Drop for Server {
     }
 }
 
-/// The block for `name`: the two commands and the report.
-pub fn report(name: &str) -> Result<String> {
-    let Some((_, serve_args, target)) = SERVICES.iter().find(|(known, _, _)| *known == name) else {
+/// The block for `NAME` (or `NAME summary`: the summary table and the last line only): the
+/// commands and the report.
+pub fn report(arguments: &str) -> Result<String> {
+    let mut words = arguments.split_whitespace();
+    let name = words.next().unwrap_or_default();
+    let summary = match words.next() {
+        None => false,
+        Some("summary") => true,
+        Some(other) => bail!("lab-check-report {name}: {other:?}: expected nothing or summary"),
+    };
+    let Some((_, started, target)) = SERVICES.iter().find(|(known, _, _)| *known == name) else {
         let known: Vec<&str> = SERVICES.iter().map(|(known, _, _)| *known).collect();
         bail!(
             "lab-check-report: no service {name:?} (known: {})",
@@ -54,29 +97,40 @@ pub fn report(name: &str) -> Result<String> {
     };
     let binary = crate::shell::lab_binary()?;
     let folder = tempfile::tempdir().context("lab-check-report: making a temporary folder")?;
-    // The database is a file of the temporary folder, named relative to it, so the command
-    // shown is the command run.
-    let mut child = Command::new(binary)
-        .args(*serve_args)
-        .current_dir(folder.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .context("lab-check-report: starting lab serve")?;
-    let stdout = child.stdout.take().context("lab serve's stdout")?;
-    let server = Server(child);
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .context("lab-check-report: reading lab serve's first line")?;
-    let url = line
-        .trim()
-        .strip_prefix("listening on ")
-        .with_context(|| format!("lab-check-report: lab serve printed {line:?} first"))?
-        .to_owned();
     let root = crate::root();
-    let check_args = ["check", "--target", target, "--url", &url];
+    let mut lines = Vec::new();
+    let mut check_args = vec!["check", "--target", *target];
+    let mut server = None;
+    let url;
+    if let Started::Server(serve_args) = started {
+        // The database is a file of the temporary folder, named relative to it, so the command
+        // shown is the command run.
+        let mut child = Command::new(binary)
+            .args(*serve_args)
+            .current_dir(folder.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("lab-check-report: starting the server")?;
+        let stdout = child.stdout.take().context("the server's stdout")?;
+        server = Some(Server(child));
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .context("lab-check-report: reading the server's first line")?;
+        url = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or(line.trim())
+            .to_owned();
+        if !url.starts_with("http://") {
+            bail!("lab-check-report: the server printed {line:?} first");
+        }
+        lines.push(format!("$ cargo run -p lab -- {}", serve_args.join(" ")));
+        lines.push(line.trim().to_owned());
+        check_args.extend(["--url", url.as_str()]);
+    }
     let (status, out, err) = run_bounded(binary, &check_args, &root)?;
     drop(server);
     if status != Some(0) {
@@ -85,10 +139,22 @@ pub fn report(name: &str) -> Result<String> {
             check_args.join(" ")
         );
     }
-    let mut lines = vec![format!("$ cargo run -p lab -- {}", serve_args.join(" "))];
-    lines.push(line.trim().to_owned());
     lines.push(format!("$ cargo run -p lab -- {}", check_args.join(" ")));
-    lines.extend(out.lines().map(str::to_owned));
+    if summary {
+        // The heading lines and the table, then the closing line.
+        let all: Vec<&str> = out.lines().collect();
+        let table_end = all
+            .iter()
+            .enumerate()
+            .skip(3)
+            .find(|(_, line)| line.is_empty())
+            .map_or(all.len(), |(i, _)| i);
+        lines.extend(all[..table_end].iter().map(|l| (*l).to_owned()));
+        lines.push("...".to_owned());
+        lines.extend(all.last().map(|l| (*l).to_owned()));
+    } else {
+        lines.extend(out.lines().map(str::to_owned));
+    }
     Ok(format!("```console\n{}\n```", lines.join("\n").trim_end()))
 }
 
@@ -109,6 +175,13 @@ fn run_bounded(
         if name.to_string_lossy().starts_with("LAB_") {
             command.env_remove(name);
         }
+    }
+    // A target file's stdio command names `lab`: this build's, first on PATH.
+    if let Some(bin) = binary.parent() {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let mut paths = vec![bin.to_owned()];
+        paths.extend(std::env::split_paths(&path));
+        command.env("PATH", std::env::join_paths(paths)?);
     }
     let child = command
         .spawn()
@@ -165,6 +238,27 @@ mod tests {
             "{block}"
         );
         assert!(!block.contains("\nFAIL "), "{block}");
+    }
+
+    #[test]
+    fn the_lab_mcp_reports_pass_over_stdio_and_http_and_a_summary_keeps_the_table() {
+        let stdio = report("lab-mcp-stdio summary").unwrap();
+        assert!(
+            stdio.starts_with(
+                "```console\n$ cargo run -p lab -- check --target lab/targets/lab-mcp-stdio.toml\n"
+            ),
+            "{stdio}"
+        );
+        assert!(stdio.contains("\nreconnect "), "{stdio}");
+        assert!(!stdio.contains("PASS reconnect:"), "{stdio}");
+        assert!(
+            stdio.contains("every MUST and LAB sub-check passed"),
+            "{stdio}"
+        );
+        let http = report("lab-mcp-http").unwrap();
+        assert!(http.contains("\nhttp://127.0.0.1:"), "{http}");
+        assert!(http.contains("PASS cancelled:"), "{http}");
+        assert!(report("lab-mcp-http all").is_err());
     }
 
     #[test]

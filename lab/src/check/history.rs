@@ -59,6 +59,22 @@ pub enum Answer {
         /// At which moment.
         moment: String,
     },
+    /// An MCP tool result: `isError`, the code the file's pointer found, and the result as JSON.
+    ToolResult {
+        /// `isError: true`.
+        is_error: bool,
+        /// The error code, when the result is an error and the file says where its code is.
+        code: Option<String>,
+        /// The result (content and `structuredContent`) as JSON text, cut to a readable length.
+        body: String,
+    },
+    /// An MCP JSON-RPC error instead of a tool result.
+    RpcError {
+        /// The JSON-RPC error code (`-32602`, invalid params).
+        code: i32,
+        /// Its message.
+        message: String,
+    },
 }
 
 impl Answer {
@@ -87,8 +103,28 @@ impl Answer {
             Answer::Reply { status, .. } => status.to_string(),
             Answer::NoAnswer { reason } => format!("no answer ({reason})"),
             Answer::HungUp { moment } => format!("hung up {moment}"),
+            Answer::ToolResult {
+                is_error: false, ..
+            } => "a tool result".to_owned(),
+            Answer::ToolResult {
+                is_error: true,
+                code: Some(code),
+                ..
+            } => format!("an error result (code {code:?})"),
+            Answer::ToolResult { is_error: true, .. } => "an error result".to_owned(),
+            Answer::RpcError { code, message } => {
+                format!("JSON-RPC error {code} ({})", cut_short(message))
+            }
         }
     }
+}
+
+fn cut_short(text: &str) -> String {
+    let mut out: String = text.chars().take(120).collect();
+    if out.len() < text.len() {
+        out.push('…');
+    }
+    out
 }
 
 /// The longest body text kept in a record.

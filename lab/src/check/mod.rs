@@ -10,10 +10,14 @@
 //! - [`history`]: what was sent and what came back, "no answer" included.
 //! - [`report`]: the graded report, as text and JSON.
 //! - [`init`]: the commented starting file `--init` writes.
+//! - [`mcp`] (feature `mcp`): the same check against an MCP server, from a file with an `[mcp]`
+//!   section.
 
 pub mod history;
 pub mod http;
 pub mod init;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 pub mod points;
 pub mod probe;
 pub mod report;
@@ -24,6 +28,60 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 pub use report::Report;
 pub use target::{Overrides, Target};
+
+/// A target file of either kind: an HTTP service (`[service]`), or an MCP server (`[mcp]`).
+#[derive(Debug)]
+pub enum TargetFile {
+    /// `[service]` and the HTTP sections.
+    Http(Box<Target>),
+    /// `[mcp]`.
+    #[cfg(feature = "mcp")]
+    Mcp(Box<mcp::McpTarget>),
+}
+
+impl TargetFile {
+    /// Reads a target file and validates it as the kind its sections say.
+    ///
+    /// # Errors
+    /// [`Error::InputUnreadable`] when the file cannot be read; [`Error::InputInvalid`] naming
+    /// the field at fault otherwise.
+    pub fn from_file(path: &std::path::Path, overrides: &Overrides) -> Result<TargetFile> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::InputUnreadable {
+            path: path.to_owned(),
+            source,
+        })?;
+        let has_mcp = text
+            .parse::<toml::Table>()
+            .is_ok_and(|t| t.contains_key("mcp"));
+        if has_mcp {
+            #[cfg(feature = "mcp")]
+            return mcp::McpTarget::parse(&text, path, overrides)
+                .map(|t| TargetFile::Mcp(Box::new(t)))
+                .map_err(|problem| Error::InputInvalid {
+                    path: path.to_owned(),
+                    problem,
+                });
+            #[cfg(not(feature = "mcp"))]
+            return Err(Error::InputInvalid {
+                path: path.to_owned(),
+                problem: "[mcp]: this lab was built without the mcp feature".to_owned(),
+            });
+        }
+        Target::parse(&text, path, overrides).map(|t| TargetFile::Http(Box::new(t)))
+    }
+
+    /// Runs the check the file describes.
+    ///
+    /// # Errors
+    /// As [`run`] (or [`mcp::run`]).
+    pub fn run(self) -> Result<Report> {
+        match self {
+            TargetFile::Http(target) => run(*target),
+            #[cfg(feature = "mcp")]
+            TargetFile::Mcp(target) => mcp::run(*target),
+        }
+    }
+}
 
 /// Runs every point against the target and returns the report. Call it only with a validated
 /// [`Target`]: validation is where bad input is refused, before anything is sent.

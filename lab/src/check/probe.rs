@@ -485,42 +485,53 @@ impl Probe {
                 }
                 Ok(total)
             }
-            Count::Sqlite { file, query } => {
-                let (file, query) = (file.clone(), query.clone());
-                tokio::task::spawn_blocking(move || {
-                    let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
-                        | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
-                    let connection = rusqlite::Connection::open_with_flags(&file, flags)
-                        .map_err(|err| format!("count.sql.sqlite {}: {err}", file.display()))?;
-                    connection
-                        .query_row(&query, [], |row| row.get::<_, i64>(0))
-                        .map_err(|err| format!("count.sql.query: {err}"))
-                })
-                .await
-                .map_err(|err| err.to_string())?
-            }
+            Count::Sqlite { file, query } => sqlite_count(file.clone(), query.clone()).await,
             Count::Postgres { url, query } => postgres_count(url.clone(), query.clone()).await,
-            Count::Command(argv) => {
-                let argv = argv.clone();
-                tokio::task::spawn_blocking(move || {
-                    let output = std::process::Command::new(&argv[0])
-                        .args(&argv[1..])
-                        .stdin(std::process::Stdio::null())
-                        .output()
-                        .map_err(|err| format!("count.command {:?}: {err}", argv[0]))?;
-                    let text = String::from_utf8_lossy(&output.stdout);
-                    if !output.status.success() {
-                        return Err(format!("count.command: exited with {}", output.status));
-                    }
-                    text.trim().parse::<i64>().map_err(|_| {
-                        format!("count.command: printed {:?}, not one number", text.trim())
-                    })
-                })
-                .await
-                .map_err(|err| err.to_string())?
-            }
+            Count::Command(argv) => command_count(argv.clone()).await,
         }
     }
+}
+
+/// The first column of a read-only SQLite query: a count. The file is opened read-only, through
+/// SQLite, for this one query.
+///
+/// # Errors
+/// The reason, naming `count.sql.sqlite` or `count.sql.query`.
+pub async fn sqlite_count(file: std::path::PathBuf, query: String) -> Result<i64, String> {
+    tokio::task::spawn_blocking(move || {
+        let flags =
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let connection = rusqlite::Connection::open_with_flags(&file, flags)
+            .map_err(|err| format!("count.sql.sqlite {}: {err}", file.display()))?;
+        connection
+            .query_row(&query, [], |row| row.get::<_, i64>(0))
+            .map_err(|err| format!("count.sql.query: {err}"))
+    })
+    .await
+    .map_err(|err| err.to_string())?
+}
+
+/// The one number a command prints.
+///
+/// # Errors
+/// The reason, naming `count.command`.
+pub async fn command_count(argv: Vec<String>) -> Result<i64, String> {
+    tokio::task::spawn_blocking(move || {
+        let output = std::process::Command::new(&argv[0])
+            .args(&argv[1..])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .map_err(|err| format!("count.command {:?}: {err}", argv[0]))?;
+        let text = String::from_utf8_lossy(&output.stdout);
+        if !output.status.success() {
+            return Err(format!("count.command: exited with {}", output.status));
+        }
+        text.trim()
+            .parse::<i64>()
+            .map_err(|_| format!("count.command: printed {:?}, not one number", text.trim()))
+    })
+    .await
+    .map_err(|err| err.to_string())?
 }
 
 #[cfg(feature = "postgres")]

@@ -45,6 +45,10 @@ pub struct Grade {
     pub section: Option<&'static str>,
     /// For a LAB grade: the draft's own level at that section.
     pub draft_level: Option<Level>,
+    /// A rule of the MCP specification the grade rests on instead of the draft's
+    /// (`tools: annotations are hints`), for the MCP check's own points.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mcp_rule: Option<&'static str>,
 }
 
 impl Grade {
@@ -54,6 +58,7 @@ impl Grade {
             level: Level::Must,
             section: Some(section),
             draft_level: None,
+            mcp_rule: None,
         }
     }
 
@@ -63,6 +68,7 @@ impl Grade {
             level: Level::Should,
             section: Some(section),
             draft_level: None,
+            mcp_rule: None,
         }
     }
 
@@ -72,6 +78,7 @@ impl Grade {
             level: Level::Lab,
             section: None,
             draft_level: None,
+            mcp_rule: None,
         }
     }
 
@@ -81,6 +88,18 @@ impl Grade {
             level: Level::Lab,
             section: Some(section),
             draft_level: Some(Level::Should),
+            mcp_rule: None,
+        }
+    }
+
+    /// A level the MCP specification sets at `rule` (for MCP's own points: annotations,
+    /// cancellation).
+    pub const fn mcp(level: Level, rule: &'static str) -> Grade {
+        Grade {
+            level,
+            section: None,
+            draft_level: None,
+            mcp_rule: Some(rule),
         }
     }
 
@@ -92,6 +111,14 @@ impl Grade {
 
 impl fmt::Display for Grade {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(rule) = self.mcp_rule {
+            let level = match self.level {
+                Level::Must => "MUST",
+                Level::Should => "SHOULD",
+                Level::Lab => "LAB",
+            };
+            return write!(f, "{level} (MCP {rule})");
+        }
         match (self.level, self.section, self.draft_level) {
             (Level::Must, Some(s), _) => write!(f, "MUST §{s}"),
             (Level::Should, Some(s), _) => write!(f, "SHOULD §{s}"),
@@ -228,6 +255,9 @@ pub struct Report {
     pub base_url: String,
     /// The draft the grades cite.
     pub draft: &'static str,
+    /// What the grades rest on, as the report's second line says it.
+    #[serde(skip)]
+    pub graded_against: String,
     /// Every point, in the order they ran.
     pub points: Vec<PointReport>,
     /// How long the run took.
@@ -257,6 +287,7 @@ impl Report {
             target,
             base_url,
             draft: DRAFT,
+            graded_against: format!("{DRAFT} (MUST, SHOULD) and the lab's contract (LAB)"),
             points,
             elapsed,
             history,
@@ -279,11 +310,7 @@ impl Report {
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "lab check --target {} ({})", self.target, self.base_url)?;
-        writeln!(
-            f,
-            "Graded against {} (MUST, SHOULD) and the lab's contract (LAB).",
-            self.draft
-        )?;
+        writeln!(f, "Graded against {}.", self.graded_against)?;
         writeln!(f)?;
         let width = self
             .points

@@ -1,12 +1,13 @@
 //! `lab check`: every contract point of the conformance run against a store or a service, with
 //! what each expects, what the tool did and the likely cause; or, with `--target FILE`, the
-//! black-box check of any HTTP service that takes an operation key (`lab::check`).
+//! black-box check of any HTTP service that takes an operation key, or of an MCP server when the
+//! file has an `[mcp]` section (`lab::check`, `lab::check::mcp`).
 
 use std::path::PathBuf;
 
 use clap::Args;
 use lab::Error;
-use lab::check::{Overrides, Target};
+use lab::check::{Overrides, TargetFile};
 use lab::conformance::Options;
 
 use super::run::{BackendArgs, BackendName, backend};
@@ -36,7 +37,10 @@ pub struct CheckArgs {
     pub seed: u64,
 
     /// Check any HTTP service that takes an operation key, as a black box, as the TOML target
-    /// FILE describes it (with --url: at that base URL instead of the file's)
+    /// FILE describes it (with --url: at that base URL instead of the file's). A FILE with an
+    /// [mcp] section checks an MCP server instead: over stdio (mcp.command, which the check
+    /// starts; each reconnect is a new process) or Streamable HTTP (mcp.url, or --url; each
+    /// reconnect a new session), the create tool and its key argument (or no_key = true)
     #[arg(long = "target", value_name = "FILE")]
     pub target_file: Option<PathBuf>,
 
@@ -49,7 +53,8 @@ pub struct CheckArgs {
     #[arg(long, requires = "target_file")]
     pub json: bool,
 
-    /// With --target: allow a service that is not on loopback (the check creates real effects)
+    /// With --target: allow a service (or an MCP URL) that is not on loopback (the check
+    /// creates real effects)
     #[arg(long, requires = "target_file")]
     pub allow_remote: bool,
 }
@@ -140,8 +145,7 @@ fn check_target(args: &CheckArgs, file: &std::path::Path) -> lab::Result<Finishe
             .map(|url: &LoopbackUrl| url.text.clone()),
         allow_remote: args.allow_remote,
     };
-    let target = Target::from_file(file, &overrides)?;
-    let report = lab::check::run(target)?;
+    let report = TargetFile::from_file(file, &overrides)?.run()?;
     if args.json {
         println!("{}", report.to_json());
     } else {
@@ -154,6 +158,11 @@ fn check_target(args: &CheckArgs, file: &std::path::Path) -> lab::Result<Finishe
     Err(Error::ScenarioFailed {
         scenario: "check --target",
         expected: "every MUST and LAB sub-check to pass".to_owned(),
-        observed: format!("{} points failed: {}", failed.len(), failed.join(", ")),
+        observed: format!(
+            "{} point{} failed: {}",
+            failed.len(),
+            if failed.len() == 1 { "" } else { "s" },
+            failed.join(", ")
+        ),
     })
 }

@@ -46,7 +46,8 @@ pub struct McpArgs {
     /// List and accept the test-only admin tools (counts, forget, reset) with this token
     #[arg(long, value_name = "TOKEN", value_parser = value::token)]
     pub admin_token: Option<String>,
-    /// Grade the client: serve the ticket tools over stdio, lose or delay replies on a schedule,
+    /// Grade the client: serve the ticket tools over stdio (or --transport http, printing the
+    /// URL), lose or delay replies on a schedule,
     /// record every create_ticket call, and at the end (stdin closed, SIGTERM, or --calls) write
     /// a report per intention to stderr or --report
     #[arg(long)]
@@ -127,9 +128,10 @@ pub fn exec(args: McpArgs) -> lab::Result<()> {
 
 /// `lab mcp --grade-client`: serves until the client is done, then writes the report.
 fn grade(args: McpArgs) -> lab::Result<()> {
-    if args.transport != TransportName::Stdio || !args.callers.is_empty() || args.port != 0 {
+    if !args.callers.is_empty() || (args.transport == TransportName::Stdio && args.port != 0) {
         return Err(bad_arguments(
-            "--grade-client serves over stdio; a client that reconnects starts it again on the same --database",
+            "--grade-client takes no --caller: every call acts for --stdio-caller (over http too, \
+             on loopback without tokens); --port is for --transport http",
         ));
     }
     if args.faults || args.admin_token.is_some() {
@@ -150,7 +152,13 @@ fn grade(args: McpArgs) -> lab::Result<()> {
         key_source: args.key_source,
         calls: args.calls,
     })?;
-    let report = grader.serve_stdio()?;
+    let report = match args.transport {
+        TransportName::Stdio => grader.serve_stdio()?,
+        TransportName::Http => grader.serve_http(args.port, |url| {
+            println!("{url}");
+            let _ = flush_stdout();
+        })?,
+    };
     let text = if args.json {
         serde_json::to_string_pretty(&report).unwrap_or_default() + "\n"
     } else {

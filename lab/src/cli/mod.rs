@@ -110,7 +110,8 @@ pub enum Command {
     Mcp(mcp::McpArgs),
     /// Check every point of the retry contract against a store or a service (`--backend http`),
     /// each on a fresh store, and report each passed or failed with its likely cause; or, with
-    /// `--target FILE`, any HTTP service that takes an operation key, as a black box
+    /// `--target FILE`, any HTTP service that takes an operation key, or an MCP server (a file
+    /// with an [mcp] section), as a black box
     Check(check::CheckArgs),
     /// Run seeded histories of callers, faults, crashes and pruning against a tool, and check the
     /// contract's invariants over each (see the book's "Simulated histories" chapter)

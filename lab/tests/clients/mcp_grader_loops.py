@@ -1,7 +1,7 @@
 """Retrying loops on the official MCP Python SDK, driven against `lab mcp --grade-client`.
 
 Usage:
-  mcp_grader_loops.py LOOP LAB_BINARY DATABASE REPORT
+  mcp_grader_loops.py LOOP LAB_BINARY DATABASE REPORT [http]
 
 LOOP is one of:
   keep-key          makes one key per intention and resends it, with the same arguments, after a
@@ -13,7 +13,10 @@ LOOP is one of:
                     title, and a new key
 
 Each session starts `LAB_BINARY mcp --grade-client --database DATABASE --report REPORT --json`;
-the grader loses the first reply of every intention (its default). The script prints what it sent
+the grader loses the first reply of every intention (its default). With `http` last, the script
+starts one grader with `--transport http --port 0` instead, each session is a Streamable HTTP
+session to the URL it printed (a reconnect is a new session on the same server), and at the end
+the script stops the grader with SIGTERM, which writes REPORT. The script prints what it sent
 and got; the test reads the grader's report from REPORT. It asserts nothing about the grade: the
 grade is the grader's to give.
 """
@@ -21,12 +24,18 @@ grade is the grader's to give.
 import asyncio
 import contextlib
 import json
+import signal
+import subprocess
 import sys
 import uuid
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+
+# Set by main() for `http`: the URL of the one grader every session connects to.
+HTTP_URL = None
 
 TIMEOUT = 2
 ATTEMPTS = 3
@@ -38,6 +47,12 @@ def say(line):
 
 @contextlib.asynccontextmanager
 async def session(lab, database, report):
+    if HTTP_URL is not None:
+        async with streamable_http_client(HTTP_URL) as streams:
+            async with ClientSession(streams[0], streams[1]) as opened:
+                await opened.initialize()
+                yield opened
+        return
     args = ["mcp", "--grade-client", "--database", database, "--report", report, "--json"]
     params = StdioServerParameters(command=lab, args=args)
     async with stdio_client(params) as (read, write):
@@ -93,7 +108,25 @@ async def reconnecting(lab, database, report, replan):
 
 
 async def main():
+    global HTTP_URL
     loop, lab, database, report = sys.argv[1:5]
+    grader = None
+    if sys.argv[5:] == ["http"]:
+        args = ["mcp", "--grade-client", "--transport", "http", "--port", "0", "--database", database,
+                "--report", report, "--json"]
+        grader = subprocess.Popen([lab, *args], stdout=subprocess.PIPE, text=True)
+        HTTP_URL = grader.stdout.readline().strip()
+        say(f"-- grader at {HTTP_URL}")
+    try:
+        await run(loop, lab, database, report)
+    finally:
+        if grader is not None:
+            grader.send_signal(signal.SIGTERM)
+            grader.wait(timeout=20)
+    say("DONE")
+
+
+async def run(loop, lab, database, report):
     if loop == "keep-key":
         await in_one_session(lab, database, report, fresh_key_per_attempt=False)
     elif loop == "new-key":
@@ -104,7 +137,6 @@ async def main():
         await reconnecting(lab, database, report, replan=True)
     else:
         raise SystemExit(f"unknown loop {loop!r}")
-    say("DONE")
 
 
 asyncio.run(main())

@@ -5,6 +5,7 @@ mod bad_input;
 mod bench;
 mod book;
 mod check;
+mod check_mcp;
 mod check_target;
 mod cli;
 mod clients;

@@ -49,6 +49,12 @@ fn python(test: &str) -> Option<PathBuf> {
 
 /// Runs one Python loop against the grader and returns the grader's JSON report.
 fn python_loop(test: &str, name: &str) -> Option<Value> {
+    python_loop_over(test, name, &[])
+}
+
+/// As [`python_loop`], with the script's transport argument (`["http"]`: one grader over
+/// Streamable HTTP, a session per connection).
+fn python_loop_over(test: &str, name: &str, transport: &[&str]) -> Option<Value> {
     let python = python(test)?;
     let folder = tempfile::tempdir().unwrap();
     let database = folder.path().join("graded.sqlite");
@@ -58,6 +64,7 @@ fn python_loop(test: &str, name: &str) -> Option<Value> {
         .args([name, LAB])
         .arg(&database)
         .arg(&report)
+        .args(transport)
         .output()
         .unwrap();
     let transcript = String::from_utf8_lossy(&output.stdout);
@@ -199,6 +206,62 @@ fn a_python_loop_that_reconnects_and_replans_leaves_its_first_ticket_unresolved_
     assert_eq!(report["verdict"], "FAIL");
     assert_eq!(report["intentions"][1]["possible_replan_of"], 1);
     assert!(report["tickets_in_store"].as_u64().unwrap() >= 2);
+}
+
+#[test]
+fn the_python_sdk_loops_over_streamable_http_get_the_verdicts_they_get_over_stdio() {
+    let test = "mcp_grader::the_python_sdk_loops_over_streamable_http";
+    // (loop, verdicts, tickets per intention, sessions, tickets in the store)
+    type Expected = (
+        &'static str,
+        &'static [&'static str],
+        &'static [usize],
+        u64,
+        u64,
+    );
+    let expected: [Expected; 4] = [
+        ("keep-key", &["PASS", "PASS"], &[1, 1], 1, 2),
+        ("new-key", &["FAIL", "FAIL"], &[2, 2], 1, 4),
+        ("reconnect-keep", &["PASS"], &[1], 2, 1),
+        ("reconnect-replan", &["UNRESOLVED", "FAIL"], &[1, 2], 3, 3),
+    ];
+    for (name, verdicts_expected, tickets, sessions, in_store) in expected {
+        let Some(report) = python_loop_over(test, name, &["http"]) else {
+            return;
+        };
+        let _ = writeln!(
+            std::io::stderr(),
+            "over http, {name}: {} ({:?}, tickets {:?}, {} session(s), {} in the store)",
+            report["verdict"],
+            verdicts(&report),
+            tickets_per_intention(&report),
+            report["sessions"],
+            report["tickets_in_store"]
+        );
+        assert_eq!(verdicts(&report), verdicts_expected, "{name}: {report:#}");
+        assert_eq!(tickets_per_intention(&report), tickets, "{name}");
+        assert_eq!(
+            report["sessions"], sessions,
+            "{name}: sessions are MCP sessions"
+        );
+        assert_eq!(report["tickets_in_store"], in_store, "{name}");
+        let recorded = report["recorded"].as_array().unwrap();
+        assert!(
+            recorded.iter().all(|call| call["session"]
+                .as_str()
+                .unwrap()
+                .starts_with("http session ")),
+            "{name}: each call names its Mcp-Session-Id"
+        );
+        // The SDK's notifications/cancelled for a timed-out call reaches the grader over HTTP.
+        assert!(
+            recorded
+                .iter()
+                .filter(|call| call["fate"] == "lost")
+                .all(|call| call["cancelled"] == true),
+            "{name}: {recorded:#?}"
+        );
+    }
 }
 
 fn scripted(name: &str) -> Report {

@@ -163,8 +163,19 @@ impl Graded {
             || "unknown client".to_owned(),
             |info| format!("{} {}", info.client_info.name, info.client_info.version),
         );
+        // Over HTTP one handler may serve several sessions: the session is the one the
+        // client's Mcp-Session-Id header names.
+        let session = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.headers.get("mcp-session-id"))
+            .and_then(|value| value.to_str().ok())
+            .map_or_else(
+                || self.session.to_string(),
+                |id| format!("{} session {id}", self.session),
+            );
         let arrival = Arrival {
-            session: self.session.to_string(),
+            session,
             client,
             request_id: serde_json::to_string(&context.id).unwrap_or_default(),
             operation_key: arguments

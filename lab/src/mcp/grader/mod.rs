@@ -6,8 +6,10 @@
 //!
 //! The grader wraps the rmcp handler of `lab mcp` ([`handler::Graded`]) rather than changing its
 //! tools, so what it grades against is exactly what `lab mcp` serves. It serves over stdio, one
-//! session per process; the journal lives in the database, so a client that restarts the
-//! server on the same `--database` continues one history. In-process sessions
+//! session per process (the journal lives in the database, so a client that restarts the
+//! server on the same `--database` continues one history), or over Streamable HTTP on loopback
+//! ([`ClientGrader::serve_http`]), where a client that reconnects opens a new MCP session on
+//! the same server. In-process sessions
 //! ([`ClientGrader::connect`]) are how the lab's own scripted loops ([`loops`]) are graded.
 
 pub mod handler;
@@ -151,6 +153,78 @@ impl ClientGrader {
             self.grader.key_source.name(),
             &self.grader.schedule.to_string(),
         ))
+    }
+
+    /// Serves over Streamable HTTP at `http://127.0.0.1:PORT/mcp` (port 0 picks a free one)
+    /// until SIGTERM or SIGINT arrives or the `calls` bound is reached; then returns the report.
+    /// `on_url` is given the endpoint once it listens. Every call acts for the grader's caller:
+    /// loopback only, no tokens. A session is what the client's `Mcp-Session-Id` names; a
+    /// client on a protocol version without sessions is one session.
+    ///
+    /// # Errors
+    /// As [`ClientGrader::open`]; [`Error::Listen`] when the port cannot be bound.
+    pub fn serve_http(&self, port: u16, on_url: impl FnOnce(String)) -> Result<Report> {
+        use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+        use rmcp::transport::streamable_http_server::{
+            StreamableHttpServerConfig, StreamableHttpService,
+        };
+        let address = format!("127.0.0.1:{port}");
+        let listener = std::net::TcpListener::bind(&address).map_err(|source| Error::Listen {
+            address: address.clone(),
+            source: Box::new(source),
+        })?;
+        let io = |action: &str| {
+            let action = action.to_owned();
+            move |source| Error::Io { action, source }
+        };
+        listener
+            .set_nonblocking(true)
+            .map_err(io("configuring the listener"))?;
+        let bound = listener
+            .local_addr()
+            .map_err(io("reading the listener's address"))?;
+        let tools = server::ticket_tools(&self.options)?;
+        let grader = Arc::clone(&self.grader);
+        let stop = self.grader.stop.clone();
+        let runtime = server::runtime()?;
+        let served = runtime.block_on(async move {
+            let signals = server::signal_stop(stop.clone())?;
+            let listener = tokio::net::TcpListener::from_std(listener)
+                .map_err(io("handing the listener to tokio"))?;
+            let config = StreamableHttpServerConfig::default()
+                .with_legacy_session_mode(true)
+                .with_json_response(true)
+                .with_cancellation_token(stop.child_token());
+            let service = StreamableHttpService::new(
+                move || {
+                    Ok(Graded {
+                        inner: tools.clone(),
+                        grader: Arc::clone(&grader),
+                        session: "http".into(),
+                    })
+                },
+                Arc::new(LocalSessionManager::default()),
+                config,
+            );
+            let router = axum::Router::new().nest_service("/mcp", service);
+            on_url(format!("http://{bound}/mcp"));
+            let stopped = stop.clone();
+            let serving = axum::serve(listener, router)
+                .with_graceful_shutdown(async move { stopped.cancelled().await });
+            // A lost reply's call waits for its client; once stopped, two seconds for the rest.
+            let result = tokio::select! {
+                served = serving => served.map_err(io("serving the grader over HTTP")),
+                () = async {
+                    stop.cancelled().await;
+                    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+                } => Ok(()),
+            };
+            signals.abort();
+            result
+        });
+        runtime.shutdown_background();
+        served?;
+        self.report()
     }
 
     /// Serves over stdio until the client closes stdin, SIGTERM or SIGINT arrives, or the

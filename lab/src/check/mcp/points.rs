@@ -1,0 +1,1033 @@
+//! The MCP check's points: the HTTP check's where they apply to a tool call (replay, a changed
+//! payload, a new key, concurrent calls, scope, key forms, an error then a corrected call), and
+//! MCP's own: a lost result, a cancelled call whose work finished, a reconnect before the
+//! retry, and the tool's annotations reported as the hints they are. Each point counts the
+//! change in effects, and each fault it injects is proved to have fired before it is judged.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::super::report::{Grade, Level, PointReport, SubCheck};
+use super::probe::{KeyArg, McpProbe, Seen, ToolCall};
+
+/// The draft's sections the grades cite, their rule carried from a header to an argument.
+mod section {
+    pub const UNIQUENESS: &str = "2.2";
+    pub const ENFORCEMENT: &str = "2.6";
+    pub const ERRORS: &str = "2.7";
+    pub const SECURITY: &str = "5";
+}
+
+/// The MCP specification's rules the MCP points cite (revision 2025-11-25).
+mod rule {
+    pub const ANNOTATIONS: &str = "tools: annotations are hints, untrusted";
+    pub const CANCELLATION: &str = "cancellation: the work may have finished";
+}
+
+struct Checks(Vec<SubCheck>);
+
+impl Checks {
+    fn add(
+        &mut self,
+        grade: Grade,
+        what: impl Into<String>,
+        passed: bool,
+        expected: impl Into<String>,
+        observed: impl Into<String>,
+        exchanges: &[usize],
+    ) -> bool {
+        self.0.push(SubCheck {
+            what: what.into(),
+            grade,
+            passed,
+            expected: expected.into(),
+            observed: observed.into(),
+            exchanges: exchanges.to_vec(),
+        });
+        passed
+    }
+}
+
+fn lab26() -> Grade {
+    Grade::lab_over_should(section::ENFORCEMENT)
+}
+
+fn effects(delta: i64) -> String {
+    match delta {
+        1 => "one effect".to_owned(),
+        n => format!("{n} effects"),
+    }
+}
+
+fn ids(seen: &[Seen]) -> Vec<usize> {
+    seen.iter().map(|s| s.id).collect()
+}
+
+fn last(seen: &[Seen]) -> &Seen {
+    // send_settled sends at least once.
+    &seen[seen.len() - 1]
+}
+
+macro_rules! count_or_stop {
+    ($probe:expr, $checks:expr, $name:expr, $title:expr) => {
+        match $probe.count().await {
+            Ok(n) => n,
+            Err(problem) => {
+                $checks.add(
+                    Grade::lab(),
+                    "the effects can be counted as [mcp.count] says",
+                    false,
+                    "a count",
+                    problem,
+                    &[],
+                );
+                return PointReport::covered($name, $title, $checks.0);
+            }
+        }
+    };
+}
+
+/// Every point, in order; the key point first, since without a key nothing else is safe.
+pub async fn all(probe: &Arc<McpProbe>) -> Vec<PointReport> {
+    vec![
+        key(probe),
+        annotations(probe),
+        replay(probe).await,
+        lost_result(probe).await,
+        cancelled(probe).await,
+        reconnect(probe).await,
+        changed_payload(probe).await,
+        new_key(probe).await,
+        concurrent(probe).await,
+        concurrent_distinct(probe).await,
+        scope(probe).await,
+        key_forms(probe).await,
+        error_then_corrected(probe).await,
+    ]
+}
+
+/// A key-dependent point on a tool without a key: why it cannot pass.
+fn cannot(probe: &McpProbe, name: &'static str, title: &'static str) -> Option<PointReport> {
+    if probe.target.keyed() {
+        return None;
+    }
+    let mut checks = Checks(Vec::new());
+    checks.add(
+        Grade::lab(),
+        "the tool takes an operation key, which this point needs",
+        false,
+        "a key argument (mcp.tool.key_argument)",
+        format!(
+            "{} takes no key: a retry cannot be told from a new call, so this point cannot pass",
+            probe.target.tool.name
+        ),
+        &[],
+    );
+    Some(PointReport::covered(name, title, checks.0))
+}
+
+fn key(probe: &McpProbe) -> PointReport {
+    const NAME: &str = "key";
+    const TITLE: &str =
+        "The create tool takes an operation key, so a retry can be told from a new call";
+    let mut checks = Checks(Vec::new());
+    let tool = &probe.target.tool;
+    let listed = probe.tools.iter().find(|t| t.name == tool.name.as_str());
+    checks.add(
+        Grade::lab(),
+        format!("tools/list lists {}", tool.name),
+        listed.is_some(),
+        format!("a tool named {}", tool.name),
+        match listed {
+            Some(_) => "listed".to_owned(),
+            None => format!(
+                "not listed; the server lists {}",
+                probe
+                    .tools
+                    .iter()
+                    .map(|t| t.name.as_ref())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        },
+        &[],
+    );
+    let Some(argument) = &tool.key_argument else {
+        checks.add(
+            Grade::lab(),
+            "the tool can be retried safely: an argument carries an operation key",
+            false,
+            "a key argument that names one intention",
+            format!(
+                "none (mcp.tool.no_key = true): {} cannot be retried safely; a call whose result \
+                 is lost can only be sent again as a new call, and the points that need a key \
+                 cannot pass",
+                tool.name
+            ),
+            &[],
+        );
+        return PointReport::covered(NAME, TITLE, checks.0);
+    };
+    if let Some(listed) = listed {
+        let schema = Value::Object((*listed.input_schema).clone());
+        let named = schema["properties"].get(argument).is_some();
+        checks.add(
+            Grade::lab(),
+            format!("its inputSchema names the key argument {argument}"),
+            named,
+            format!("properties.{argument}"),
+            if named {
+                "named".to_owned()
+            } else {
+                "not in the schema: a model is never told of it".to_owned()
+            },
+            &[],
+        );
+        let required = schema["required"]
+            .as_array()
+            .is_some_and(|list| list.iter().any(|v| v.as_str() == Some(argument)));
+        checks.add(
+            Grade::should(section::ERRORS),
+            format!("its inputSchema requires {argument}"),
+            required,
+            format!("{argument} in required"),
+            if required {
+                "required".to_owned()
+            } else {
+                "optional: a call without it is a call that cannot be retried".to_owned()
+            },
+            &[],
+        );
+    }
+    PointReport::covered(NAME, TITLE, checks.0)
+}
+
+fn annotations(probe: &McpProbe) -> PointReport {
+    const NAME: &str = "annotations";
+    const TITLE: &str =
+        "The tool's annotations, reported as the hints they are (never a pass on their strength)";
+    let mut checks = Checks(Vec::new());
+    let grade = Grade::mcp(Level::Should, rule::ANNOTATIONS);
+    let tool = &probe.target.tool;
+    let Some(listed) = probe.tools.iter().find(|t| t.name == tool.name.as_str()) else {
+        return PointReport::not_covered(
+            NAME,
+            TITLE,
+            format!(
+                "{} is not listed, so it has no annotations to read",
+                tool.name
+            ),
+        );
+    };
+    let hints = listed.annotations.clone().unwrap_or_default();
+    let show = |hint: Option<bool>| match hint {
+        Some(value) => value.to_string(),
+        None => "absent".to_owned(),
+    };
+    let stated = format!(
+        "readOnlyHint = {}, destructiveHint = {}, idempotentHint = {}",
+        show(hints.read_only_hint),
+        show(hints.destructive_hint),
+        show(hints.idempotent_hint)
+    );
+    checks.add(
+        grade,
+        "readOnlyHint is not true on the tool that creates",
+        hints.read_only_hint != Some(true),
+        "readOnlyHint false or absent",
+        stated.clone(),
+        &[],
+    );
+    let idempotent = hints.idempotent_hint == Some(true);
+    checks.add(
+        grade,
+        "idempotentHint = true only where a key makes a repeated call harmless",
+        !idempotent || probe.target.keyed(),
+        "idempotentHint true only with a key argument",
+        if idempotent && !probe.target.keyed() {
+            format!(
+                "{stated}, and no key argument: a client told the tool is idempotent may retry \
+                 it and make a second effect"
+            )
+        } else {
+            format!("{stated}; the replay points, not the hint, show what a retry does")
+        },
+        &[],
+    );
+    PointReport::covered(NAME, TITLE, checks.0)
+}
+
+/// Sends the first call of a point and checks it succeeded.
+async fn first(
+    probe: &McpProbe,
+    point: &'static str,
+    checks: &mut Checks,
+    call: &ToolCall,
+) -> Option<Seen> {
+    let seen = probe.send(point, call).await;
+    let ok = checks.add(
+        Grade::lab(),
+        format!("{} succeeds and names its effect", call.step),
+        seen.read.success && seen.read.identity.is_some(),
+        "a tool result naming the effect ([mcp.identity])",
+        probe.describe(&seen),
+        &[seen.id],
+    );
+    ok.then_some(seen)
+}
+
+/// A retry's answer against the first: a success naming the same effect.
+fn retry_matches(
+    probe: &McpProbe,
+    checks: &mut Checks,
+    what: &str,
+    first: &Seen,
+    retry: &Seen,
+    grade: Grade,
+) -> bool {
+    let expected = first.read.identity.as_deref().unwrap_or("none");
+    let passed = retry.read.success && retry.read.identity == first.read.identity;
+    let observed = if retry.read.success && retry.read.identity.is_some() && !passed {
+        format!(
+            "{}: another effect than the first ({expected})",
+            probe.describe(retry)
+        )
+    } else {
+        probe.describe(retry)
+    };
+    checks.add(
+        grade,
+        what,
+        passed,
+        format!("a tool result naming the first effect ({expected})"),
+        observed,
+        &[first.id, retry.id],
+    )
+}
+
+async fn replay(probe: &McpProbe) -> PointReport {
+    const NAME: &str = "replay";
+    const TITLE: &str = "A retry with the same key and arguments gets the first result";
+    if let Some(report) = cannot(probe, NAME, TITLE) {
+        return report;
+    }
+    let mut checks = Checks(Vec::new());
+    let before = count_or_stop!(probe, checks, NAME, TITLE);
+    let call = probe.call(
+        "the first call",
+        probe.intention_key(),
+        &probe.fresh_fields(),
+    );
+    let Some(first_seen) = first(probe, NAME, &mut checks, &call).await else {
+        return PointReport::covered(NAME, TITLE, checks.0);
+    };
+    let mut again = call.clone();
+    again.step = "the same call again".to_owned();
+    let retried = probe.send_settled(NAME, &again).await;
+    retry_matches(
+        probe,
+        &mut checks,
+        "the retry names the first call's effect",
+        &first_seen,
+        last(&retried),
+        Grade::must(section::ENFORCEMENT),
+    );
+    let after = count_or_stop!(probe, checks, NAME, TITLE);
+    checks.add(
+        lab26(),
+        "one intention, two calls: one effect",
+        after - before == 1,
+        "one effect",
+        effects(after - before),
+        &ids(&retried),
+    );
+    PointReport::covered(NAME, TITLE, checks.0)
+}
+
+/// The retry half of the lost-result, cancelled and reconnect points: the retry names the first
+/// effect and the count stays one up.
+async fn judge_retry(
+    probe: &McpProbe,
+    checks: &mut Checks,
+    first_seen: Option<&Seen>,
+    retry: &Seen,
+    before: i64,
+) {
+    match first_seen {
+        Some(first_seen) => {
+            retry_matches(
+                probe,
+                checks,
+                "the retry names the first call's effect",
+                first_seen,
+                retry,
+                lab26(),
+            );
+        }
+        None => {
+            checks.add(
+                lab26(),
+                "the retry succeeds and names the effect the first call made",
+                retry.read.success && retry.read.identity.is_some(),
+                "a tool result naming the effect",
+                probe.describe(retry),
+                &[retry.id],
+            );
+        }
+    }
+    match probe.count().await {
+        Ok(after) => {
+            checks.add(
+                lab26(),
+                "the retry made no second effect",
+                after - before == 1,
+                "one effect in all",
+                effects(after - before),
+                &[retry.id],
+            );
+        }
+        Err(problem) => {
+            checks.add(
+                Grade::lab(),
+                "the effects can be counted",
+                false,
+                "a count",
+                problem,
+                &[],
+            );
+        }
+    }
+}
+
+async fn lost_result(probe: &McpProbe) -> PointReport {
+    const NAME: &str = "lost-result";
+    const TITLE: &str = "A result lost on its way back: the check discards it and calls again";
+    let mut checks = Checks(Vec::new());
+    let before = count_or_stop!(probe, checks, NAME, TITLE);
+    let call = probe.call(
+        "the call whose result is lost",
+        probe.intention_key(),
+        &probe.fresh_fields(),
+    );
+    let lost = probe.send(NAME, &call).await;
+    let after_lost = count_or_stop!(probe, checks, NAME, TITLE);
+    let fired = checks.add(
+        Grade::lab(),
+        "the fault fired: the lost call's work happened before the retry",
+        after_lost - before == 1,
+        "one effect before the retry, its result discarded unread",
+        format!("{}; its result discarded", effects(after_lost - before)),
+        &[lost.id],
+    );
+    if !fired {
+        return PointReport::covered(NAME, TITLE, checks.0);
+    }
+    let mut again = call.clone();
+    again.step = "the retry, same key and arguments".to_owned();
+    let retried = probe.send_settled(NAME, &again).await;
+    // The check compares against the discarded result only after the retry, as the history's
+    // record of what the server said: the caller never read it.
+    let first_seen = lost.read.identity.is_some().then_some(&lost);
+    judge_retry(probe, &mut checks, first_seen, last(&retried), before).await;
+    PointReport::covered(NAME, TITLE, checks.0)
+}
+
+async fn cancelled(probe: &McpProbe) -> PointReport {
+    const NAME: &str = "cancelled";
+    const TITLE: &str =
+        "A call cancelled (notifications/cancelled) after its work finished, then retried";
+    let mut checks = Checks(Vec::new());
+    let before = count_or_stop!(probe, checks, NAME, TITLE);
+    let call = probe.call(
+        "the call then cancelled",
+        probe.intention_key(),
+        &probe.fresh_fields(),
+    );
+    let pending = match probe.start_call(NAME, &call).await {
+        Ok(pending) => pending,
+        Err(problem) => {
+            checks.add(
+                Grade::lab(),
+                "the call can be sent",
+                false,
+                "sent",
+                problem,
+                &[],
+            );
+            return PointReport::covered(NAME, TITLE, checks.0);
+        }
+    };
+    // Wait until the work is visible from outside, then cancel: the race every client with a
+    // timeout runs into.
+    let started = Instant::now();
+    let mut now = before;
+    while started.elapsed() < probe.target.timeout {
+        match probe.count().await {
+            Ok(n) if n > before => {
+                now = n;
+                break;
+            }
+            Ok(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+            Err(_) => break,
+        }
+    }
+    let cancelled = probe
+        .cancel(pending, "the check cancels a call whose work finished")
+        .await;
+    let fired = checks.add(
+        Grade::lab(),
+        "the fault fired: the call's work finished before notifications/cancelled was sent",
+        now - before == 1,
+        "one effect, then the cancellation",
+        format!(
+            "{}, then {}",
+            effects(now - before),
+            cancelled.answer.summary()
+        ),
+        &[cancelled.id],
+    );
+    if !fired {
+        return PointReport::covered(NAME, TITLE, checks.0);
+    }
+    let mut again = call.clone();
+    again.step = "the retry after the cancellation".to_owned();
+    let retried = probe.send_settled(NAME, &again).await;
+    let retry = last(&retried);
+    checks.add(
+        Grade::mcp(Level::Lab, rule::CANCELLATION),
+        "a cancelled call's work is not undone without a trace: the retry is answered",
+        retry.read.success || retry.read.refused,
+        "an answer to the retry",
+        probe.describe(retry),
+        &[retry.id],
+    );
+    judge_retry(probe, &mut checks, None, retry, before).await;
+    PointReport::covered(NAME, TITLE, checks.0)
+}
+
+async fn reconnect(probe: &McpProbe) -> PointReport {
+    const NAME: &str = "reconnect";
+    const TITLE: &str =
+        "A reconnect (a new process over stdio, a new session over HTTP) before the retry";
+    let mut checks = Checks(Vec::new());
+    let before = count_or_stop!(probe, checks, NAME, TITLE);
+    let call = probe.call(
+        "the call before the reconnect",
+        probe.intention_key(),
+        &probe.fresh_fields(),
+    );
+    let open = |problem: String, checks: &mut Checks| {
+        checks.add(
+            Grade::lab(),
+            "a new session opens",
+            false,
+            "a session",
+            problem,
+            &[],
+        );
+    };
+    let session = match probe.open(0).await {
+        Ok(session) => session,
+        Err(problem) => {
+            open(problem, &mut checks);
+            return PointReport::covered(NAME, TITLE, checks.0);
+        }
+    };
+    let first_seen = probe.send_on(NAME, &session, &call).await;
+    let ended = probe.close(session).await;
+    let after_first = count_or_stop!(probe, checks, NAME, TITLE);
+    let fired = checks.add(
+        Grade::lab(),
+        "the fault fired: the first call's work happened, then its session ended",
+        after_first - before == 1 && !ended.contains("still running"),
+        "one effect, then the session gone",
+        format!("{}; {ended}", effects(after_first - before)),
+        &[first_seen.id],
+    );
+    if !fired {
+        return PointReport::covered(NAME, TITLE, checks.0);
+    }
+    let session = match probe.open(0).await {
+        Ok(session) => session,
+        Err(problem) => {
+            open(problem, &mut checks);
+            return PointReport::covered(NAME, TITLE, checks.0);
+        }
+    };
+    let mut again = call.clone();
+    again.step = format!(
+        "the retry on a new {}",
+        if session.pid.is_some() {
+            format!("process ({})", session.pid.unwrap_or_default())
+        } else {
+            "session".to_owned()
+        }
+    );
+    let retry = probe.send_on(NAME, &session, &again).await;
+    probe.close(session).await;
+    let first_ref = first_seen.read.identity.is_some().then_some(&first_seen);
+    judge_retry(probe, &mut checks, first_ref, &retry, before).await;
+    PointReport::covered(NAME, TITLE, checks.0)
+}
+
+async fn changed_payload(probe: &McpProbe) -> PointReport {
+    const NAME: &str = "changed-payload";
+    const TITLE: &str = "The same key with other arguments is refused and changes nothing";
+    if let Some(report) = cannot(probe, NAME, TITLE) {
+        return report;
+    }
+    let mut checks = Checks(Vec::new());
+    let before = count_or_stop!(probe, checks, NAME, TITLE);
+    let fields = probe.fresh_fields();
+    let call = probe.call("the first call", probe.intention_key(), &fields);
+    let Some(first_seen) = first(probe, NAME, &mut checks, &call).await else {
+        return PointReport::covered(NAME, TITLE, checks.0);
+    };
+    let mut changed = call.clone();
+    changed.step = "the same key, another argument".to_owned();
+    changed.fields = probe.changed(&fields);
+    let seen = probe.send_settled(NAME, &changed).await;
+    let other = last(&seen);
+    let replayed = other.read.success && other.read.identity == first_seen.read.identity;
+    checks.add(
+        Grade::must(section::ERRORS),
+        "it is refused (an error result or a JSON-RPC error)",
+        other.read.refused,
+        "a refusal",
+        if replayed {
+            format!(
+                "{}: the first result, for other arguments",
+                probe.describe(other)
+            )
+        } else {
+            probe.describe(other)
+        },
+        &[other.id],
+    );
+    let codes = &probe.target.errors.conflict;
+    if !codes.is_empty() {
+        checks.add(
+            Grade::should(section::ERRORS),
+            "it is refused with the file's conflict code (mcp.errors.conflict)",
+            other.read.code.as_ref().is_some_and(|c| codes.contains(c)),
+            format!("{codes:?}"),
+            probe.describe(other),
+            &[other.id],
+        );
+    }
+    let after = count_or_stop!(probe, checks, NAME, TITLE);
+    checks.add(
+        Grade::must(section::ERRORS),
+        "the other arguments made no effect",
+        after - before == 1,
+        "one effect in all",
+        effects(after - before),
+        &[first_seen.id, other.id],
+    );
+    let mut again = call.clone();
+    again.step = "the first arguments again".to_owned();
+    let retried = probe.send_settled(NAME, &again).await;
+    retry_matches(
+        probe,
+        &mut checks,
+        "the key still replays its first arguments",
+        &first_seen,
+        last(&retried),
+        lab26(),
+    );
+    PointReport::covered(NAME, TITLE, checks.0)
+}
+
+async fn new_key(probe: &McpProbe) -> PointReport {
+    const NAME: &str = "new-key";
+    const TITLE: &str = "The same arguments under a new key are a new intention";
+    if let Some(report) = cannot(probe, NAME, TITLE) {
+        return report;
+    }
+    let mut checks = Checks(Vec::new());
+    let before = count_or_stop!(probe, checks, NAME, TITLE);
+    let fields = probe.fresh_fields();
+    let call = probe.call("the first call", probe.intention_key(), &fields);
+    let Some(first_seen) = first(probe, NAME, &mut checks, &call).await else {
+        return PointReport::covered(NAME, TITLE, checks.0);
+    };
+    let other = probe.call(
+        "the same arguments, a new key",
+        probe.intention_key(),
+        &fields,
+    );
+    let seen = last(&probe.send_settled(NAME, &other).await).clone();
+    checks.add(
+        Grade::lab_over_should(section::UNIQUENESS),
+        "the new key gets an effect of its own",
+        seen.read.success
+            && seen.read.identity.is_some()
+            && seen.read.identity != first_seen.read.identity,
+        "a tool result naming another effect",
+        probe.describe(&seen),
+        &[first_seen.id, seen.id],
+    );
+    let after = count_or_stop!(probe, checks, NAME, TITLE);
+    checks.add(
+        Grade::lab(),
+        "two keys, two effects",
+        after - before == 2,
+        "two effects",
+        effects(after - before),
+        &[first_seen.id, seen.id],
+    );
+    PointReport::covered(NAME, TITLE, checks.0)
+}
+
+async fn concurrent(probe: &Arc<McpProbe>) -> PointReport {
+    const NAME: &str = "concurrent";
+    const TITLE: &str = "Calls in flight together with one key converge on one effect";
+    if let Some(report) = cannot(probe, NAME, TITLE) {
+        return report;
+    }
+    let mut checks = Checks(Vec::new());
+    let load = probe.target.load;
+    let mut all_ids = Vec::new();
+    let mut effects_seen = Vec::new();
+    let mut disagreements = Vec::new();
+    let mut failures = Vec::new();
+    let before = count_or_stop!(probe, checks, NAME, TITLE);
+    for round in 0..load.rounds {
+        let call = probe.call(
+            &format!("round {} call", round + 1),
+            probe.intention_key(),
+            &probe.fresh_fields(),
+        );
+        let mut tasks = Vec::new();
+        for i in 0..load.calls {
+            let probe = Arc::clone(probe);
+            let mut call = call.clone();
+            call.step = format!("{} {}", call.step, i + 1);
+            tasks.push(tokio::spawn(async move {
+                probe.send_settled(NAME, &call).await
+            }));
+        }
+        let mut identities = BTreeMap::new();
+        for task in tasks {
+            let Ok(seen) = task.await else { continue };
+            all_ids.extend(ids(&seen));
+            let one = last(&seen);
+            match (&one.read.identity, one.read.success) {
+                (Some(identity), true) => {
+                    *identities.entry(identity.clone()).or_insert(0) += 1;
+                }
+                _ => failures.push(format!("#{}: {}", one.id, probe.describe(one))),
+            }
+        }
+        if identities.len() > 1 {
+            disagreements.push(format!(
+                "round {}: {}",
+                round + 1,
+                identities.keys().cloned().collect::<Vec<_>>().join(", ")
+            ));
+        }
+        effects_seen.push(identities.len());
+    }
+    let after = count_or_stop!(probe, checks, NAME, TITLE);
+    checks.add(
+        lab26(),
+        "every call of a round that succeeded names one and the same effect",
+        disagreements.is_empty(),
+        "one effect per round",
+        if disagreements.is_empty() {
+            "one per round".to_owned()
+        } else {
+            disagreements.join("; ")
+        },
+        &all_ids,
+    );
+    checks.add(
+        Grade::should(section::ENFORCEMENT),
+        "every call is answered with the effect once the first finished (in-progress codes retried)",
+        failures.is_empty(),
+        "a tool result for each",
+        if failures.is_empty() {
+            format!("{} calls, each answered", all_ids.len())
+        } else {
+            failures.join("; ")
+        },
+        &all_ids,
+    );
+    checks.add(
+        lab26(),
+        format!(
+            "{} rounds of {} calls together: one effect per round",
+            load.rounds, load.calls
+        ),
+        after - before == load.rounds as i64,
+        effects(load.rounds as i64),
+        effects(after - before),
+        &all_ids,
+    );
+    PointReport::covered(NAME, TITLE, checks.0)
+}
+
+async fn concurrent_distinct(probe: &Arc<McpProbe>) -> PointReport {
+    const NAME: &str = "concurrent-distinct";
+    const TITLE: &str = "Calls in flight together for different intentions each keep their effect";
+    let mut checks = Checks(Vec::new());
+    let calls = probe.target.load.calls;
+    let before = count_or_stop!(probe, checks, NAME, TITLE);
+    let mut tasks = Vec::new();
+    for i in 0..calls {
+        let probe = Arc::clone(probe);
+        let call = probe.call(
+            &format!("intention {} of {calls}", i + 1),
+            probe.intention_key(),
+            &probe.fresh_fields(),
+        );
+        tasks.push(tokio::spawn(async move {
+            probe.send_settled(NAME, &call).await
+        }));
+    }
+    let mut all_ids = Vec::new();
+    let mut acknowledged = 0;
+    let mut failures = Vec::new();
+    for task in tasks {
+        let Ok(seen) = task.await else { continue };
+        all_ids.extend(ids(&seen));
+        let one = last(&seen);
+        if one.read.success && one.read.identity.is_some() {
+            acknowledged += 1;
+        } else {
+            failures.push(format!("#{}: {}", one.id, probe.describe(one)));
+        }
+    }
+    checks.add(
+        Grade::lab(),
+        format!("{calls} calls together, each its own intention, each succeed"),
+        failures.is_empty(),
+        format!("{calls} tool results naming an effect"),
+        if failures.is_empty() {
+            format!("{acknowledged} acknowledged")
+        } else {
+            failures.join("; ")
+        },
+        &all_ids,
+    );
+    let after = count_or_stop!(probe, checks, NAME, TITLE);
+    checks.add(
+        Grade::lab(),
+        "every acknowledged effect is there afterwards (none lost to another call)",
+        after - before >= acknowledged,
+        format!("{} counted", effects(acknowledged)),
+        format!(
+            "{} counted for {acknowledged} acknowledged{}",
+            effects(after - before),
+            if after - before < acknowledged {
+                format!(": {} acknowledged lost", acknowledged - (after - before))
+            } else {
+                String::new()
+            }
+        ),
+        &all_ids,
+    );
+    PointReport::covered(NAME, TITLE, checks.0)
+}
+
+async fn scope(probe: &McpProbe) -> PointReport {
+    const NAME: &str = "scope";
+    const TITLE: &str = "Another caller's same key is that caller's own, never the first caller's";
+    if let Some(report) = cannot(probe, NAME, TITLE) {
+        return report;
+    }
+    let callers = &probe.target.callers;
+    if callers.len() < 2 {
+        return PointReport::not_covered(
+            NAME,
+            TITLE,
+            "The file names one caller; name a second in [[mcp.callers]] (other args or env over \
+             stdio, other headers over HTTP) to check that keys are scoped by caller."
+                .to_owned(),
+        );
+    }
+    let mut checks = Checks(Vec::new());
+    let (a, b) = (&callers[0].name, &callers[1].name);
+    let grade = Grade {
+        section: Some(section::SECURITY),
+        ..Grade::lab()
+    };
+    let before = count_or_stop!(probe, checks, NAME, TITLE);
+    let call = probe.call(
+        &format!("{a}'s call"),
+        probe.intention_key(),
+        &probe.fresh_fields(),
+    );
+    let Some(first_seen) = first(probe, NAME, &mut checks, &call).await else {
+        return PointReport::covered(NAME, TITLE, checks.0);
+    };
+    let mut other = call.clone();
+    other.caller = 1;
+    other.step = format!("{b}'s call, same key and arguments");
+    let seen = probe.send_settled(NAME, &other).await;
+    let other_seen = last(&seen);
+    let leak = other_seen.read.success && other_seen.read.identity == first_seen.read.identity;
+    checks.add(
+        grade,
+        format!("{b} is not given {a}'s effect"),
+        !leak,
+        format!("{b}'s own effect"),
+        if leak {
+            format!(
+                "DATA LEAK: {b} got {a}'s effect {}",
+                first_seen.read.identity.as_deref().unwrap_or("")
+            )
+        } else {
+            probe.describe(other_seen)
+        },
+        &[first_seen.id, other_seen.id],
+    );
+    checks.add(
+        grade,
+        format!("{b}'s call succeeds as a call of its own"),
+        other_seen.read.success && !leak,
+        "a tool result",
+        probe.describe(other_seen),
+        &ids(&seen),
+    );
+    let after = count_or_stop!(probe, checks, NAME, TITLE);
+    checks.add(
+        grade,
+        "two callers, one key each: two effects in all",
+        after - before == 2,
+        "two effects",
+        effects(after - before),
+        &[first_seen.id, other_seen.id],
+    );
+    PointReport::covered(NAME, TITLE, checks.0)
+}
+
+async fn key_forms(probe: &McpProbe) -> PointReport {
+    const NAME: &str = "key-forms";
+    const TITLE: &str =
+        "A call without the key, with an empty key, and with a key that is not a string";
+    if let Some(report) = cannot(probe, NAME, TITLE) {
+        return report;
+    }
+    let mut checks = Checks(Vec::new());
+    let bad_codes = &probe.target.errors.bad_key;
+    let forms = [
+        (
+            "a call without the key argument",
+            KeyArg::Absent,
+            Grade::should(section::ERRORS),
+        ),
+        (
+            "a call with an empty key",
+            KeyArg::Raw(Value::from("")),
+            Grade::lab(),
+        ),
+        (
+            "a call with the key as a number",
+            KeyArg::Raw(Value::from(42)),
+            Grade::lab(),
+        ),
+    ];
+    for (step, key, grade) in forms {
+        let before = count_or_stop!(probe, checks, NAME, TITLE);
+        let seen = probe
+            .send(NAME, &probe.call(step, key, &probe.fresh_fields()))
+            .await;
+        checks.add(
+            grade,
+            format!("{step} is refused"),
+            seen.read.refused,
+            "an error result or a JSON-RPC error",
+            probe.describe(&seen),
+            &[seen.id],
+        );
+        if step.contains("empty") && !bad_codes.is_empty() {
+            checks.add(
+                Grade::should(section::ERRORS),
+                format!("{step} is refused with the file's bad-key code (mcp.errors.bad_key)"),
+                seen.read
+                    .code
+                    .as_ref()
+                    .is_some_and(|c| bad_codes.contains(c)),
+                format!("{bad_codes:?}"),
+                probe.describe(&seen),
+                &[seen.id],
+            );
+        }
+        let after = count_or_stop!(probe, checks, NAME, TITLE);
+        checks.add(
+            Grade::lab(),
+            format!("{step} made no effect"),
+            after == before,
+            "no effect",
+            effects(after - before),
+            &[seen.id],
+        );
+    }
+    PointReport::covered(NAME, TITLE, checks.0)
+}
+
+async fn error_then_corrected(probe: &McpProbe) -> PointReport {
+    const NAME: &str = "error-then-corrected";
+    const TITLE: &str =
+        "A refused call creates nothing, and its key then serves the corrected call";
+    let mut checks = Checks(Vec::new());
+    let before = count_or_stop!(probe, checks, NAME, TITLE);
+    let fields = probe.fresh_fields();
+    let mut bad = fields.clone();
+    bad.extend(probe.target.errors.validation.clone());
+    let key = probe.intention_key();
+    let refused = probe
+        .send(
+            NAME,
+            &probe.call(
+                "a call the tool refuses (mcp.errors.validation)",
+                key.clone(),
+                &bad,
+            ),
+        )
+        .await;
+    let fired = checks.add(
+        Grade::lab(),
+        "the fault fired: the provoked call is refused",
+        refused.read.refused,
+        "an error result or a JSON-RPC error",
+        probe.describe(&refused),
+        &[refused.id],
+    );
+    let after_refused = count_or_stop!(probe, checks, NAME, TITLE);
+    checks.add(
+        Grade::lab(),
+        "the refused call made no effect",
+        after_refused == before,
+        "no effect",
+        effects(after_refused - before),
+        &[refused.id],
+    );
+    if !fired || !probe.target.keyed() {
+        return PointReport::covered(NAME, TITLE, checks.0);
+    }
+    let corrected = probe.call("the corrected call, same key", key, &fields);
+    let seen = last(&probe.send_settled(NAME, &corrected).await).clone();
+    checks.add(
+        lab26(),
+        "the corrected call under the same key succeeds (an error does not burn the key)",
+        seen.read.success && seen.read.identity.is_some(),
+        "a tool result naming the effect",
+        probe.describe(&seen),
+        &[refused.id, seen.id],
+    );
+    let after = count_or_stop!(probe, checks, NAME, TITLE);
+    checks.add(
+        Grade::lab(),
+        "the corrected call made one effect",
+        after - before == 1,
+        "one effect",
+        effects(after - before),
+        &[seen.id],
+    );
+    PointReport::covered(NAME, TITLE, checks.0)
+}

@@ -1,0 +1,616 @@
+//! The MCP check's client side, on rmcp: sessions (a process of its own over stdio, a new
+//! session over Streamable HTTP), tool calls recorded in the history, a call cancelled with
+//! `notifications/cancelled`, and counting effects.
+
+use std::collections::BTreeMap;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, ClientRequest, JsonObject, ServerResult, Tool,
+};
+use rmcp::service::{PeerRequestOptions, RequestHandle, RunningService};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::Value;
+
+use super::super::history::{Answer, History, Sent};
+use super::super::probe::{command_count, render, sqlite_count};
+use super::http::CheckHttpClient;
+use super::target::{McpCount, McpIdentity, McpTarget, McpTransport};
+
+/// An open session with the server, for one caller.
+pub struct Session {
+    running: RunningService<RoleClient, ()>,
+    /// The child's process id, over stdio.
+    pub pid: Option<u32>,
+}
+
+/// What the key argument holds in a call.
+#[derive(Clone, Debug)]
+pub enum KeyArg {
+    /// This key, as a string.
+    Key(String),
+    /// No key argument at all.
+    Absent,
+    /// This JSON value as the key argument (a malformed key).
+    Raw(Value),
+}
+
+/// One call of the create tool, as a point means it.
+#[derive(Clone, Debug)]
+pub struct ToolCall {
+    /// What the point meant by it.
+    pub step: String,
+    /// The caller (an index into the target's callers).
+    pub caller: usize,
+    /// The key.
+    pub key: KeyArg,
+    /// The fields the arguments are rendered with.
+    pub fields: BTreeMap<String, Value>,
+}
+
+/// A call's answer as the points read it.
+#[derive(Clone, Debug, Default)]
+pub struct Read {
+    /// A tool result without `isError`.
+    pub success: bool,
+    /// The identity the file's `[mcp.identity]` finds in a success.
+    pub identity: Option<String>,
+    /// An error result's code, when the file says where it is.
+    pub code: Option<String>,
+    /// An error result or a JSON-RPC error: the call was refused.
+    pub refused: bool,
+}
+
+/// A recorded call.
+#[derive(Clone, Debug)]
+pub struct Seen {
+    /// Its number in the history.
+    pub id: usize,
+    /// What came back.
+    pub answer: Answer,
+    /// How the points read it.
+    pub read: Read,
+}
+
+/// A call sent and not yet answered, which the check may cancel.
+pub struct Pending {
+    handle: RequestHandle<RoleClient>,
+    sent: Sent,
+    at: Instant,
+}
+
+/// The run's state: the target, one session per caller, the history.
+pub struct McpProbe {
+    /// The target.
+    pub target: McpTarget,
+    /// The run's folder, `{{dir}}` in the file.
+    pub dir: tempfile::TempDir,
+    /// What was sent and what came back.
+    pub history: History,
+    sessions: Vec<Session>,
+    /// The tools the server listed to the first caller.
+    pub tools: Vec<Tool>,
+    run: String,
+    serial: AtomicUsize,
+}
+
+fn with_dir(text: &str, dir: &std::path::Path) -> String {
+    text.replace("{{dir}}", &dir.display().to_string())
+}
+
+impl McpProbe {
+    /// Makes the run's folder and opens a session for each caller.
+    ///
+    /// # Errors
+    /// The reason, when the folder cannot be made or a session cannot be opened.
+    pub async fn start(target: McpTarget) -> Result<McpProbe, String> {
+        let dir = tempfile::Builder::new()
+            .prefix("lab-check-mcp-")
+            .tempdir()
+            .map_err(|err| format!("making the run's folder: {err}"))?;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let tag = (nanos as u64) ^ (u64::from(std::process::id()) << 40);
+        let mut probe = McpProbe {
+            target,
+            dir,
+            history: History::new(),
+            sessions: Vec::new(),
+            tools: Vec::new(),
+            run: format!("{:x}", tag & 0xffff_ffff_ffff),
+            serial: AtomicUsize::new(0),
+        };
+        for caller in 0..probe.target.callers.len() {
+            let session = probe.open(caller).await?;
+            probe.sessions.push(session);
+        }
+        let peer = probe.sessions[0].running.peer().clone();
+        probe.tools = tokio::time::timeout(probe.target.timeout, peer.list_all_tools())
+            .await
+            .map_err(|_| "tools/list: no answer in time".to_owned())?
+            .map_err(|err| format!("tools/list: {err}"))?;
+        Ok(probe)
+    }
+
+    /// Closes every session (stdio servers end with their stdin).
+    pub async fn finish(self) {
+        for session in self.sessions {
+            let _ = session.running.cancel().await;
+        }
+    }
+
+    fn next(&self) -> usize {
+        self.serial.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// A key no call of any run has used.
+    pub fn fresh_key(&self) -> String {
+        format!("chk-{}-{}", self.run, self.next())
+    }
+
+    /// The tool's fields, each text one tagged so that this call's effect is its own.
+    pub fn fresh_fields(&self) -> BTreeMap<String, Value> {
+        let n = self.next();
+        self.target
+            .tool
+            .fields
+            .iter()
+            .map(|(name, value)| {
+                let value = match value {
+                    Value::String(text) => {
+                        Value::String(format!("{text} (check {}-{n})", self.run))
+                    }
+                    other => other.clone(),
+                };
+                (name.clone(), value)
+            })
+            .collect()
+    }
+
+    /// `fields` with one text field given another fresh value.
+    pub fn changed(&self, fields: &BTreeMap<String, Value>) -> BTreeMap<String, Value> {
+        let mut changed = fields.clone();
+        // The last text field: a field early in the order may name the effect (an entity's
+        // name), and another payload should not be another name only.
+        if let Some((_, value)) = changed.iter_mut().rev().find(|(_, v)| v.is_string()) {
+            *value = Value::String(format!("changed (check {}-{})", self.run, self.next()));
+        }
+        changed
+    }
+
+    /// A call of the create tool by the first caller.
+    pub fn call(&self, step: &str, key: KeyArg, fields: &BTreeMap<String, Value>) -> ToolCall {
+        ToolCall {
+            step: step.to_owned(),
+            caller: 0,
+            key,
+            fields: fields.clone(),
+        }
+    }
+
+    /// The key argument for a fresh intention: a fresh key, or none when the tool takes none.
+    pub fn intention_key(&self) -> KeyArg {
+        if self.target.keyed() {
+            KeyArg::Key(self.fresh_key())
+        } else {
+            KeyArg::Absent
+        }
+    }
+
+    fn arguments(&self, call: &ToolCall) -> JsonObject {
+        let mut arguments = match render(&self.target.tool.arguments, &call.fields) {
+            Value::Object(map) => map,
+            // Validation made the template an object.
+            _ => JsonObject::new(),
+        };
+        if let Some(name) = &self.target.tool.key_argument {
+            match &call.key {
+                KeyArg::Key(key) => {
+                    arguments.insert(name.clone(), Value::String(key.clone()));
+                }
+                KeyArg::Raw(value) => {
+                    arguments.insert(name.clone(), value.clone());
+                }
+                KeyArg::Absent => {}
+            }
+        }
+        arguments
+    }
+
+    fn sent(&self, point: &'static str, call: &ToolCall, arguments: &JsonObject) -> Sent {
+        Sent {
+            point,
+            step: call.step.clone(),
+            caller: Some(self.target.callers[call.caller].name.clone()),
+            key: match &call.key {
+                KeyArg::Key(key) => Some(key.clone()),
+                KeyArg::Raw(value) => Some(value.to_string()),
+                KeyArg::Absent => None,
+            },
+            method: "tools/call".to_owned(),
+            path: self.target.tool.name.clone(),
+            body: Value::Object(arguments.clone()).to_string(),
+        }
+    }
+
+    fn request(&self, arguments: JsonObject) -> ClientRequest {
+        ClientRequest::CallToolRequest(CallToolRequest::new(
+            CallToolRequestParams::new(self.target.tool.name.clone()).with_arguments(arguments),
+        ))
+    }
+
+    /// Opens a new session for `caller`: a new process over stdio, a new session over HTTP.
+    ///
+    /// # Errors
+    /// The reason, naming the command or the URL.
+    pub async fn open(&self, caller: usize) -> Result<Session, String> {
+        let who = &self.target.callers[caller];
+        let dir = self.dir.path();
+        let opening = async {
+            match &self.target.transport {
+                McpTransport::Stdio { command, env } => {
+                    let mut process = tokio::process::Command::new(with_dir(&command[0], dir));
+                    process.args(command[1..].iter().map(|word| with_dir(word, dir)));
+                    process.args(who.args.iter().map(|word| with_dir(word, dir)));
+                    for (name, value) in env.iter().chain(&who.env) {
+                        process.env(name, with_dir(value, dir));
+                    }
+                    let (child, _) = TokioChildProcess::builder(process)
+                        .stderr(Stdio::null())
+                        .spawn()
+                        .map_err(|err| format!("mcp.command {:?}: {err}", command[0]))?;
+                    let pid = child.id();
+                    let running = ()
+                        .serve(child)
+                        .await
+                        .map_err(|err| format!("the MCP handshake over stdio failed: {err}"))?;
+                    Ok(Session { running, pid })
+                }
+                McpTransport::Http { url, headers } => {
+                    let client = CheckHttpClient::for_url(url)?;
+                    let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+                    for (name, value) in headers.iter().chain(&who.headers) {
+                        let name = axum::http::HeaderName::from_bytes(name.as_bytes())
+                            .map_err(|err| format!("header {name:?}: {err}"))?;
+                        let value = axum::http::HeaderValue::from_str(value)
+                            .map_err(|err| format!("header {name:?}: {err}"))?;
+                        config.custom_headers.insert(name, value);
+                    }
+                    let transport = StreamableHttpClientTransport::with_client(client, config);
+                    let running = ()
+                        .serve(transport)
+                        .await
+                        .map_err(|err| format!("the MCP handshake with {url} failed: {err}"))?;
+                    Ok(Session { running, pid: None })
+                }
+            }
+        };
+        tokio::time::timeout(self.target.timeout, opening)
+            .await
+            .map_err(|_| format!("no MCP handshake within {:?}", self.target.timeout))?
+    }
+
+    /// Closes a session and says what ended: the process (gone, by its id) or the session.
+    pub async fn close(&self, session: Session) -> String {
+        let pid = session.pid;
+        let _ = tokio::time::timeout(self.target.timeout, session.running.cancel()).await;
+        match pid {
+            None => "the session was closed (the client ended it)".to_owned(),
+            Some(pid) => {
+                let started = Instant::now();
+                while started.elapsed() < self.target.timeout {
+                    if !process_alive(pid) {
+                        return format!("process {pid} exited");
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                format!("process {pid} was still running after its stdin closed")
+            }
+        }
+    }
+
+    /// Calls the create tool on the caller's own session.
+    pub async fn send(&self, point: &'static str, call: &ToolCall) -> Seen {
+        let session = &self.sessions[call.caller];
+        self.send_on(point, session, call).await
+    }
+
+    /// Calls the create tool on `session`.
+    pub async fn send_on(&self, point: &'static str, session: &Session, call: &ToolCall) -> Seen {
+        let arguments = self.arguments(call);
+        let sent = self.sent(point, call, &arguments);
+        let at = Instant::now();
+        let peer = session.running.peer().clone();
+        let request = self.request(arguments);
+        let answer = match tokio::time::timeout(self.target.timeout, async {
+            peer.send_request(request).await
+        })
+        .await
+        {
+            Err(_) => Answer::NoAnswer {
+                reason: format!("no result within {:?}", self.target.timeout),
+            },
+            Ok(result) => self.answer(result),
+        };
+        self.record(sent, answer, at)
+    }
+
+    /// Calls again while the file's in-progress codes come back (at most ten times, 200 ms
+    /// apart), and returns every call made.
+    pub async fn send_settled(&self, point: &'static str, call: &ToolCall) -> Vec<Seen> {
+        let mut seen = Vec::new();
+        for _ in 0..10 {
+            let one = self.send(point, call).await;
+            let busy = one
+                .read
+                .code
+                .as_ref()
+                .is_some_and(|c| self.target.errors.in_progress.contains(c));
+            seen.push(one);
+            if !busy {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        seen
+    }
+
+    /// Sends the call and returns without waiting for its result.
+    ///
+    /// # Errors
+    /// The reason, when the request could not be sent.
+    pub async fn start_call(
+        &self,
+        point: &'static str,
+        call: &ToolCall,
+    ) -> Result<Pending, String> {
+        let arguments = self.arguments(call);
+        let sent = self.sent(point, call, &arguments);
+        let at = Instant::now();
+        let peer = self.sessions[call.caller].running.peer().clone();
+        let handle = peer
+            .send_cancellable_request(self.request(arguments), PeerRequestOptions::no_options())
+            .await
+            .map_err(|err| format!("sending the call: {err}"))?;
+        Ok(Pending { handle, sent, at })
+    }
+
+    /// Sends `notifications/cancelled` for a pending call and records it: its result, if any
+    /// comes, is never read.
+    pub async fn cancel(&self, pending: Pending, reason: &str) -> Seen {
+        let id = pending.handle.id.clone();
+        let answer = match pending.handle.cancel(Some(reason.to_owned())).await {
+            Ok(()) => Answer::NoAnswer {
+                reason: format!("cancelled by the check: notifications/cancelled for request {id}"),
+            },
+            Err(err) => Answer::NoAnswer {
+                reason: format!("the cancellation of request {id} could not be sent: {err}"),
+            },
+        };
+        self.record(pending.sent, answer, pending.at)
+    }
+
+    fn record(&self, sent: Sent, answer: Answer, at: Instant) -> Seen {
+        let read = self.read(&answer);
+        let id = self.history.record(sent, answer.clone(), at);
+        Seen { id, answer, read }
+    }
+
+    fn answer(&self, result: Result<ServerResult, rmcp::ServiceError>) -> Answer {
+        match result {
+            Ok(ServerResult::CallToolResult(result)) => {
+                let is_error = result.is_error == Some(true);
+                let json = serde_json::to_value(&result).unwrap_or(Value::Null);
+                let code = if is_error {
+                    self.target
+                        .errors
+                        .code_pointer
+                        .as_ref()
+                        .and_then(|pointer| {
+                            json.get("structuredContent")
+                                .and_then(|s| s.pointer(pointer))
+                                .map(as_text)
+                        })
+                } else {
+                    None
+                };
+                Answer::ToolResult {
+                    is_error,
+                    code,
+                    body: super::super::history::cut(&json.to_string()),
+                }
+            }
+            Ok(other) => Answer::NoAnswer {
+                reason: format!(
+                    "an answer that is not a tool result: {}",
+                    serde_json::to_string(&other).unwrap_or_default()
+                ),
+            },
+            Err(rmcp::ServiceError::McpError(err)) => Answer::RpcError {
+                code: err.code.0,
+                message: err.message.to_string(),
+            },
+            Err(err) => Answer::NoAnswer {
+                reason: err.to_string(),
+            },
+        }
+    }
+
+    /// How the points read an answer.
+    pub fn read(&self, answer: &Answer) -> Read {
+        match answer {
+            Answer::ToolResult {
+                is_error: false,
+                body,
+                ..
+            } => {
+                let json: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+                Read {
+                    success: true,
+                    identity: self.identity(&json),
+                    ..Read::default()
+                }
+            }
+            Answer::ToolResult {
+                is_error: true,
+                code,
+                ..
+            } => Read {
+                code: code.clone(),
+                refused: true,
+                ..Read::default()
+            },
+            Answer::RpcError { .. } => Read {
+                refused: true,
+                ..Read::default()
+            },
+            _ => Read::default(),
+        }
+    }
+
+    fn identity(&self, result: &Value) -> Option<String> {
+        match &self.target.identity {
+            McpIdentity::Structured(pointer) => result
+                .get("structuredContent")
+                .and_then(|s| s.pointer(pointer))
+                .filter(|v| !v.is_null())
+                .map(as_text),
+            McpIdentity::Text(regex) => {
+                let text = texts(result);
+                let found = regex.captures(&text)?;
+                found
+                    .get(1)
+                    .or_else(|| found.get(0))
+                    .map(|m| m.as_str().to_owned())
+            }
+        }
+    }
+
+    /// An answer for a report line: the summary, and a success's identity.
+    pub fn describe(&self, seen: &Seen) -> String {
+        match (&seen.answer, &seen.read.identity) {
+            (
+                Answer::ToolResult {
+                    is_error: false, ..
+                },
+                Some(identity),
+            ) => {
+                format!("a tool result naming {identity}")
+            }
+            (
+                Answer::ToolResult {
+                    is_error: false, ..
+                },
+                None,
+            ) => "a tool result naming no effect (nothing at [mcp.identity])".to_owned(),
+            (answer, _) => answer.summary(),
+        }
+    }
+
+    /// The number of effects now, as `[mcp.count]` says.
+    ///
+    /// # Errors
+    /// The reason, when the count cannot be read.
+    pub async fn count(&self) -> Result<i64, String> {
+        let dir = self.dir.path();
+        match &self.target.count {
+            McpCount::Tool {
+                name,
+                arguments,
+                pointer,
+                from_text,
+                caller,
+            } => {
+                let callers: Vec<usize> = match caller {
+                    Some(one) => vec![*one],
+                    None => (0..self.sessions.len()).collect(),
+                };
+                let mut total = 0;
+                for caller in callers {
+                    let peer = self.sessions[caller].running.peer().clone();
+                    let arguments = match arguments {
+                        Value::Object(map) => map.clone(),
+                        _ => JsonObject::new(),
+                    };
+                    let params = CallToolRequestParams::new(name.clone()).with_arguments(arguments);
+                    let result = tokio::time::timeout(self.target.timeout, peer.call_tool(params))
+                        .await
+                        .map_err(|_| format!("mcp.count.tool {name}: no answer in time"))?
+                        .map_err(|err| format!("mcp.count.tool {name}: {err}"))?;
+                    let json = serde_json::to_value(&result).unwrap_or(Value::Null);
+                    if result.is_error == Some(true) {
+                        return Err(format!("mcp.count.tool {name}: an error result: {json}"));
+                    }
+                    let source = if *from_text {
+                        serde_json::from_str(&texts(&json)).map_err(|err| {
+                            format!("mcp.count.tool {name}: the text is not JSON: {err}")
+                        })?
+                    } else {
+                        json.get("structuredContent")
+                            .cloned()
+                            .unwrap_or(Value::Null)
+                    };
+                    total += count_at(&source, pointer)
+                        .map_err(|problem| format!("mcp.count.tool {name}: {problem}"))?;
+                }
+                Ok(total)
+            }
+            McpCount::Sqlite { file, query } => {
+                sqlite_count(with_dir(file, dir).into(), query.clone()).await
+            }
+            McpCount::Command(argv) => {
+                command_count(argv.iter().map(|word| with_dir(word, dir)).collect()).await
+            }
+        }
+    }
+}
+
+fn as_text(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The text content blocks of a result, joined by line breaks.
+fn texts(result: &Value) -> String {
+    result
+        .get("content")
+        .and_then(Value::as_array)
+        .map(|blocks| {
+            blocks
+                .iter()
+                .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+                .filter_map(|b| b.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
+fn count_at(source: &Value, pointer: &str) -> Result<i64, String> {
+    match source.pointer(pointer) {
+        Some(Value::Array(items)) => Ok(items.len() as i64),
+        Some(Value::Number(n)) if n.as_i64().is_some() => Ok(n.as_i64().unwrap_or_default()),
+        Some(Value::String(text)) if text.parse::<i64>().is_ok() => {
+            Ok(text.parse().unwrap_or_default())
+        }
+        Some(other) => Err(format!("{pointer} holds {other}, not a list or a number")),
+        None => Err(format!("nothing at {pointer}")),
+    }
+}
+
+/// Whether a process is still running (not gone, not a zombie), from `/proc`.
+fn process_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_none_or(|(_, rest)| !rest.starts_with(['Z', 'X'])),
+    }
+}

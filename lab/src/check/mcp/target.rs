@@ -1,0 +1,832 @@
+//! The `[mcp]` section of a target file: which MCP server to check, over which transport, which
+//! tool creates, which argument carries its key (or that none does), and how the check reads
+//! identities, errors and counts from outside. Validated as a whole before anything is started
+//! or sent; every refusal names its field (`mcp.tool.key_argument`, `mcp.callers[1].args`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::super::target::{Overrides, placeholders};
+
+/// A validated MCP target.
+#[derive(Clone, Debug)]
+pub struct McpTarget {
+    /// The file it was read from, for messages.
+    pub path: PathBuf,
+    /// How the check reaches the server.
+    pub transport: McpTransport,
+    /// How long one call may take before it counts as "no answer".
+    pub timeout: Duration,
+    /// The create tool and its arguments.
+    pub tool: CreateTool,
+    /// Where a success names what it created.
+    pub identity: McpIdentity,
+    /// How errors are told apart.
+    pub errors: McpErrors,
+    /// One or more callers (the first is the default caller).
+    pub callers: Vec<McpCaller>,
+    /// How effects are counted.
+    pub count: McpCount,
+    /// The concurrent point's size.
+    pub load: McpLoad,
+}
+
+/// The two transports of MCP.
+#[derive(Clone, Debug)]
+pub enum McpTransport {
+    /// A command the check starts; each session is a process of its own (a reconnect is a new
+    /// process). `{{dir}}` in any word or value is a folder the check makes for the run.
+    Stdio {
+        /// The program and its arguments.
+        command: Vec<String>,
+        /// Variables added to the environment.
+        env: Vec<(String, String)>,
+    },
+    /// Streamable HTTP at a URL (a reconnect is a new session).
+    Http {
+        /// The endpoint, `http://127.0.0.1:PORT/mcp`.
+        url: String,
+        /// Headers sent with every request (the caller's are added).
+        headers: Vec<(String, String)>,
+    },
+}
+
+/// `[mcp.tool]`.
+#[derive(Clone, Debug)]
+pub struct CreateTool {
+    /// The tool's name.
+    pub name: String,
+    /// The argument that carries the key; `None` when the tool takes none.
+    pub key_argument: Option<String>,
+    /// The arguments, a JSON object with `"{{field}}"` placeholders.
+    pub arguments: Value,
+    /// The fields' values; each point varies the text ones so its effects are its own.
+    pub fields: BTreeMap<String, Value>,
+}
+
+/// Where a success names its effect.
+#[derive(Clone, Debug)]
+pub enum McpIdentity {
+    /// A JSON pointer into `structuredContent`.
+    Structured(String),
+    /// A regex over the text content (the first group, or the whole match).
+    Text(regex::Regex),
+}
+
+/// `[mcp.errors]`.
+#[derive(Clone, Debug)]
+pub struct McpErrors {
+    /// A JSON pointer into an error result's `structuredContent` naming its code.
+    pub code_pointer: Option<String>,
+    /// The codes of "this key was used with other arguments".
+    pub conflict: Vec<String>,
+    /// The codes of "a call with this key is still running".
+    pub in_progress: Vec<String>,
+    /// The codes of a malformed key.
+    pub bad_key: Vec<String>,
+    /// Fields laid over the create's to provoke a refusal (default: the first text field as
+    /// the number 7).
+    pub validation: BTreeMap<String, Value>,
+}
+
+/// One caller: how its sessions differ from another's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct McpCaller {
+    /// A name for the report.
+    pub name: String,
+    /// Over stdio: words appended to the command.
+    pub args: Vec<String>,
+    /// Over stdio: variables added to the environment.
+    pub env: Vec<(String, String)>,
+    /// Over HTTP: headers (`Authorization`); redacted in the report.
+    pub headers: Vec<(String, String)>,
+}
+
+/// How effects are counted.
+#[derive(Clone, Debug)]
+pub enum McpCount {
+    /// A list or get tool called on each caller's (or one caller's) session.
+    Tool {
+        /// The tool.
+        name: String,
+        /// Its arguments.
+        arguments: Value,
+        /// Where the list or number is.
+        pointer: String,
+        /// Whether the pointer is into `structuredContent` or into the text content read as JSON.
+        from_text: bool,
+        /// Which callers: `None` for each (summed), or one.
+        caller: Option<usize>,
+    },
+    /// A read-only SQLite query; its first column is the count.
+    Sqlite {
+        /// The file (`{{dir}}` allowed).
+        file: String,
+        /// The query.
+        query: String,
+    },
+    /// A command that prints one number (`{{dir}}` allowed).
+    Command(Vec<String>),
+}
+
+/// `[mcp.load]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct McpLoad {
+    /// Rounds of the concurrent point.
+    pub rounds: usize,
+    /// Calls released together in each round.
+    pub calls: usize,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileRoot {
+    mcp: McpFile,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct McpFile {
+    transport: Option<String>,
+    command: Option<Vec<String>>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    url: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    timeout_ms: Option<u64>,
+    tool: Option<ToolFile>,
+    identity: Option<IdentityFile>,
+    errors: Option<ErrorsFile>,
+    #[serde(default)]
+    callers: Vec<CallerFile>,
+    count: Option<CountFile>,
+    load: Option<LoadFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolFile {
+    name: Option<String>,
+    key_argument: Option<String>,
+    no_key: Option<bool>,
+    arguments: Option<Value>,
+    #[serde(default)]
+    fields: BTreeMap<String, Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IdentityFile {
+    structured_pointer: Option<String>,
+    text_regex: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ErrorsFile {
+    code_pointer: Option<String>,
+    conflict: Option<Vec<String>>,
+    in_progress: Option<Vec<String>>,
+    bad_key: Option<Vec<String>>,
+    validation: Option<BTreeMap<String, Value>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CallerFile {
+    name: Option<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CountFile {
+    tool: Option<CountToolFile>,
+    sql: Option<SqlFile>,
+    command: Option<Vec<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CountToolFile {
+    name: Option<String>,
+    arguments: Option<Value>,
+    structured_pointer: Option<String>,
+    text_pointer: Option<String>,
+    caller: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SqlFile {
+    sqlite: Option<String>,
+    query: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LoadFile {
+    rounds: Option<usize>,
+    calls: Option<usize>,
+}
+
+type Checked<T> = std::result::Result<T, String>;
+
+fn required<T>(value: Option<T>, field: &str) -> Checked<T> {
+    value.ok_or_else(|| format!("{field}: missing (required)"))
+}
+
+/// The most rounds the concurrent point may run.
+pub const MAX_ROUNDS: usize = 100;
+/// The most calls released together.
+pub const MAX_CALLS: usize = 64;
+
+impl McpTarget {
+    /// Validates a file whose TOML holds an `[mcp]` table; `path` names it in messages.
+    ///
+    /// # Errors
+    /// The problem, naming the field at fault.
+    pub fn parse(text: &str, path: &Path, overrides: &Overrides) -> Checked<McpTarget> {
+        let root: FileRoot = toml::from_str(text).map_err(|err| {
+            let message = err.to_string();
+            message.split_whitespace().collect::<Vec<_>>().join(" ")
+        })?;
+        let mut target = root.mcp.validate(overrides)?;
+        target.path = path.to_owned();
+        Ok(target)
+    }
+
+    /// Whether the tool takes a key.
+    pub fn keyed(&self) -> bool {
+        self.tool.key_argument.is_some()
+    }
+
+    /// Where the server is, for the report's first line.
+    pub fn describe(&self) -> String {
+        match &self.transport {
+            McpTransport::Stdio { command, .. } => format!("stdio: {}", command.join(" ")),
+            McpTransport::Http { url, .. } => format!("Streamable HTTP: {url}"),
+        }
+    }
+}
+
+impl McpFile {
+    fn validate(self, overrides: &Overrides) -> Checked<McpTarget> {
+        let transport = match self.transport.as_deref() {
+            Some("stdio") => {
+                if self.url.is_some() || !self.headers.is_empty() {
+                    return Err(
+                        "mcp.url: mcp.url and mcp.headers are for transport = \"http\"".to_owned(),
+                    );
+                }
+                let command = required(self.command, "mcp.command")?;
+                if command.first().is_none_or(String::is_empty) {
+                    return Err("mcp.command: an argv list whose first word is the program".into());
+                }
+                McpTransport::Stdio {
+                    command,
+                    env: env(self.env, "mcp.env")?,
+                }
+            }
+            Some("http") => {
+                if self.command.is_some() || !self.env.is_empty() {
+                    return Err(
+                        "mcp.command: mcp.command and mcp.env are for transport = \"stdio\""
+                            .to_owned(),
+                    );
+                }
+                let (url, field) = match &overrides.base_url {
+                    Some(url) => (url.clone(), "--url"),
+                    None => (required(self.url, "mcp.url")?, "mcp.url"),
+                };
+                http_url(&url, field, overrides.allow_remote)?;
+                McpTransport::Http {
+                    url,
+                    headers: headers(self.headers, "mcp.headers")?,
+                }
+            }
+            Some(other) => {
+                return Err(format!(
+                    "mcp.transport: {other:?}: expected \"stdio\" or \"http\""
+                ));
+            }
+            None => return Err("mcp.transport: missing (required): \"stdio\" or \"http\"".into()),
+        };
+        if overrides.base_url.is_some() && matches!(transport, McpTransport::Stdio { .. }) {
+            return Err("--url: the file's transport is stdio; --url is for an http target".into());
+        }
+        let timeout_ms = self.timeout_ms.unwrap_or(10_000);
+        if !(100..=600_000).contains(&timeout_ms) {
+            return Err(format!(
+                "mcp.timeout_ms: {timeout_ms}: expected 100 to 600000"
+            ));
+        }
+        let tool = tool(required(self.tool, "[mcp.tool]")?)?;
+        let identity = identity(required(self.identity, "[mcp.identity]")?)?;
+        let errors = errors(self.errors, &tool)?;
+        if self.callers.is_empty() {
+            return Err(
+                "[[mcp.callers]]: none given; name at least one (two for the scope point)".into(),
+            );
+        }
+        let http = matches!(transport, McpTransport::Http { .. });
+        let mut callers: Vec<McpCaller> = Vec::new();
+        for (i, caller) in self.callers.into_iter().enumerate() {
+            let field = format!("mcp.callers[{i}]");
+            let name = required(caller.name, &format!("{field}.name"))?;
+            if name.is_empty() || name.len() > 64 {
+                return Err(format!(
+                    "{field}.name: {name:?}: one to sixty-four characters"
+                ));
+            }
+            if callers.iter().any(|c| c.name == name) {
+                return Err(format!("{field}.name: {name:?} is named twice"));
+            }
+            if http && (!caller.args.is_empty() || !caller.env.is_empty()) {
+                return Err(format!(
+                    "{field}.args: args and env are for stdio; over http a caller is its headers"
+                ));
+            }
+            if !http && !caller.headers.is_empty() {
+                return Err(format!(
+                    "{field}.headers: headers are for http; over stdio a caller is its args and env"
+                ));
+            }
+            let caller = McpCaller {
+                name,
+                args: caller.args,
+                env: env(caller.env, &format!("{field}.env"))?,
+                headers: headers(caller.headers, &format!("{field}.headers"))?,
+            };
+            if let Some(same) = callers.iter().position(|c| {
+                (c.args.clone(), c.env.clone(), c.headers.clone())
+                    == (
+                        caller.args.clone(),
+                        caller.env.clone(),
+                        caller.headers.clone(),
+                    )
+            }) {
+                return Err(format!(
+                    "{field}: the same {} as mcp.callers[{same}]; the scope point needs callers \
+                     the server can tell apart",
+                    if http { "headers" } else { "args and env" }
+                ));
+            }
+            callers.push(caller);
+        }
+        let count = count(required(self.count, "[mcp.count]")?, &callers)?;
+        let load = match self.load {
+            None => McpLoad::default(),
+            Some(file) => {
+                let rounds = file.rounds.unwrap_or(McpLoad::default().rounds);
+                if !(1..=MAX_ROUNDS).contains(&rounds) {
+                    return Err(format!(
+                        "mcp.load.rounds: {rounds}: expected 1 to {MAX_ROUNDS}"
+                    ));
+                }
+                let calls = file.calls.unwrap_or(McpLoad::default().calls);
+                if !(2..=MAX_CALLS).contains(&calls) {
+                    return Err(format!(
+                        "mcp.load.calls: {calls}: expected 2 to {MAX_CALLS}"
+                    ));
+                }
+                McpLoad { rounds, calls }
+            }
+        };
+        Ok(McpTarget {
+            path: PathBuf::new(),
+            transport,
+            timeout: Duration::from_millis(timeout_ms),
+            tool,
+            identity,
+            errors,
+            callers,
+            count,
+            load,
+        })
+    }
+}
+
+impl Default for McpLoad {
+    fn default() -> McpLoad {
+        McpLoad {
+            rounds: 4,
+            calls: 6,
+        }
+    }
+}
+
+fn env(map: BTreeMap<String, String>, field: &str) -> Checked<Vec<(String, String)>> {
+    map.into_iter()
+        .map(|(name, value)| {
+            if name.is_empty() || name.contains(['=', '\0']) || value.contains('\0') {
+                return Err(format!(
+                    "{field}.{name}: an environment variable needs a name without = or NUL"
+                ));
+            }
+            Ok((name, value))
+        })
+        .collect()
+}
+
+fn headers(map: BTreeMap<String, String>, field: &str) -> Checked<Vec<(String, String)>> {
+    let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    map.into_iter()
+        .map(|(name, value)| {
+            if name.is_empty() || !name.bytes().all(token) {
+                return Err(format!("{field}: {name:?} is not a header name"));
+            }
+            if value
+                .bytes()
+                .any(|b| b != b'\t' && !(0x20..=0x7e).contains(&b))
+            {
+                return Err(format!(
+                    "{field}.{name}: the value holds a byte outside printable ASCII"
+                ));
+            }
+            let lower = name.to_ascii_lowercase();
+            if [
+                "accept",
+                "mcp-session-id",
+                "mcp-protocol-version",
+                "last-event-id",
+                "content-type",
+                "content-length",
+                "host",
+                "connection",
+                "transfer-encoding",
+            ]
+            .contains(&lower.as_str())
+            {
+                return Err(format!(
+                    "{field}.{name}: the MCP transport sets this header itself"
+                ));
+            }
+            Ok((name, value))
+        })
+        .collect()
+}
+
+fn http_url(url: &str, field: &str, allow_remote: bool) -> Checked<()> {
+    let rest = url.strip_prefix("http://").ok_or_else(|| {
+        format!(
+            "{field}: {url:?}: expected http://HOST:PORT/PATH (https is not spoken by the check)"
+        )
+    })?;
+    let authority = rest.split('/').next().unwrap_or_default();
+    let host = if let Some(v6) = authority.strip_prefix('[') {
+        v6.split(']').next().unwrap_or_default().to_owned()
+    } else {
+        authority
+            .rsplit_once(':')
+            .map_or(authority, |(host, _)| host)
+            .to_owned()
+    };
+    if host.is_empty() || host.contains('@') {
+        return Err(format!(
+            "{field}: {url:?}: no host (and no user info) expected"
+        ));
+    }
+    let loopback = host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if !loopback && !allow_remote {
+        return Err(format!(
+            "{field}: {url:?} is not a loopback address (127.0.0.1, ::1, localhost); the check \
+             creates real effects, so another host needs --allow-remote"
+        ));
+    }
+    Ok(())
+}
+
+fn tool(file: ToolFile) -> Checked<CreateTool> {
+    let name = required(file.name, "mcp.tool.name")?;
+    if name.is_empty() {
+        return Err("mcp.tool.name: an empty name".into());
+    }
+    let key_argument = match (file.key_argument, file.no_key) {
+        (Some(key), None | Some(false)) if !key.is_empty() => Some(key),
+        (None, Some(true)) => None,
+        _ => {
+            return Err(
+                "mcp.tool.key_argument: name the argument that carries the operation key, or \
+                 say no_key = true (then the check reports that the tool cannot be retried \
+                 safely)"
+                    .into(),
+            );
+        }
+    };
+    let arguments = required(file.arguments, "mcp.tool.arguments")?;
+    let Value::Object(map) = &arguments else {
+        return Err("mcp.tool.arguments: a table (the tool's arguments as a JSON object)".into());
+    };
+    if let Some(key) = &key_argument
+        && map.contains_key(key)
+    {
+        return Err(format!(
+            "mcp.tool.arguments.{key}: the key argument is the check's to fill; leave it out"
+        ));
+    }
+    let mut names = Vec::new();
+    placeholders(&arguments, &mut names);
+    for name in &names {
+        if !file.fields.contains_key(name) {
+            return Err(format!(
+                "mcp.tool.arguments: the placeholder {{{{{name}}}}} names no entry of mcp.tool.fields"
+            ));
+        }
+    }
+    for (name, value) in &file.fields {
+        if !names.contains(name) {
+            return Err(format!(
+                "mcp.tool.fields.{name}: not used by any {{{{{name}}}}} placeholder in mcp.tool.arguments"
+            ));
+        }
+        if !(value.is_string() || value.is_number() || value.is_boolean()) {
+            return Err(format!(
+                "mcp.tool.fields.{name}: a text, a number or a boolean"
+            ));
+        }
+    }
+    if !file.fields.values().any(Value::is_string) {
+        return Err(
+            "mcp.tool.fields: name at least one text field used in mcp.tool.arguments; the check \
+             varies it so that each point's effects are its own"
+                .into(),
+        );
+    }
+    Ok(CreateTool {
+        name,
+        key_argument,
+        arguments,
+        fields: file.fields,
+    })
+}
+
+fn pointer(pointer: String, field: &str) -> Checked<String> {
+    if !pointer.is_empty() && !pointer.starts_with('/') {
+        return Err(format!(
+            "{field}: {pointer:?} is not a JSON pointer (RFC 6901: empty, or starting with /)"
+        ));
+    }
+    Ok(pointer)
+}
+
+fn identity(file: IdentityFile) -> Checked<McpIdentity> {
+    match (file.structured_pointer, file.text_regex) {
+        (Some(p), None) => Ok(McpIdentity::Structured(pointer(
+            p,
+            "mcp.identity.structured_pointer",
+        )?)),
+        (None, Some(text)) => regex::Regex::new(&text)
+            .map(McpIdentity::Text)
+            .map_err(|err| {
+                format!(
+                    "mcp.identity.text_regex: {}",
+                    err.to_string()
+                        .split_whitespace()
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                )
+            }),
+        _ => Err("[mcp.identity]: give exactly one of structured_pointer or text_regex".into()),
+    }
+}
+
+fn codes(value: Option<Vec<String>>, field: &str) -> Checked<Vec<String>> {
+    let list = value.unwrap_or_default();
+    if list.iter().any(String::is_empty) {
+        return Err(format!("mcp.errors.{field}: an empty code"));
+    }
+    Ok(list)
+}
+
+fn errors(file: Option<ErrorsFile>, tool: &CreateTool) -> Checked<McpErrors> {
+    let default_validation = || {
+        tool.fields
+            .iter()
+            .find(|(_, v)| v.is_string())
+            .map(|(name, _)| (name.clone(), Value::from(7)))
+            .into_iter()
+            .collect::<BTreeMap<_, _>>()
+    };
+    let Some(file) = file else {
+        return Ok(McpErrors {
+            code_pointer: None,
+            conflict: Vec::new(),
+            in_progress: Vec::new(),
+            bad_key: Vec::new(),
+            validation: default_validation(),
+        });
+    };
+    let code_pointer = file
+        .code_pointer
+        .map(|p| pointer(p, "mcp.errors.code_pointer"))
+        .transpose()?;
+    let lists = [&file.conflict, &file.in_progress, &file.bad_key];
+    if code_pointer.is_none() && lists.iter().any(|l| l.is_some()) {
+        return Err(
+            "mcp.errors.code_pointer: codes are given, but not where an error result holds its code"
+                .into(),
+        );
+    }
+    let validation = match file.validation {
+        None => default_validation(),
+        Some(fields) => {
+            if fields.is_empty() {
+                return Err("mcp.errors.validation: say which fields to change".into());
+            }
+            for name in fields.keys() {
+                if !tool.fields.contains_key(name) {
+                    return Err(format!(
+                        "mcp.errors.validation.{name}: names no entry of mcp.tool.fields"
+                    ));
+                }
+            }
+            fields
+        }
+    };
+    Ok(McpErrors {
+        code_pointer,
+        conflict: codes(file.conflict, "conflict")?,
+        in_progress: codes(file.in_progress, "in_progress")?,
+        bad_key: codes(file.bad_key, "bad_key")?,
+        validation,
+    })
+}
+
+fn count(file: CountFile, callers: &[McpCaller]) -> Checked<McpCount> {
+    match (file.tool, file.sql, file.command) {
+        (Some(tool), None, None) => {
+            let name = required(tool.name, "mcp.count.tool.name")?;
+            let arguments = tool
+                .arguments
+                .unwrap_or_else(|| Value::Object(Default::default()));
+            if !arguments.is_object() {
+                return Err("mcp.count.tool.arguments: a table".into());
+            }
+            let (p, from_text) = match (tool.structured_pointer, tool.text_pointer) {
+                (Some(p), None) => (pointer(p, "mcp.count.tool.structured_pointer")?, false),
+                (None, Some(p)) => (pointer(p, "mcp.count.tool.text_pointer")?, true),
+                _ => {
+                    return Err(
+                        "mcp.count.tool: give exactly one of structured_pointer or text_pointer \
+                         (into the text content read as JSON)"
+                            .into(),
+                    );
+                }
+            };
+            let caller = match tool.caller.as_deref() {
+                None | Some("each") => None,
+                Some(name) => {
+                    Some(callers.iter().position(|c| c.name == name).ok_or_else(|| {
+                        format!("mcp.count.tool.caller: {name:?} names no caller (or use \"each\")")
+                    })?)
+                }
+            };
+            Ok(McpCount::Tool {
+                name,
+                arguments,
+                pointer: p,
+                from_text,
+                caller,
+            })
+        }
+        (None, Some(sql), None) => Ok(McpCount::Sqlite {
+            file: required(sql.sqlite, "mcp.count.sql.sqlite")?,
+            query: required(sql.query, "mcp.count.sql.query")?,
+        }),
+        (None, None, Some(command)) => {
+            if command.first().is_none_or(String::is_empty) {
+                return Err(
+                    "mcp.count.command: an argv list whose first word is the program".into(),
+                );
+            }
+            Ok(McpCount::Command(command))
+        }
+        _ => Err("[mcp.count]: give exactly one of tool, sql or command".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+[mcp]
+transport = "stdio"
+command = ["lab", "mcp", "--database", "{{dir}}/lab.sqlite"]
+[mcp.tool]
+name = "create_ticket"
+key_argument = "operation_key"
+arguments = { title = "{{title}}", priority = "{{priority}}" }
+fields = { title = "Jammed", priority = "high" }
+[mcp.identity]
+structured_pointer = "/ticket_id"
+[mcp.errors]
+code_pointer = "/code"
+conflict = ["conflict"]
+[[mcp.callers]]
+name = "alice"
+args = ["--stdio-caller", "alice"]
+[[mcp.callers]]
+name = "bob"
+args = ["--stdio-caller", "bob"]
+[mcp.count]
+tool = { name = "list_tickets", structured_pointer = "/tickets" }
+"#;
+
+    fn parse(text: &str) -> Checked<McpTarget> {
+        McpTarget::parse(text, Path::new("t.toml"), &Overrides::default())
+    }
+
+    #[test]
+    fn a_complete_mcp_file_is_read_with_its_defaults() {
+        let target = parse(GOOD).unwrap();
+        assert!(target.keyed());
+        assert_eq!(target.load, McpLoad::default());
+        assert_eq!(target.errors.validation["priority"], Value::from(7));
+        assert!(target.describe().starts_with("stdio: lab mcp"));
+    }
+
+    #[test]
+    fn each_fault_in_an_mcp_file_is_named_by_its_field() {
+        let cases = [
+            (GOOD.replace("\"stdio\"", "\"sse\""), "mcp.transport"),
+            (
+                GOOD.replace("key_argument = \"operation_key\"\n", ""),
+                "mcp.tool.key_argument",
+            ),
+            (
+                GOOD.replace("{{priority}}\"", "{{prio}}\""),
+                "mcp.tool.arguments",
+            ),
+            (
+                GOOD.replace("\"/ticket_id\"", "\"ticket_id\""),
+                "mcp.identity.structured_pointer",
+            ),
+            (
+                GOOD.replace("structured_pointer = \"/ticket_id\"", "text_regex = \"(\""),
+                "mcp.identity.text_regex",
+            ),
+            (
+                GOOD.replace(
+                    "\"--stdio-caller\", \"bob\"",
+                    "\"--stdio-caller\", \"alice\"",
+                ),
+                "mcp.callers[1]",
+            ),
+            (
+                GOOD.replace("code_pointer = \"/code\"\n", ""),
+                "mcp.errors.code_pointer",
+            ),
+            (
+                GOOD.replace(
+                    "tool = { name = \"list_tickets\", structured_pointer = \"/tickets\" }",
+                    "tool = { name = \"list_tickets\" }",
+                ),
+                "mcp.count.tool",
+            ),
+            (
+                format!("{GOOD}[mcp.load]\ncalls = 1000\n"),
+                "mcp.load.calls",
+            ),
+            (
+                GOOD.replace("transport = \"stdio\"", "transport = \"http\""),
+                "mcp.command",
+            ),
+        ];
+        for (text, field) in cases {
+            let err = parse(&text).unwrap_err();
+            assert!(err.contains(field), "expected {field} in: {err}");
+        }
+    }
+
+    #[test]
+    fn an_http_target_is_loopback_unless_allowed() {
+        let http = GOOD
+            .replace(
+                "transport = \"stdio\"\ncommand = [\"lab\", \"mcp\", \"--database\", \"{{dir}}/lab.sqlite\"]",
+                "transport = \"http\"\nurl = \"http://192.0.2.1:9/mcp\"",
+            )
+            .replace("args = [\"--stdio-caller\", \"alice\"]", "headers = { Authorization = \"Bearer a\" }")
+            .replace("args = [\"--stdio-caller\", \"bob\"]", "headers = { Authorization = \"Bearer b\" }");
+        assert!(parse(&http).unwrap_err().contains("--allow-remote"));
+        let overrides = Overrides {
+            allow_remote: true,
+            ..Overrides::default()
+        };
+        assert!(McpTarget::parse(&http, Path::new("t"), &overrides).is_ok());
+    }
+}
