@@ -41,6 +41,10 @@
 //! - [`sqlite`]: [`SqliteStore`], the embedded store.
 //! - `postgres` (feature `postgres`): `PostgresStore`, the same tables on a PostgreSQL server.
 //! - [`suite`]: the seven scenarios, written once against [`TicketTool`].
+//! - [`remote`]: [`Remote`](remote::Remote), a [`TicketTool`] that speaks the lab's HTTP contract
+//!   through any HTTP client (a [`Transport`](remote::Transport) the adapter's author writes).
+//! - `async_tool` (feature `http`): `AsyncTicketTool`, the trait for an async adapter, and
+//!   `Blocking`, the bridge that runs the suite and the conformance check against one.
 //! - [`sim`]: `lab simulate`, seeded histories with faults, the invariant checker, the
 //!   anti-patterns it catches, and the fail-at-step-N sweep.
 //! - `model` (feature `model`, on by default through `cli`): `lab model`, the runner and the
@@ -69,6 +73,8 @@
 //! client and the proxy; `postgres` the PostgreSQL store; `cli` (the default) the `lab` binary,
 //! and with it `http`.
 
+#[cfg(feature = "http")]
+pub mod async_tool;
 pub mod backend;
 pub mod bench;
 #[cfg(feature = "http")]
@@ -88,6 +94,7 @@ pub mod model;
 pub mod payload;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+pub mod remote;
 pub mod runner;
 pub mod sim;
 pub mod sqlite;
