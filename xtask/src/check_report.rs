@@ -85,10 +85,11 @@ pub fn report(name: &str) -> Result<String> {
             check_args.join(" ")
         );
     }
-    let mut lines = vec![format!("$ cargo run -p lab -- {}", serve_args.join(" "))];
+    let mut lines = vec![format!("$ lab {} &", serve_args.join(" "))];
     lines.push(line.trim().to_owned());
-    lines.push(format!("$ cargo run -p lab -- {}", check_args.join(" ")));
+    lines.push(format!("$ lab {}", check_args.join(" ")));
     lines.extend(out.lines().map(str::to_owned));
+    lines.push("$ kill %1".to_owned());
     Ok(format!("```console\n{}\n```", lines.join("\n").trim_end()))
 }
 
@@ -152,14 +153,19 @@ mod tests {
     fn the_lab_serve_report_is_a_real_passing_run_with_both_commands() {
         let block = report("lab-serve").unwrap();
         assert!(
-            block.starts_with("```console\n$ cargo run -p lab -- serve --caller"),
+            block.starts_with("```console\n$ lab serve --caller"),
             "{block}"
         );
         assert!(
             block.contains("\nlistening on http://127.0.0.1:"),
             "{block}"
         );
-        assert!(block.contains("$ cargo run -p lab -- check --target lab/targets/lab-serve.toml --url http://127.0.0.1:"), "{block}");
+        assert!(
+            block.contains(
+                "$ lab check --target lab/targets/lab-serve.toml --url http://127.0.0.1:"
+            ),
+            "{block}"
+        );
         assert!(
             block.contains("every MUST and LAB sub-check passed"),
             "{block}"
