@@ -17,11 +17,16 @@ use anyhow::{Context, Result, bail};
 /// How long the check may run before the build fails.
 const LIMIT: Duration = Duration::from_secs(120);
 
+/// The port the shown commands name; the build serves on a free one and shows it as this.
+const SHOWN_PORT: &str = "8080";
+
 /// The services the directive can start, by name: the `lab serve` arguments and the target file.
 const SERVICES: &[(&str, &[&str], &str)] = &[(
     "lab-serve",
     &[
         "serve",
+        "--port",
+        SHOWN_PORT,
         "--caller",
         "alice=alice-token",
         "--caller",
@@ -56,8 +61,12 @@ pub fn report(name: &str) -> Result<String> {
     let folder = tempfile::tempdir().context("lab-check-report: making a temporary folder")?;
     // The database is a file of the temporary folder, named relative to it, so the command
     // shown is the command run.
+    let real_args: Vec<&str> = serve_args
+        .iter()
+        .map(|arg| if *arg == SHOWN_PORT { "0" } else { arg })
+        .collect();
     let mut child = Command::new(binary)
-        .args(*serve_args)
+        .args(&real_args)
         .current_dir(folder.path())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -85,10 +94,17 @@ pub fn report(name: &str) -> Result<String> {
             check_args.join(" ")
         );
     }
+    let port = url.rsplit(':').next().unwrap_or_default();
+    let shown = |text: &str| {
+        text.replace(
+            &format!("127.0.0.1:{port}"),
+            &format!("127.0.0.1:{SHOWN_PORT}"),
+        )
+    };
     let mut lines = vec![format!("$ lab {} &", serve_args.join(" "))];
-    lines.push(line.trim().to_owned());
-    lines.push(format!("$ lab {}", check_args.join(" ")));
-    lines.extend(out.lines().map(str::to_owned));
+    lines.push(shown(line.trim()));
+    lines.push(shown(&format!("$ lab {}", check_args.join(" "))));
+    lines.extend(out.lines().map(shown));
     lines.push("$ kill %1".to_owned());
     Ok(format!("```console\n{}\n```", lines.join("\n").trim_end()))
 }
@@ -153,16 +169,16 @@ mod tests {
     fn the_lab_serve_report_is_a_real_passing_run_with_both_commands() {
         let block = report("lab-serve").unwrap();
         assert!(
-            block.starts_with("```console\n$ lab serve --caller"),
+            block.starts_with("```console\n$ lab serve --port 8080 --caller"),
             "{block}"
         );
         assert!(
-            block.contains("\nlistening on http://127.0.0.1:"),
+            block.contains("\nlistening on http://127.0.0.1:8080\n"),
             "{block}"
         );
         assert!(
             block.contains(
-                "$ lab check --target lab/targets/lab-serve.toml --url http://127.0.0.1:"
+                "\n$ lab check --target lab/targets/lab-serve.toml --url http://127.0.0.1:8080\n"
             ),
             "{block}"
         );
