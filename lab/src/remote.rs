@@ -24,7 +24,7 @@
 //!
 //! impl Transport for Replaying {
 //!     fn send(&self, request: &Request) -> Result<Answer, String> {
-//!         assert_eq!((request.method, request.path.as_str()), ("POST", "/tickets"));
+//!         assert_eq!((request.method, request.path), ("POST", "/tickets"));
 //!         Ok(Answer::new(201, true, r#"{"ticket_id": 7}"#))
 //!     }
 //! }
