@@ -41,6 +41,10 @@
 //! - [`sqlite`]: [`SqliteStore`], the embedded store.
 //! - `postgres` (feature `postgres`): `PostgresStore`, the same tables on a PostgreSQL server.
 //! - [`suite`]: the seven scenarios, written once against [`TicketTool`].
+//! - [`remote`]: [`Remote`](remote::Remote), a [`TicketTool`] that speaks the lab's HTTP contract
+//!   through any HTTP client (a [`Transport`](remote::Transport) the adapter's author writes).
+//! - `async_tool` (feature `http`): `AsyncTicketTool`, the trait for an async adapter, and
+//!   `Blocking`, the bridge that runs the suite and the conformance check against one.
 //! - [`sim`]: `lab simulate`, seeded histories with faults, the invariant checker, the
 //!   anti-patterns it catches, and the fail-at-step-N sweep.
 //! - `model` (feature `model`, on by default through `cli`): `lab model`, the runner and the
@@ -82,6 +86,8 @@
 //! | `model` | `model`: the Stateright model of the runner and the service |
 //! | `postgres` | `postgres`: the PostgreSQL store |
 
+#[cfg(feature = "http")]
+pub mod async_tool;
 pub mod backend;
 #[cfg(feature = "bench")]
 pub mod bench;
@@ -102,6 +108,7 @@ pub mod model;
 pub mod payload;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+pub mod remote;
 pub mod runner;
 #[cfg(feature = "http")]
 pub(crate) mod service;

@@ -20,6 +20,9 @@ use anyhow::{Context, Result, bail};
 /// How long the check may run before the build fails.
 const LIMIT: Duration = Duration::from_secs(120);
 
+/// The port the shown commands name; the build serves on a free one and shows it as this.
+const SHOWN_PORT: &str = "8080";
+
 /// How a named report reaches what it checks.
 enum Started {
     /// A server `lab ARGS` started in a temporary folder, which prints its URL first (after
@@ -36,6 +39,8 @@ const SERVICES: &[(&str, Started, &str)] = &[
         "lab-serve",
         Started::Server(&[
             "serve",
+            "--port",
+            SHOWN_PORT,
             "--caller",
             "alice=alice-token",
             "--caller",
@@ -57,6 +62,8 @@ const SERVICES: &[(&str, Started, &str)] = &[
             "mcp",
             "--transport",
             "http",
+            "--port",
+            SHOWN_PORT,
             "--caller",
             "alice=alice-token",
             "--caller",
@@ -102,11 +109,16 @@ pub fn report(arguments: &str) -> Result<String> {
     let mut check_args = vec!["check", "--target", *target];
     let mut server = None;
     let url;
+    let mut url_shown = String::new();
     if let Started::Server(serve_args) = started {
         // The database is a file of the temporary folder, named relative to it, so the command
         // shown is the command run.
+        let real_args: Vec<&str> = serve_args
+            .iter()
+            .map(|arg| if *arg == SHOWN_PORT { "0" } else { arg })
+            .collect();
         let mut child = Command::new(binary)
-            .args(*serve_args)
+            .args(&real_args)
             .current_dir(folder.path())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -127,11 +139,13 @@ pub fn report(arguments: &str) -> Result<String> {
         if !url.starts_with("http://") {
             bail!("lab-check-report: the server printed {line:?} first");
         }
-        lines.push(format!("$ cargo run -p lab -- {}", serve_args.join(" ")));
+        lines.push(format!("$ lab {} &", serve_args.join(" ")));
         lines.push(line.trim().to_owned());
+        url_shown.clone_from(&url);
         check_args.extend(["--url", url.as_str()]);
     }
     let (status, out, err) = run_bounded(binary, &check_args, &root)?;
+    let server_started = server.is_some();
     drop(server);
     if status != Some(0) {
         bail!(
@@ -139,7 +153,7 @@ pub fn report(arguments: &str) -> Result<String> {
             check_args.join(" ")
         );
     }
-    lines.push(format!("$ cargo run -p lab -- {}", check_args.join(" ")));
+    lines.push(format!("$ lab {}", check_args.join(" ")));
     if summary {
         // The heading lines and the table, then the closing line.
         let all: Vec<&str> = out.lines().collect();
@@ -155,6 +169,17 @@ pub fn report(arguments: &str) -> Result<String> {
     } else {
         lines.extend(out.lines().map(str::to_owned));
     }
+    if server_started {
+        lines.push("$ kill %1".to_owned());
+    }
+    // The build serves on a free port; the block shows the port its commands name.
+    let port = url_shown.rsplit(':').next().unwrap_or_default().to_owned();
+    let lines: Vec<String> = if port.is_empty() {
+        lines
+    } else {
+        let (real, shown) = (format!("127.0.0.1:{port}"), format!("127.0.0.1:{SHOWN_PORT}"));
+        lines.iter().map(|line| line.replace(&real, &shown)).collect()
+    };
     Ok(format!("```console\n{}\n```", lines.join("\n").trim_end()))
 }
 
@@ -225,14 +250,20 @@ mod tests {
     fn the_lab_serve_report_is_a_real_passing_run_with_both_commands() {
         let block = report("lab-serve").unwrap();
         assert!(
-            block.starts_with("```console\n$ cargo run -p lab -- serve --caller"),
+            block.starts_with("```console\n$ lab serve --port 8080 --caller"),
             "{block}"
         );
         assert!(
-            block.contains("\nlistening on http://127.0.0.1:"),
+            block.contains("\nlistening on http://127.0.0.1:8080\n"),
             "{block}"
         );
-        assert!(block.contains("$ cargo run -p lab -- check --target lab/targets/lab-serve.toml --url http://127.0.0.1:"), "{block}");
+        assert!(
+            block.contains(
+                "\n$ lab check --target lab/targets/lab-serve.toml --url http://127.0.0.1:8080\n"
+            ),
+            "{block}"
+        );
+        assert!(block.ends_with("\n$ kill %1\n```"), "{block}");
         assert!(
             block.contains("every MUST and LAB sub-check passed"),
             "{block}"
@@ -245,7 +276,7 @@ mod tests {
         let stdio = report("lab-mcp-stdio summary").unwrap();
         assert!(
             stdio.starts_with(
-                "```console\n$ cargo run -p lab -- check --target lab/targets/lab-mcp-stdio.toml\n"
+                "```console\n$ lab check --target lab/targets/lab-mcp-stdio.toml\n"
             ),
             "{stdio}"
         );
@@ -256,7 +287,8 @@ mod tests {
             "{stdio}"
         );
         let http = report("lab-mcp-http").unwrap();
-        assert!(http.contains("\nhttp://127.0.0.1:"), "{http}");
+        assert!(http.contains("\nhttp://127.0.0.1:8080"), "{http}");
+        assert!(!stdio.contains("kill %1"), "{stdio}");
         assert!(http.contains("PASS cancelled:"), "{http}");
         assert!(report("lab-mcp-http all").is_err());
     }

@@ -72,9 +72,15 @@ pub const FACTS: &[Fact] = &[
     },
     Fact {
         chapter: "src/check-your-own-tool.md",
-        sentence: "the adapter waits a fixed fifth of a second",
-        source: "lab/tests/outside/acceptance.rs",
+        sentence: "`Remote` waits a fifth of a second",
+        source: "lab/src/remote.rs",
         code: "Duration::from_millis(200)",
+    },
+    Fact {
+        chapter: "src/check-your-own-tool.md",
+        sentence: "sends again, at most ten times",
+        source: "lab/src/remote.rs",
+        code: "pub const SENDS: u32 = 10;",
     },
 ];
 

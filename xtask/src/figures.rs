@@ -19,6 +19,9 @@
 //!   report, one value, or a counterexample drawn as a timeline (`model.rs`).
 //! - `{{#lab-shell [status=N] lab ARGS}}` becomes the command `lab ARGS` and what
 //!   it printed, run while the book builds (`shell.rs`); it must exit with status N (default 0).
+//! - `{{#lab-session NAME}}` becomes a terminal session: a service started in the background,
+//!   the commands a chapter tells the reader to type against it, each with what it printed
+//!   (`session.rs`).
 //! - `{{#lab-check-report NAME}}` becomes `lab check --target` run against a service started for
 //!   it (`lab-serve`), with both commands and the report (`check_report.rs`).
 //! - `{{#lab-outside TEXT | SOURCE}}` becomes TEXT with a link to SOURCE (an `https://` address)
@@ -299,6 +302,9 @@ fn expand_in(text: &str, results: &Results, map: Option<&str>) -> Result<String>
             Some(("grader", name)) => crate::grader::expand(name.trim())?,
             Some(("shell", command)) => crate::shell::run(command)?,
             Some(("check-report", name)) => crate::check_report::report(name.trim())?,
+            Some(("session", name)) => {
+                crate::session::indented(&crate::session::run(name.trim())?, &out)
+            }
             Some(("outside", quoted)) => outside(quoted)?,
             None if directive == "schemathesis-baseline" => {
                 crate::facts::schemathesis_baseline(&crate::root())?
@@ -314,7 +320,7 @@ fn expand_in(text: &str, results: &Results, map: Option<&str>) -> Result<String>
                 "unknown directive `{{{{#lab-{directive}}}}}` (known: lab-output, lab-value PATH, \
                  lab-bench PATH, lab-bench-ratio A / B, lab-plot NAME, lab-table NAME, lab-timeline NAME, \
                  lab-conformance NAME, lab-grader NAME, lab-model KIND VARIANT, \
-                 lab-shell [status=N] lab ARGS, lab-check-report NAME, lab-check-findings, \
+                 lab-shell [status=N] lab ARGS, lab-session NAME, lab-check-report NAME, lab-check-findings, \
                  lab-outside TEXT | SOURCE, lab-rust-version, lab-map, lab-schemathesis-baseline, \
                  lab-conformance-bugs)"
             ),

@@ -41,6 +41,7 @@ mod model;
 mod numbers;
 mod plots;
 mod postgres;
+mod session;
 mod shell;
 mod timeline;
 

@@ -113,7 +113,7 @@ fn check_target(args: &CheckArgs, file: &std::path::Path) -> lab::Result<Finishe
     ];
     if let Some((_, option)) = adapter_only.iter().find(|(given, _)| *given) {
         return Err(bad_arguments(&format!(
-            "{option} is for `lab check --adapter ...`; with --target, the target file says \
+            "{option} is for `lab check --backend ...`; with --target, the target file says \
              how to reach the service ([load] sets the concurrent rounds)"
         )));
     }
