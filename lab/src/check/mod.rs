@@ -58,12 +58,12 @@ impl TargetFile {
             return mcp::McpTarget::parse(&text, path, overrides)
                 .map(|t| TargetFile::Mcp(Box::new(t)))
                 .map_err(|problem| Error::InputInvalid {
-                    path: path.to_owned(),
+                    subject: path.display().to_string(),
                     problem,
                 });
             #[cfg(not(feature = "mcp"))]
             return Err(Error::InputInvalid {
-                path: path.to_owned(),
+                subject: path.display().to_string(),
                 problem: "[mcp]: this lab was built without the mcp feature".to_owned(),
             });
         }
