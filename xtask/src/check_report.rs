@@ -173,12 +173,21 @@ pub fn report(arguments: &str) -> Result<String> {
         lines.push("$ kill %1".to_owned());
     }
     // The build serves on a free port; the block shows the port its commands name.
-    let port = url_shown.rsplit(':').next().unwrap_or_default().to_owned();
+    let authority = url_shown.trim_start_matches("http://").split('/').next();
+    let port = authority
+        .and_then(|authority| authority.rsplit_once(':'))
+        .map_or(String::new(), |(_, port)| port.to_owned());
     let lines: Vec<String> = if port.is_empty() {
         lines
     } else {
-        let (real, shown) = (format!("127.0.0.1:{port}"), format!("127.0.0.1:{SHOWN_PORT}"));
-        lines.iter().map(|line| line.replace(&real, &shown)).collect()
+        let (real, shown) = (
+            format!("127.0.0.1:{port}"),
+            format!("127.0.0.1:{SHOWN_PORT}"),
+        );
+        lines
+            .iter()
+            .map(|line| line.replace(&real, &shown))
+            .collect()
     };
     Ok(format!("```console\n{}\n```", lines.join("\n").trim_end()))
 }
@@ -275,9 +284,7 @@ mod tests {
     fn the_lab_mcp_reports_pass_over_stdio_and_http_and_a_summary_keeps_the_table() {
         let stdio = report("lab-mcp-stdio summary").unwrap();
         assert!(
-            stdio.starts_with(
-                "```console\n$ lab check --target lab/targets/lab-mcp-stdio.toml\n"
-            ),
+            stdio.starts_with("```console\n$ lab check --target lab/targets/lab-mcp-stdio.toml\n"),
             "{stdio}"
         );
         assert!(stdio.contains("\nreconnect "), "{stdio}");
