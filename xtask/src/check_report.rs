@@ -104,48 +104,24 @@ pub fn report(arguments: &str) -> Result<String> {
     };
     let binary = crate::shell::lab_binary()?;
     let folder = tempfile::tempdir().context("lab-check-report: making a temporary folder")?;
-    let root = crate::root();
     let mut lines = Vec::new();
     let mut check_args = vec!["check", "--target", *target];
     let mut server = None;
-    let url;
-    let mut url_shown = String::new();
+    let mut url = String::new();
     if let Started::Server(serve_args) = started {
-        // The database is a file of the temporary folder, named relative to it, so the command
-        // shown is the command run.
-        let real_args: Vec<&str> = serve_args
-            .iter()
-            .map(|arg| if *arg == SHOWN_PORT { "0" } else { arg })
-            .collect();
-        let mut child = Command::new(binary)
-            .args(&real_args)
-            .current_dir(folder.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("lab-check-report: starting the server")?;
-        let stdout = child.stdout.take().context("the server's stdout")?;
-        server = Some(Server(child));
-        let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .context("lab-check-report: reading the server's first line")?;
-        url = line
-            .trim()
+        let (child, first_line) = start_server(binary, serve_args, folder.path())?;
+        server = Some(child);
+        url = first_line
             .strip_prefix("listening on ")
-            .unwrap_or(line.trim())
+            .unwrap_or(&first_line)
             .to_owned();
-        if !url.starts_with("http://") {
-            bail!("lab-check-report: the server printed {line:?} first");
-        }
         lines.push(format!("$ lab {} &", serve_args.join(" ")));
-        lines.push(line.trim().to_owned());
-        url_shown.clone_from(&url);
+        lines.push(first_line);
+    }
+    if !url.is_empty() {
         check_args.extend(["--url", url.as_str()]);
     }
-    let (status, out, err) = run_bounded(binary, &check_args, &root)?;
-    let server_started = server.is_some();
+    let (status, out, err) = run_bounded(binary, &check_args, &crate::root())?;
     drop(server);
     if status != Some(0) {
         bail!(
@@ -154,42 +130,79 @@ pub fn report(arguments: &str) -> Result<String> {
         );
     }
     lines.push(format!("$ lab {}", check_args.join(" ")));
-    if summary {
-        // The heading lines and the table, then the closing line.
-        let all: Vec<&str> = out.lines().collect();
-        let table_end = all
-            .iter()
-            .enumerate()
-            .skip(3)
-            .find(|(_, line)| line.is_empty())
-            .map_or(all.len(), |(i, _)| i);
-        lines.extend(all[..table_end].iter().map(|l| (*l).to_owned()));
-        lines.push("...".to_owned());
-        lines.extend(all.last().map(|l| (*l).to_owned()));
-    } else {
-        lines.extend(out.lines().map(str::to_owned));
-    }
-    if server_started {
+    lines.extend(report_lines(&out, summary));
+    if !url.is_empty() {
         lines.push("$ kill %1".to_owned());
     }
-    // The build serves on a free port; the block shows the port its commands name.
-    let authority = url_shown.trim_start_matches("http://").split('/').next();
-    let port = authority
-        .and_then(|authority| authority.rsplit_once(':'))
-        .map_or(String::new(), |(_, port)| port.to_owned());
-    let lines: Vec<String> = if port.is_empty() {
-        lines
-    } else {
-        let (real, shown) = (
-            format!("127.0.0.1:{port}"),
-            format!("127.0.0.1:{SHOWN_PORT}"),
-        );
-        lines
-            .iter()
-            .map(|line| line.replace(&real, &shown))
-            .collect()
-    };
+    let lines = shown_port(lines, &url);
     Ok(format!("```console\n{}\n```", lines.join("\n").trim_end()))
+}
+
+/// Starts `lab ARGS` in `folder` on a free port (for [`SHOWN_PORT`]), and reads the first line it
+/// prints, which names its URL. The database is a file of the folder, named relative to it, so
+/// the command shown is the command run.
+fn start_server(binary: &Path, serve_args: &[&str], folder: &Path) -> Result<(Server, String)> {
+    let real_args: Vec<&str> = serve_args
+        .iter()
+        .map(|arg| if *arg == SHOWN_PORT { "0" } else { arg })
+        .collect();
+    let mut child = Command::new(binary)
+        .args(&real_args)
+        .current_dir(folder)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("lab-check-report: starting the server")?;
+    let stdout = child.stdout.take().context("the server's stdout")?;
+    let server = Server(child);
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .context("lab-check-report: reading the server's first line")?;
+    let line = line.trim().to_owned();
+    if !line
+        .trim_start_matches("listening on ")
+        .starts_with("http://")
+    {
+        bail!("lab-check-report: the server printed {line:?} first");
+    }
+    Ok((server, line))
+}
+
+/// The report's lines: all of them, or for a summary the heading lines and the table, then the
+/// closing line.
+fn report_lines(out: &str, summary: bool) -> Vec<String> {
+    let all: Vec<&str> = out.lines().collect();
+    if !summary {
+        return all.iter().map(|line| (*line).to_owned()).collect();
+    }
+    let table_end = all
+        .iter()
+        .enumerate()
+        .skip(3)
+        .find(|(_, line)| line.is_empty())
+        .map_or(all.len(), |(i, _)| i);
+    let mut lines: Vec<String> = all[..table_end].iter().map(|l| (*l).to_owned()).collect();
+    lines.push("...".to_owned());
+    lines.extend(all.last().map(|l| (*l).to_owned()));
+    lines
+}
+
+/// The build serves on a free port; the block shows the port its commands name.
+fn shown_port(lines: Vec<String>, url: &str) -> Vec<String> {
+    let authority = url.trim_start_matches("http://").split('/').next();
+    let Some((_, port)) = authority.and_then(|authority| authority.rsplit_once(':')) else {
+        return lines;
+    };
+    let (real, shown) = (
+        format!("127.0.0.1:{port}"),
+        format!("127.0.0.1:{SHOWN_PORT}"),
+    );
+    lines
+        .iter()
+        .map(|line| line.replace(&real, &shown))
+        .collect()
 }
 
 /// Runs `binary ARGS` in `folder`, bounded by [`LIMIT`].

@@ -54,9 +54,9 @@ pub const FACTS: &[Fact] = &[
     },
     Fact {
         chapter: "src/http-boundary.md",
-        sentence: "It does not read the answer's `Retry-After`: it sleeps for the constant `RETRY_AFTER_SECONDS`",
-        source: "lab/src/http/client.rs",
-        code: "std::thread::sleep(Duration::from_secs(contract::RETRY_AFTER_SECONDS));",
+        sentence: "It waits as long as the answer's `Retry-After` asks, in seconds or as an HTTP date, cut to `MAX_RETRY_AFTER`",
+        source: "lab/src/http/blocking.rs",
+        code: "Some(wait.min(MAX_RETRY_AFTER))",
     },
     Fact {
         chapter: "src/http-boundary.md",
