@@ -16,6 +16,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use crate::error::{Error, Result};
 use crate::key::{OperationKey, Scope};
 use crate::payload::Payload;
+use crate::sim::SplitMix64;
 use crate::suite::Operation;
 use crate::tool::{CreateRequest, Fault, TicketId, TicketTool};
 
@@ -111,17 +112,15 @@ impl RetryPolicy {
     }
 }
 
-/// The random draws of the runner's backoff: a small seeded generator (SplitMix64), so a test
+/// The random draws of the runner's backoff, from the simulator's seeded SplitMix64, so a test
 /// that fixes the seed sees the same waits every run. Not for anything secret.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Jitter {
-    state: u64,
-}
+#[derive(Clone, Debug)]
+pub struct Jitter(SplitMix64);
 
 impl Jitter {
     /// Draws that follow from `seed`.
     pub fn seeded(seed: u64) -> Jitter {
-        Jitter { state: seed }
+        Jitter(SplitMix64::new(seed))
     }
 
     /// Draws seeded from the clock and the process: two runners started together still differ.
@@ -133,20 +132,11 @@ impl Jitter {
         Jitter::seeded(nanos as u64 ^ (u64::from(std::process::id()) << 32))
     }
 
-    fn next(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
     /// A draw from 0 to `most`, both included.
     pub fn below_or_at(&mut self, most: u64) -> u64 {
-        match most.checked_add(1) {
-            // The high bits of a 128-bit product: uniform enough for waits, without a loop.
-            Some(span) => ((u128::from(self.next()) * u128::from(span)) >> 64) as u64,
-            None => self.next(),
+        match most {
+            u64::MAX => self.0.next_u64(),
+            most => self.0.between(0, most),
         }
     }
 }

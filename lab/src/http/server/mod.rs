@@ -140,14 +140,9 @@ impl TicketServer {
         })?);
         let stores = Arc::new(StoreThreads::start(open_connections(&options, &service)?)?);
 
-        let address = format!("127.0.0.1:{}", options.port);
-        let listener = std::net::TcpListener::bind(&address)
-            .and_then(|listener| listener.set_nonblocking(true).map(|()| listener))
-            .map_err(|source| Error::Listen {
-                address: address.clone(),
-                source: Box::new(source),
-            })?;
-        let port = listener.local_addr().map_or(0, |addr| addr.port());
+        let (listener, address) = bind_loopback(options.port)?;
+        let port = address.port();
+        let address = address.to_string();
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("lab-serve")
@@ -377,6 +372,21 @@ fn published_openapi(faults: bool) -> String {
         parameters.remove("LabFault");
     }
     spec.to_string()
+}
+
+/// Binds `127.0.0.1:port`, non-blocking for tokio, and says where it is bound (0 picks a port).
+///
+/// # Errors
+/// [`Error::Listen`] when the address cannot be bound.
+pub(crate) fn bind_loopback(port: u16) -> Result<(std::net::TcpListener, std::net::SocketAddr)> {
+    let address = format!("127.0.0.1:{port}");
+    std::net::TcpListener::bind(&address)
+        .and_then(|listener| listener.set_nonblocking(true).map(|()| listener))
+        .and_then(|listener| listener.local_addr().map(|bound| (listener, bound)))
+        .map_err(|source| Error::Listen {
+            address,
+            source: Box::new(source),
+        })
 }
 
 /// Starts the thread that prunes periodically until `stopping`.

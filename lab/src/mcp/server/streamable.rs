@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use super::tools::{Caller, MAX_ARGUMENT_BYTES};
 use super::{McpOptions, Shared, TicketTools, Transport, mcp_error, runtime, shared};
 use crate::error::{Error, Result};
-use crate::http::server::{Limits, accept_until_stopped};
+use crate::http::server::{Limits, accept_until_stopped, bind_loopback};
 use crate::service::bearer_token;
 
 /// The largest HTTP request body read: the arguments' limit, with room for the JSON-RPC frame.
@@ -92,17 +92,7 @@ impl McpServer {
             });
         };
         let shared = shared(options)?;
-        let address = format!("127.0.0.1:{port}");
-        let listener = std::net::TcpListener::bind(&address)
-            .and_then(|listener| listener.set_nonblocking(true).map(|()| listener))
-            .map_err(|source| Error::Listen {
-                address: address.clone(),
-                source: Box::new(source),
-            })?;
-        let bound = listener.local_addr().map_err(|source| Error::Io {
-            action: "reading the listener's address".to_owned(),
-            source,
-        })?;
+        let (listener, bound) = bind_loopback(*port)?;
         let stop = CancellationToken::new();
         let runtime = runtime()?;
         let stopped = stop.clone();
