@@ -46,6 +46,9 @@ while reads < limit and time.monotonic() < end:
     c.execute('SELECT COUNT(*) FROM sqlite_schema').fetchone()
     c.close()
     reads += 1
+    if reads == 1:
+        # The test waits for this line, so the creates start only once the loop reads.
+        print('reading', flush=True)
 print(reads)
 "#;
 
@@ -117,7 +120,17 @@ impl ReadLoop {
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
-        ReadLoop { child }
+        let mut loop_ = ReadLoop { child };
+        // Under load the interpreter can take longer to start than the creates take to run;
+        // a loop that never read would prove nothing, so wait for its first read of a file
+        // that exists (a file still to be made is read once it is, without waiting here).
+        if database.exists() {
+            let stdout = loop_.child.stdout.as_mut().unwrap();
+            let mut first = [0u8; 8];
+            std::io::Read::read_exact(stdout, &mut first).unwrap();
+            assert_eq!(&first, b"reading\n", "the read loop's first line");
+        }
+        loop_
     }
 
     /// Stops the loop; returns how many times it opened, read and closed the file.
@@ -125,7 +138,11 @@ impl ReadLoop {
         drop(self.child.stdin.take());
         let output = self.child.wait_with_output().unwrap();
         assert!(output.status.success(), "the read loop failed: {output:?}");
+        // The last line is the count (a `reading` line may come before it).
         String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .last()
+            .unwrap_or_default()
             .trim()
             .parse()
             .unwrap()
