@@ -234,29 +234,7 @@ impl ClientGrader {
     /// As [`ClientGrader::open`]; [`Error::Adapter`] when the session fails.
     pub fn serve_stdio(&self) -> Result<Report> {
         let handler = self.handler(format!("process {}", std::process::id()))?;
-        let stop = self.grader.stop.clone();
-        let runtime = server::runtime()?;
-        let served = runtime.block_on(async move {
-            let signals = server::signal_stop(stop.clone())?;
-            let started = handler
-                .serve_with_ct(rmcp::transport::stdio(), stop.child_token())
-                .await;
-            let running = match started {
-                Ok(running) => running,
-                Err(
-                    rmcp::service::ServerInitializeError::ConnectionClosed(_)
-                    | rmcp::service::ServerInitializeError::Cancelled,
-                ) => return Ok(()),
-                Err(err) => return Err(mcp_error("starting the stdio session", err)),
-            };
-            let quit = running.waiting().await;
-            signals.abort();
-            quit.map(drop)
-                .map_err(|err| mcp_error("serving stdio", err))
-        });
-        // As `lab mcp`: tokio's stdin reader sits on a blocking thread no signal wakes.
-        runtime.shutdown_background();
-        served?;
+        server::serve_handler_on_stdio(handler, self.grader.stop.clone())?;
         self.report()
     }
 }

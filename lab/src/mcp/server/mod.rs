@@ -155,11 +155,19 @@ fn mcp_error(action: &str, err: impl std::fmt::Display) -> Error {
 /// [`Error::InvalidIdentifier`] for a bad caller name; [`Error::Store`] when the database cannot
 /// be opened; [`Error::Adapter`] when the MCP session fails to start.
 pub fn serve_stdio(options: &McpOptions) -> Result<()> {
-    let handler = ticket_tools(options)?;
+    serve_handler_on_stdio(ticket_tools(options)?, CancellationToken::new())
+}
+
+/// Serves `handler` over stdio (line-bounded, `-32700` for a bad line) until the client closes
+/// stdin, `stop` is cancelled, or SIGTERM or SIGINT arrives. `lab mcp` and the client grader
+/// both serve this way.
+pub(crate) fn serve_handler_on_stdio<H>(handler: H, stop: CancellationToken) -> Result<()>
+where
+    H: rmcp::ServerHandler,
+{
     let runtime = runtime()?;
     let served = runtime.block_on(async move {
         use rmcp::ServiceExt;
-        let stop = CancellationToken::new();
         let signals = signal_stop(stop.clone())?;
         let started = handler
             .serve_with_ct(stdio::transport(), stop.child_token())
