@@ -108,29 +108,10 @@ pub fn report(arguments: &str) -> Result<String> {
     let mut lines = Vec::new();
     let mut check_args = vec!["check", "--target", *target];
     let mut server = None;
-    let url;
-    let mut url_shown = String::new();
+    let mut url = String::new();
     if let Started::Server(serve_args) = started {
-        // The database is a file of the temporary folder, named relative to it, so the command
-        // shown is the command run.
-        let real_args: Vec<&str> = serve_args
-            .iter()
-            .map(|arg| if *arg == SHOWN_PORT { "0" } else { arg })
-            .collect();
-        let mut child = Command::new(binary)
-            .args(&real_args)
-            .current_dir(folder.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("lab-check-report: starting the server")?;
-        let stdout = child.stdout.take().context("the server's stdout")?;
-        server = Some(Server(child));
-        let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .context("lab-check-report: reading the server's first line")?;
+        let (child, line) = start_server(binary, serve_args, folder.path())?;
+        server = Some(child);
         url = line
             .trim()
             .strip_prefix("listening on ")
@@ -141,7 +122,6 @@ pub fn report(arguments: &str) -> Result<String> {
         }
         lines.push(format!("$ lab {} &", serve_args.join(" ")));
         lines.push(line.trim().to_owned());
-        url_shown.clone_from(&url);
         check_args.extend(["--url", url.as_str()]);
     }
     let (status, out, err) = run_bounded(binary, &check_args, &root)?;
@@ -154,42 +134,75 @@ pub fn report(arguments: &str) -> Result<String> {
         );
     }
     lines.push(format!("$ lab {}", check_args.join(" ")));
-    if summary {
-        // The heading lines and the table, then the closing line.
-        let all: Vec<&str> = out.lines().collect();
-        let table_end = all
-            .iter()
-            .enumerate()
-            .skip(3)
-            .find(|(_, line)| line.is_empty())
-            .map_or(all.len(), |(i, _)| i);
-        lines.extend(all[..table_end].iter().map(|l| (*l).to_owned()));
-        lines.push("...".to_owned());
-        lines.extend(all.last().map(|l| (*l).to_owned()));
-    } else {
-        lines.extend(out.lines().map(str::to_owned));
-    }
+    lines.extend(shown_output(&out, summary));
     if server_started {
         lines.push("$ kill %1".to_owned());
     }
-    // The build serves on a free port; the block shows the port its commands name.
-    let authority = url_shown.trim_start_matches("http://").split('/').next();
+    let lines = with_shown_port(lines, &url);
+    Ok(format!("```console\n{}\n```", lines.join("\n").trim_end()))
+}
+
+/// Starts `lab SERVE_ARGS` in `folder` on a free port; the server and its first line.
+fn start_server(binary: &Path, serve_args: &[&str], folder: &Path) -> Result<(Server, String)> {
+    // The database is a file of the temporary folder, named relative to it, so the command
+    // shown is the command run.
+    let real_args: Vec<&str> = serve_args
+        .iter()
+        .map(|arg| if *arg == SHOWN_PORT { "0" } else { arg })
+        .collect();
+    let mut child = Command::new(binary)
+        .args(&real_args)
+        .current_dir(folder)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("lab-check-report: starting the server")?;
+    let stdout = child.stdout.take().context("the server's stdout")?;
+    let server = Server(child);
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .context("lab-check-report: reading the server's first line")?;
+    Ok((server, line))
+}
+
+/// The check's output as the block shows it: all of it, or for a summary the heading lines and
+/// the table, then the closing line.
+fn shown_output(out: &str, summary: bool) -> Vec<String> {
+    if !summary {
+        return out.lines().map(str::to_owned).collect();
+    }
+    let all: Vec<&str> = out.lines().collect();
+    let table_end = all
+        .iter()
+        .enumerate()
+        .skip(3)
+        .find(|(_, line)| line.is_empty())
+        .map_or(all.len(), |(i, _)| i);
+    let mut shown: Vec<String> = all[..table_end].iter().map(|l| (*l).to_owned()).collect();
+    shown.push("...".to_owned());
+    shown.extend(all.last().map(|l| (*l).to_owned()));
+    shown
+}
+
+/// The build serves on a free port; the block shows the port its commands name.
+fn with_shown_port(lines: Vec<String>, url: &str) -> Vec<String> {
+    let authority = url.trim_start_matches("http://").split('/').next();
     let port = authority
         .and_then(|authority| authority.rsplit_once(':'))
         .map_or(String::new(), |(_, port)| port.to_owned());
-    let lines: Vec<String> = if port.is_empty() {
-        lines
-    } else {
-        let (real, shown) = (
-            format!("127.0.0.1:{port}"),
-            format!("127.0.0.1:{SHOWN_PORT}"),
-        );
-        lines
-            .iter()
-            .map(|line| line.replace(&real, &shown))
-            .collect()
-    };
-    Ok(format!("```console\n{}\n```", lines.join("\n").trim_end()))
+    if port.is_empty() {
+        return lines;
+    }
+    let (real, shown) = (
+        format!("127.0.0.1:{port}"),
+        format!("127.0.0.1:{SHOWN_PORT}"),
+    );
+    lines
+        .iter()
+        .map(|line| line.replace(&real, &shown))
+        .collect()
 }
 
 /// Runs `binary ARGS` in `folder`, bounded by [`LIMIT`].
