@@ -56,6 +56,18 @@ impl Checks {
         passed
     }
 
+    /// The effect count now; `None`, with the failed sub-check added, when it cannot be read (the
+    /// point stops there: nothing after it can be judged).
+    async fn count(&mut self, probe: &Probe) -> Option<i64> {
+        match probe.count().await {
+            Ok(n) => Some(n),
+            Err(problem) => {
+                self.count_failed(&problem);
+                None
+            }
+        }
+    }
+
     /// A count the check could not read: the point stops, reported failed.
     fn count_failed(&mut self, problem: &str) {
         self.add(
@@ -204,13 +216,17 @@ async fn replay(probe: &Probe) -> PointReport {
     const NAME: &str = "replay";
     const TITLE: &str = "A retry of a completed key answers as the first request did";
     let mut checks = Checks::new();
+    replay_checks(probe, &mut checks, NAME).await;
+    PointReport::covered(NAME, TITLE, checks.0)
+}
+
+/// The replay point's sub-checks; `None` where it stopped.
+async fn replay_checks(probe: &Probe, checks: &mut Checks, name: &'static str) -> Option<()> {
     let key = probe.fresh_key();
     let fields = probe.fresh_fields(false);
-    let before = count_or_stop!(probe, checks, NAME, TITLE);
+    let before = checks.count(probe).await?;
     let call = probe.call("the first request", KeyWire::Normal(key), &fields);
-    let Some((first_seen, first_read)) = first(probe, NAME, &mut checks, &call).await else {
-        return PointReport::covered(NAME, TITLE, checks.0);
-    };
+    let (first_seen, first_read) = first(probe, name, checks, &call).await?;
     if let Some(marked) = first_read.marked_replay {
         checks.add(
             Grade::lab(),
@@ -221,7 +237,7 @@ async fn replay(probe: &Probe) -> PointReport {
             &[first_seen.id],
         );
     }
-    let after_first = count_or_stop!(probe, checks, NAME, TITLE);
+    let after_first = checks.count(probe).await?;
     checks.add(
         Grade::lab(),
         "the first request made one effect",
@@ -232,13 +248,40 @@ async fn replay(probe: &Probe) -> PointReport {
     );
     let mut retry = call.clone();
     retry.step = "an immediate retry".to_owned();
-    let now = probe.send(NAME, &retry).await;
+    let now = probe.send(name, &retry).await;
+    immediate_replay(probe, checks, (&first_seen, &first_read), &now);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    retry.step = "a retry after a pause".to_owned();
+    let later = probe.send(name, &retry).await;
     retry_matches(
         probe,
-        &mut checks,
-        "an immediate retry succeeds and names the first effect",
+        checks,
+        "a retry after a pause still replays the first effect",
         &first_read,
-        &now,
+        &later,
+        lab26(),
+    );
+    let after = checks.count(probe).await?;
+    checks.add(
+        lab26(),
+        "the retries made no effect",
+        after == after_first,
+        "no new effect",
+        effects(after - after_first),
+        &[now.id, later.id],
+    );
+    Some(())
+}
+
+/// An immediate retry, against the first answer: same effect, status, body, and the replay mark.
+fn immediate_replay(probe: &Probe, checks: &mut Checks, first: (&Seen, &Read), now: &Seen) {
+    let (first_seen, first_read) = first;
+    retry_matches(
+        probe,
+        checks,
+        "an immediate retry succeeds and names the first effect",
+        first_read,
+        now,
         lab26(),
     );
     let now_read = probe.read(&now.answer, false);
@@ -276,27 +319,6 @@ async fn replay(probe: &Probe) -> PointReport {
             &[now.id],
         );
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    retry.step = "a retry after a pause".to_owned();
-    let later = probe.send(NAME, &retry).await;
-    retry_matches(
-        probe,
-        &mut checks,
-        "a retry after a pause still replays the first effect",
-        &first_read,
-        &later,
-        lab26(),
-    );
-    let after = count_or_stop!(probe, checks, NAME, TITLE);
-    checks.add(
-        lab26(),
-        "the retries made no effect",
-        after == after_first,
-        "no new effect",
-        effects(after - after_first),
-        &[now.id, later.id],
-    );
-    PointReport::covered(NAME, TITLE, checks.0)
 }
 
 async fn lost_reply(probe: &Probe) -> PointReport {
@@ -345,105 +367,183 @@ async fn hang_up(probe: &Probe) -> PointReport {
     const TITLE: &str = "A client that hangs up before the reply, then retries, gets one effect";
     let mut checks = Checks::new();
     for moment in HangUp::ALL {
-        let fields = probe.fresh_fields(false);
-        let before = count_or_stop!(probe, checks, NAME, TITLE);
-        let call = probe.call(
-            &format!("a request the client hangs up on {}", moment.describe()),
-            KeyWire::Normal(probe.fresh_key()),
-            &fields,
-        );
-        let (cut, result) = probe.hang_up(NAME, &call, moment).await;
-        if let Err(problem) = result {
-            checks.add(
-                Grade::lab(),
-                format!(
-                    "the check can send a request and hang up {}",
-                    moment.describe()
-                ),
-                false,
-                "a connection",
-                problem,
-                &[cut],
-            );
-            continue;
+        if hang_up_at(probe, &mut checks, NAME, moment).await.is_none() {
+            break;
         }
-        // Time for the service to notice the hang-up and finish whatever it started.
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        if moment != HangUp::AfterRequest {
-            let now = count_or_stop!(probe, checks, NAME, TITLE);
-            checks.add(
-                Grade::lab(),
-                format!("a request cut off {} made no effect", moment.describe()),
-                now == before,
-                "no effect from an incomplete request",
-                effects(now - before),
-                &[cut],
-            );
-        }
-        let mut retry = call.clone();
-        retry.step = format!("the retry after hanging up {}", moment.describe());
-        let retried = probe.send_settled(NAME, &retry).await;
-        let read = probe.read(&last(&retried).answer, false);
-        checks.add(
-            lab26(),
-            format!("the retry after hanging up {} succeeds", moment.describe()),
-            read.success,
-            "a success status",
-            probe.describe(&last(&retried).answer),
-            &ids(&retried),
-        );
-        let again = probe.send_settled(NAME, &retry).await;
-        if read.success {
-            retry_matches(
-                probe,
-                &mut checks,
-                &format!(
-                    "a second retry after hanging up {} names the same effect",
-                    moment.describe()
-                ),
-                &read,
-                last(&again),
-                lab26(),
-            );
-        }
-        let after = count_or_stop!(probe, checks, NAME, TITLE);
-        let mut evidence = vec![cut];
-        evidence.extend(ids(&retried));
-        evidence.extend(ids(&again));
-        checks.add(
-            lab26(),
-            format!(
-                "hanging up {} and retrying made exactly one effect",
-                moment.describe()
-            ),
-            after - before == 1,
-            "one effect",
-            effects(after - before),
-            &evidence,
-        );
     }
     PointReport::covered(NAME, TITLE, checks.0)
+}
+
+/// One hang-up moment and its retries; `None` when the point stops.
+async fn hang_up_at(
+    probe: &Probe,
+    checks: &mut Checks,
+    name: &'static str,
+    moment: HangUp,
+) -> Option<()> {
+    let fields = probe.fresh_fields(false);
+    let before = checks.count(probe).await?;
+    let call = probe.call(
+        &format!("a request the client hangs up on {}", moment.describe()),
+        KeyWire::Normal(probe.fresh_key()),
+        &fields,
+    );
+    let (cut, result) = probe.hang_up(name, &call, moment).await;
+    if let Err(problem) = result {
+        checks.add(
+            Grade::lab(),
+            format!(
+                "the check can send a request and hang up {}",
+                moment.describe()
+            ),
+            false,
+            "a connection",
+            problem,
+            &[cut],
+        );
+        return Some(());
+    }
+    // Time for the service to notice the hang-up and finish whatever it started.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    if moment != HangUp::AfterRequest {
+        let now = checks.count(probe).await?;
+        checks.add(
+            Grade::lab(),
+            format!("a request cut off {} made no effect", moment.describe()),
+            now == before,
+            "no effect from an incomplete request",
+            effects(now - before),
+            &[cut],
+        );
+    }
+    let retries = retries_after_hang_up(probe, checks, name, moment, &call).await;
+    let after = checks.count(probe).await?;
+    let mut evidence = vec![cut];
+    evidence.extend(retries);
+    checks.add(
+        lab26(),
+        format!(
+            "hanging up {} and retrying made exactly one effect",
+            moment.describe()
+        ),
+        after - before == 1,
+        "one effect",
+        effects(after - before),
+        &evidence,
+    );
+    Some(())
+}
+
+/// The retry after hanging up and a second retry: the first succeeds, the second names its
+/// effect. The exchanges of both.
+async fn retries_after_hang_up(
+    probe: &Probe,
+    checks: &mut Checks,
+    name: &'static str,
+    moment: HangUp,
+    call: &Call,
+) -> Vec<usize> {
+    let mut retry = call.clone();
+    retry.step = format!("the retry after hanging up {}", moment.describe());
+    let retried = probe.send_settled(name, &retry).await;
+    let read = probe.read(&last(&retried).answer, false);
+    checks.add(
+        lab26(),
+        format!("the retry after hanging up {} succeeds", moment.describe()),
+        read.success,
+        "a success status",
+        probe.describe(&last(&retried).answer),
+        &ids(&retried),
+    );
+    let again = probe.send_settled(name, &retry).await;
+    if read.success {
+        retry_matches(
+            probe,
+            checks,
+            &format!(
+                "a second retry after hanging up {} names the same effect",
+                moment.describe()
+            ),
+            &read,
+            last(&again),
+            lab26(),
+        );
+    }
+    let mut exchanges = ids(&retried);
+    exchanges.extend(ids(&again));
+    exchanges
 }
 
 async fn changed_payload(probe: &Probe) -> PointReport {
     const NAME: &str = "changed-payload";
     const TITLE: &str = "The same key with another payload is refused and the first effect stands";
     let mut checks = Checks::new();
+    changed_payload_checks(probe, &mut checks, NAME).await;
+    PointReport::covered(NAME, TITLE, checks.0)
+}
+
+/// The changed-payload point's sub-checks; `None` where it stopped.
+async fn changed_payload_checks(
+    probe: &Probe,
+    checks: &mut Checks,
+    name: &'static str,
+) -> Option<()> {
     let key = probe.fresh_key();
     let fields = probe.fresh_fields(false);
-    let before = count_or_stop!(probe, checks, NAME, TITLE);
+    let before = checks.count(probe).await?;
     let call = probe.call("the first request", KeyWire::Normal(key.clone()), &fields);
-    let Some((first_seen, first_read)) = first(probe, NAME, &mut checks, &call).await else {
-        return PointReport::covered(NAME, TITLE, checks.0);
-    };
-    let after_first = count_or_stop!(probe, checks, NAME, TITLE);
+    let (first_seen, first_read) = first(probe, name, checks, &call).await?;
+    let after_first = checks.count(probe).await?;
     let changed = probe.call(
         "the same key with another payload",
         KeyWire::Normal(key),
         &probe.changed(&fields),
     );
-    let seen = probe.send_settled(NAME, &changed).await;
-    let changed_seen = last(&seen);
+    let seen = probe.send_settled(name, &changed).await;
+    changed_refused(probe, checks, &first_read, &seen);
+    let after_changed = checks.count(probe).await?;
+    checks.add(
+        Grade::must(section::ERRORS),
+        "the changed payload made no effect",
+        after_changed == after_first,
+        "no new effect",
+        effects(after_changed - after_first),
+        &ids(&seen),
+    );
+    let mut again = call.clone();
+    again.step = "the first payload again".to_owned();
+    let replayed = probe.send_settled(name, &again).await;
+    retry_matches(
+        probe,
+        checks,
+        "the key still names the first effect with the first payload",
+        &first_read,
+        last(&replayed),
+        lab26(),
+    );
+    checks.add(
+        Grade::should(section::ENFORCEMENT),
+        "and answers the first body",
+        same_json(&first_seen.answer, &last(&replayed).answer),
+        "the first body",
+        "another body",
+        &[first_seen.id, last(&replayed).id],
+    );
+    let after = checks.count(probe).await?;
+    checks.add(
+        Grade::lab(),
+        "one effect in all",
+        after - before == 1,
+        "one effect",
+        effects(after - before),
+        &[first_seen.id],
+    );
+    Some(())
+}
+
+/// The answers to the changed payload: refused, with the file's conflict status.
+fn changed_refused(probe: &Probe, checks: &mut Checks, first_read: &Read, seen: &[Seen]) {
+    let changed_seen = last(seen);
     let read = probe.read(&changed_seen.answer, false);
     let observed = if read.success && read.identity == first_read.identity {
         format!(
@@ -464,7 +564,7 @@ async fn changed_payload(probe: &Probe) -> PointReport {
         !read.success && changed_seen.answer.status().is_some(),
         "an error status",
         observed,
-        &ids(&seen),
+        &ids(seen),
     );
     let status = changed_seen.answer.status();
     checks.add(
@@ -475,44 +575,6 @@ async fn changed_payload(probe: &Probe) -> PointReport {
         changed_seen.answer.summary(),
         &[changed_seen.id],
     );
-    let after_changed = count_or_stop!(probe, checks, NAME, TITLE);
-    checks.add(
-        Grade::must(section::ERRORS),
-        "the changed payload made no effect",
-        after_changed == after_first,
-        "no new effect",
-        effects(after_changed - after_first),
-        &ids(&seen),
-    );
-    let mut again = call.clone();
-    again.step = "the first payload again".to_owned();
-    let replayed = probe.send_settled(NAME, &again).await;
-    retry_matches(
-        probe,
-        &mut checks,
-        "the key still names the first effect with the first payload",
-        &first_read,
-        last(&replayed),
-        lab26(),
-    );
-    checks.add(
-        Grade::should(section::ENFORCEMENT),
-        "and answers the first body",
-        same_json(&first_seen.answer, &last(&replayed).answer),
-        "the first body",
-        "another body",
-        &[first_seen.id, last(&replayed).id],
-    );
-    let after = count_or_stop!(probe, checks, NAME, TITLE);
-    checks.add(
-        Grade::lab(),
-        "one effect in all",
-        after - before == 1,
-        "one effect",
-        effects(after - before),
-        &[first_seen.id],
-    );
-    PointReport::covered(NAME, TITLE, checks.0)
 }
 
 async fn reordered(probe: &Probe) -> PointReport {
@@ -623,89 +685,119 @@ struct Rounds {
     bad_retries: Vec<(String, usize)>,
 }
 
-fn first_of<T: Clone>(list: &[T], n: usize) -> Vec<T> {
-    list.iter().take(n).cloned().collect()
+/// The exchanges of the first three findings, as a sub-check's evidence.
+fn first_ids(list: &[(String, usize)]) -> Vec<usize> {
+    list.iter().take(3).map(|u| u.1).collect()
 }
 
 async fn concurrent_fresh(probe: &Arc<Probe>) -> PointReport {
     const NAME: &str = "concurrent-fresh-key";
     const TITLE: &str = "Callers racing on a fresh key make one effect";
     let mut checks = Checks::new();
-    let load = probe.target.load;
     let mut found = Rounds::default();
-    for round in 1..=load.fresh_rounds {
-        let key = probe.fresh_key();
-        let fields = probe.fresh_fields(false);
-        let before = count_or_stop!(probe, checks, NAME, TITLE);
-        let calls = (0..load.callers)
-            .map(|i| {
-                probe.call(
-                    &format!("round {round}, racer {}", i + 1),
-                    KeyWire::Normal(key.clone()),
-                    &fields,
-                )
-            })
-            .collect();
-        let seen = probe.send_together(NAME, calls).await;
-        let mut identities: Vec<String> = Vec::new();
-        for one in &seen {
-            let read = probe.read(&one.answer, false);
-            match (&one.answer, read.success) {
-                (_, true) => {
-                    let id = read.identity.unwrap_or_else(|| "(none)".to_owned());
-                    if !identities.contains(&id) {
-                        identities.push(id);
-                    }
-                }
-                (Answer::Reply { status, .. }, false)
-                    if probe.target.statuses.in_progress.contains(status) =>
-                {
-                    found.in_progress.push(one.id);
-                }
-                (Answer::Reply { .. }, false) => found
-                    .other_statuses
-                    .push((probe.describe(&one.answer), one.id)),
-                _ => found.unanswered.push((one.answer.summary(), one.id)),
-            }
+    for round in 1..=probe.target.load.fresh_rounds {
+        if fresh_round(probe, &mut checks, NAME, round, &mut found)
+            .await
+            .is_none()
+        {
+            return PointReport::covered(NAME, TITLE, checks.0);
         }
-        let after = count_or_stop!(probe, checks, NAME, TITLE);
-        let round_ids = ids(&seen);
-        if after - before != 1 {
-            found
-                .wrong_effects
-                .push((round, after - before, round_ids.clone()));
-        }
-        if identities.len() > 1 {
-            found
-                .split_identities
-                .push((round, identities.clone(), round_ids));
-        }
-        let retry = probe.call(
-            &format!("round {round}, a retry after the race"),
-            KeyWire::Normal(key),
-            &fields,
-        );
-        let settled = probe.send_settled(NAME, &retry).await;
-        let read = probe.read(&last(&settled).answer, false);
-        let fits = read.success
-            && (identities.is_empty()
-                || read
-                    .identity
-                    .as_ref()
-                    .is_some_and(|i| identities.contains(i)));
-        if !fits {
-            found
-                .bad_retries
-                .push((probe.describe(&last(&settled).answer), last(&settled).id));
-        }
-        found.rounds += 1;
     }
+    fresh_effects(probe, &mut checks, &found);
+    fresh_answers(probe, &mut checks, &found);
+    PointReport::covered(NAME, TITLE, checks.0)
+}
+
+/// One round of racers on a fresh key, then a retry, into `found`; `None` when the point stops.
+async fn fresh_round(
+    probe: &Arc<Probe>,
+    checks: &mut Checks,
+    name: &'static str,
+    round: usize,
+    found: &mut Rounds,
+) -> Option<()> {
+    let key = probe.fresh_key();
+    let fields = probe.fresh_fields(false);
+    let before = checks.count(probe).await?;
+    let calls = (0..probe.target.load.callers)
+        .map(|i| {
+            probe.call(
+                &format!("round {round}, racer {}", i + 1),
+                KeyWire::Normal(key.clone()),
+                &fields,
+            )
+        })
+        .collect();
+    let seen = probe.send_together(name, calls).await;
+    let identities = sort_racers(probe, &seen, found);
+    let after = checks.count(probe).await?;
+    let round_ids = ids(&seen);
+    if after - before != 1 {
+        found
+            .wrong_effects
+            .push((round, after - before, round_ids.clone()));
+    }
+    if identities.len() > 1 {
+        found
+            .split_identities
+            .push((round, identities.clone(), round_ids));
+    }
+    let retry = probe.call(
+        &format!("round {round}, a retry after the race"),
+        KeyWire::Normal(key),
+        &fields,
+    );
+    let settled = probe.send_settled(name, &retry).await;
+    let read = probe.read(&last(&settled).answer, false);
+    let fits = read.success
+        && (identities.is_empty()
+            || read
+                .identity
+                .as_ref()
+                .is_some_and(|i| identities.contains(i)));
+    if !fits {
+        found
+            .bad_retries
+            .push((probe.describe(&last(&settled).answer), last(&settled).id));
+    }
+    found.rounds += 1;
+    Some(())
+}
+
+/// Sorts a round's racers' answers into `found`; the distinct identities their successes named.
+fn sort_racers(probe: &Probe, seen: &[Seen], found: &mut Rounds) -> Vec<String> {
+    let mut identities: Vec<String> = Vec::new();
+    for one in seen {
+        let read = probe.read(&one.answer, false);
+        match (&one.answer, read.success) {
+            (_, true) => {
+                let id = read.identity.unwrap_or_else(|| "(none)".to_owned());
+                if !identities.contains(&id) {
+                    identities.push(id);
+                }
+            }
+            (Answer::Reply { status, .. }, false)
+                if probe.target.statuses.in_progress.contains(status) =>
+            {
+                found.in_progress.push(one.id);
+            }
+            (Answer::Reply { .. }, false) => found
+                .other_statuses
+                .push((probe.describe(&one.answer), one.id)),
+            _ => found.unanswered.push((one.answer.summary(), one.id)),
+        }
+    }
+    identities
+}
+
+/// The rounds' effects: one per round, one identity per round.
+fn fresh_effects(probe: &Probe, checks: &mut Checks, found: &Rounds) {
     let rounds = found.rounds;
     checks.add(
         lab26(),
         format!(
             "each of {rounds} rounds of {} racers made exactly one effect",
-            load.callers
+            probe.target.load.callers
         ),
         found.wrong_effects.is_empty(),
         "one effect per round",
@@ -742,6 +834,11 @@ async fn concurrent_fresh(probe: &Arc<Probe>) -> PointReport {
             .map(|w| w.2.clone())
             .unwrap_or_default(),
     );
+}
+
+/// The rounds' answers: every racer answered, the losers with the in-progress status, and a
+/// retry after each round replaying its effect.
+fn fresh_answers(probe: &Probe, checks: &mut Checks, found: &Rounds) {
     checks.add(
         Grade::lab(),
         "every racer was answered",
@@ -753,10 +850,7 @@ async fn concurrent_fresh(probe: &Arc<Probe>) -> PointReport {
             .map_or("all were".to_owned(), |(why, _)| {
                 format!("{} were not; the first: {why}", found.unanswered.len())
             }),
-        &first_of(&found.unanswered, 3)
-            .iter()
-            .map(|u| u.1)
-            .collect::<Vec<_>>(),
+        &first_ids(&found.unanswered),
     );
     checks.add(
         Grade::should(section::ENFORCEMENT),
@@ -775,10 +869,7 @@ async fn concurrent_fresh(probe: &Arc<Probe>) -> PointReport {
                 )
             },
         ),
-        &first_of(&found.other_statuses, 3)
-            .iter()
-            .map(|u| u.1)
-            .collect::<Vec<_>>(),
+        &first_ids(&found.other_statuses),
     );
     checks.add(
         lab26(),
@@ -791,83 +882,100 @@ async fn concurrent_fresh(probe: &Arc<Probe>) -> PointReport {
             .map_or("so it did".to_owned(), |(what, _)| {
                 format!("{} did not; the first: {what}", found.bad_retries.len())
             }),
-        &first_of(&found.bad_retries, 3)
-            .iter()
-            .map(|u| u.1)
-            .collect::<Vec<_>>(),
+        &first_ids(&found.bad_retries),
     );
-    PointReport::covered(NAME, TITLE, checks.0)
 }
 
 async fn concurrent_completed(probe: &Arc<Probe>) -> PointReport {
     const NAME: &str = "concurrent-completed-key";
     const TITLE: &str = "Callers racing on a completed key all get its replay";
     let mut checks = Checks::new();
-    let load = probe.target.load;
     let mut found = Rounds::default();
-    for round in 1..=load.completed_rounds {
-        let key = probe.fresh_key();
-        let fields = probe.fresh_fields(false);
-        let call = probe.call(
-            &format!("round {round}, the first request"),
-            KeyWire::Normal(key.clone()),
-            &fields,
-        );
-        let opened = probe.send(NAME, &call).await;
-        let first_read = probe.read(&opened.answer, false);
-        if !first_read.success {
-            checks.add(
-                Grade::lab(),
-                format!("round {round}: the first request with a fresh key succeeds"),
-                false,
-                "a success status",
-                probe.describe(&opened.answer),
-                &[opened.id],
-            );
+    for round in 1..=probe.target.load.completed_rounds {
+        if completed_round(probe, &mut checks, NAME, round, &mut found)
+            .await
+            .is_none()
+        {
             return PointReport::covered(NAME, TITLE, checks.0);
         }
-        let before = count_or_stop!(probe, checks, NAME, TITLE);
-        let calls = (0..load.callers)
-            .map(|i| {
-                probe.call(
-                    &format!("round {round}, retry {}", i + 1),
-                    KeyWire::Normal(key.clone()),
-                    &fields,
-                )
-            })
-            .collect();
-        let seen = probe.send_together(NAME, calls).await;
-        for one in &seen {
-            let read = probe.read(&one.answer, false);
-            if read.success && read.identity == first_read.identity {
-                continue;
-            }
-            match &one.answer {
-                Answer::Reply { status, .. }
-                    if probe.target.statuses.in_progress.contains(status) =>
-                {
-                    found.in_progress.push(one.id);
-                }
-                Answer::Reply { .. } => found
-                    .other_statuses
-                    .push((probe.describe(&one.answer), one.id)),
-                _ => found.unanswered.push((one.answer.summary(), one.id)),
-            }
-        }
-        let after = count_or_stop!(probe, checks, NAME, TITLE);
-        if after != before {
-            found
-                .wrong_effects
-                .push((round, after - before, ids(&seen)));
-        }
-        found.rounds += 1;
     }
+    completed_verdicts(probe, &mut checks, &found);
+    PointReport::covered(NAME, TITLE, checks.0)
+}
+
+/// One round: a first request, then racing retries of its key, into `found`; `None` when the
+/// point stops.
+async fn completed_round(
+    probe: &Arc<Probe>,
+    checks: &mut Checks,
+    name: &'static str,
+    round: usize,
+    found: &mut Rounds,
+) -> Option<()> {
+    let key = probe.fresh_key();
+    let fields = probe.fresh_fields(false);
+    let call = probe.call(
+        &format!("round {round}, the first request"),
+        KeyWire::Normal(key.clone()),
+        &fields,
+    );
+    let opened = probe.send(name, &call).await;
+    let first_read = probe.read(&opened.answer, false);
+    if !first_read.success {
+        checks.add(
+            Grade::lab(),
+            format!("round {round}: the first request with a fresh key succeeds"),
+            false,
+            "a success status",
+            probe.describe(&opened.answer),
+            &[opened.id],
+        );
+        return None;
+    }
+    let before = checks.count(probe).await?;
+    let calls = (0..probe.target.load.callers)
+        .map(|i| {
+            probe.call(
+                &format!("round {round}, retry {}", i + 1),
+                KeyWire::Normal(key.clone()),
+                &fields,
+            )
+        })
+        .collect();
+    let seen = probe.send_together(name, calls).await;
+    for one in &seen {
+        let read = probe.read(&one.answer, false);
+        if read.success && read.identity == first_read.identity {
+            continue;
+        }
+        match &one.answer {
+            Answer::Reply { status, .. } if probe.target.statuses.in_progress.contains(status) => {
+                found.in_progress.push(one.id);
+            }
+            Answer::Reply { .. } => found
+                .other_statuses
+                .push((probe.describe(&one.answer), one.id)),
+            _ => found.unanswered.push((one.answer.summary(), one.id)),
+        }
+    }
+    let after = checks.count(probe).await?;
+    if after != before {
+        found
+            .wrong_effects
+            .push((round, after - before, ids(&seen)));
+    }
+    found.rounds += 1;
+    Some(())
+}
+
+/// The rounds of retries on a completed key: every one a replay, and no effect.
+fn completed_verdicts(probe: &Probe, checks: &mut Checks, found: &Rounds) {
     let rounds = found.rounds;
     checks.add(
         lab26(),
         format!(
             "in {rounds} rounds of {} retries together, every retry replayed the first effect",
-            load.callers
+            probe.target.load.callers
         ),
         found.other_statuses.is_empty()
             && found.in_progress.is_empty()
@@ -915,40 +1023,104 @@ async fn concurrent_completed(probe: &Arc<Probe>) -> PointReport {
             .map(|w| w.2.clone())
             .unwrap_or_default(),
     );
-    PointReport::covered(NAME, TITLE, checks.0)
 }
 
 async fn scope(probe: &Probe) -> PointReport {
     const NAME: &str = "scope";
     const TITLE: &str = "Another caller's same key is that caller's own, never the first caller's";
     let mut checks = Checks::new();
+    scope_checks(probe, &mut checks, NAME).await;
+    PointReport::covered(NAME, TITLE, checks.0)
+}
+
+/// The scope point's sub-checks; `None` where it stopped.
+async fn scope_checks(probe: &Probe, checks: &mut Checks, name: &'static str) -> Option<()> {
     let callers = &probe.target.callers;
     let (first_name, second_name) = (&callers[0].name, &callers[1].name);
     let key = probe.fresh_key();
     let fields = probe.fresh_fields(false);
-    let before = count_or_stop!(probe, checks, NAME, TITLE);
+    let before = checks.count(probe).await?;
     let call = probe.call(
         &format!("{first_name}'s request"),
         KeyWire::Normal(key.clone()),
         &fields,
     );
-    let Some((first_seen, first_read)) = first(probe, NAME, &mut checks, &call).await else {
-        return PointReport::covered(NAME, TITLE, checks.0);
-    };
-    let after_first = count_or_stop!(probe, checks, NAME, TITLE);
+    let (first_seen, first_read) = first(probe, name, checks, &call).await?;
+    let after_first = checks.count(probe).await?;
     let mut other = call.clone();
     other.step = format!("{second_name}'s request, same key and body");
     other.caller = 1;
-    let seen = probe.send_settled(NAME, &other).await;
-    let other_seen = last(&seen);
-    let read = probe.read(&other_seen.answer, false);
-    let leak = read.success && read.identity == first_read.identity;
-    let grade = Grade {
+    let seen = probe.send_settled(name, &other).await;
+    let (read, leak) = second_caller(probe, checks, (&first_seen, &first_read), &seen);
+    let after_other = checks.count(probe).await?;
+    checks.add(
+        scope_grade(),
+        format!("{second_name}'s request made an effect of its own"),
+        after_other - after_first == 1,
+        "one new effect",
+        effects(after_other - after_first),
+        &ids(&seen),
+    );
+    if read.success && !leak {
+        let mut again = other.clone();
+        again.step = format!("{second_name}'s retry");
+        let retried = probe.send_settled(name, &again).await;
+        retry_matches(
+            probe,
+            checks,
+            &format!("{second_name}'s retry names {second_name}'s effect"),
+            &read,
+            last(&retried),
+            lab26(),
+        );
+    }
+    let mut mine = call.clone();
+    mine.step = format!("{first_name}'s retry");
+    let retried = probe.send_settled(name, &mine).await;
+    retry_matches(
+        probe,
+        checks,
+        &format!("{first_name}'s retry still names {first_name}'s effect"),
+        &first_read,
+        last(&retried),
+        lab26(),
+    );
+    let after = checks.count(probe).await?;
+    checks.add(
+        Grade::lab(),
+        "two callers, one key each: two effects in all",
+        after - before == 2,
+        "two effects",
+        effects(after - before),
+        &[first_seen.id],
+    );
+    Some(())
+}
+
+/// The scope point's grade: the lab's, citing the draft's security section.
+fn scope_grade() -> Grade {
+    Grade {
         section: Some(section::SECURITY),
         ..Grade::lab()
-    };
+    }
+}
+
+/// The second caller's answer to the first caller's key: not the first caller's effect (a
+/// leak), and a success of its own. Its reading, and whether it leaked.
+fn second_caller(
+    probe: &Probe,
+    checks: &mut Checks,
+    first: (&Seen, &Read),
+    seen: &[Seen],
+) -> (Read, bool) {
+    let (first_seen, first_read) = first;
+    let callers = &probe.target.callers;
+    let (first_name, second_name) = (&callers[0].name, &callers[1].name);
+    let other_seen = last(seen);
+    let read = probe.read(&other_seen.answer, false);
+    let leak = read.success && read.identity == first_read.identity;
     checks.add(
-        grade,
+        scope_grade(),
         format!("{second_name} is not given {first_name}'s effect"),
         !(leak || read.success && same_json(&first_seen.answer, &other_seen.answer)),
         format!("{second_name}'s own effect"),
@@ -963,7 +1135,7 @@ async fn scope(probe: &Probe) -> PointReport {
         &[first_seen.id, other_seen.id],
     );
     checks.add(
-        grade,
+        scope_grade(),
         format!("{second_name}'s request succeeds as a request of its own"),
         read.success && !leak,
         "a success",
@@ -982,51 +1154,9 @@ async fn scope(probe: &Probe) -> PointReport {
         } else {
             probe.describe(&other_seen.answer)
         },
-        &ids(&seen),
+        &ids(seen),
     );
-    let after_other = count_or_stop!(probe, checks, NAME, TITLE);
-    checks.add(
-        grade,
-        format!("{second_name}'s request made an effect of its own"),
-        after_other - after_first == 1,
-        "one new effect",
-        effects(after_other - after_first),
-        &ids(&seen),
-    );
-    if read.success && !leak {
-        let mut again = other.clone();
-        again.step = format!("{second_name}'s retry");
-        let retried = probe.send_settled(NAME, &again).await;
-        retry_matches(
-            probe,
-            &mut checks,
-            &format!("{second_name}'s retry names {second_name}'s effect"),
-            &read,
-            last(&retried),
-            lab26(),
-        );
-    }
-    let mut mine = call.clone();
-    mine.step = format!("{first_name}'s retry");
-    let retried = probe.send_settled(NAME, &mine).await;
-    retry_matches(
-        probe,
-        &mut checks,
-        &format!("{first_name}'s retry still names {first_name}'s effect"),
-        &first_read,
-        last(&retried),
-        lab26(),
-    );
-    let after = count_or_stop!(probe, checks, NAME, TITLE);
-    checks.add(
-        Grade::lab(),
-        "two callers, one key each: two effects in all",
-        after - before == 2,
-        "two effects",
-        effects(after - before),
-        &[first_seen.id],
-    );
-    PointReport::covered(NAME, TITLE, checks.0)
+    (read, leak)
 }
 
 async fn other_endpoint(probe: &Probe) -> PointReport {
@@ -1097,69 +1227,75 @@ async fn key_forms(probe: &Probe) -> PointReport {
     const NAME: &str = "key-forms";
     const TITLE: &str = "A missing key, a malformed key, and the key written in the other form";
     let mut checks = Checks::new();
+    key_forms_checks(probe, &mut checks, NAME).await;
+    PointReport::covered(NAME, TITLE, checks.0)
+}
+
+/// A request whose key must be refused, and the sub-checks it gets.
+struct Refused<'a> {
+    step: &'static str,
+    wire: KeyWire,
+    grade: Grade,
+    what: &'static str,
+    statuses: &'a [u16],
+    no_effect: &'static str,
+}
+
+/// The key-forms point's sub-checks; `None` where it stopped.
+async fn key_forms_checks(probe: &Probe, checks: &mut Checks, name: &'static str) -> Option<()> {
     let statuses = &probe.target.statuses;
-    let before = count_or_stop!(probe, checks, NAME, TITLE);
-    let missing = probe
-        .send(
-            NAME,
-            &probe.call(
-                "a request with no key",
-                KeyWire::Absent,
-                &probe.fresh_fields(false),
-            ),
-        )
-        .await;
-    checks.add(
-        Grade::should(section::ERRORS),
-        "a request with no key is refused with statuses.missing_key",
-        missing
-            .answer
-            .status()
-            .is_some_and(|s| statuses.missing_key.contains(&s)),
-        format!("{:?}", statuses.missing_key),
-        probe.describe(&missing.answer),
-        &[missing.id],
-    );
-    let after_missing = count_or_stop!(probe, checks, NAME, TITLE);
-    checks.add(
-        Grade::lab(),
-        "the request with no key made no effect",
-        after_missing == before,
-        "no effect",
-        effects(after_missing - before),
-        &[missing.id],
-    );
-    let raw = "\"unterminated".to_owned();
-    let malformed = probe
-        .send(
-            NAME,
-            &probe.call(
-                "a request with a malformed key (an unclosed quote)",
-                KeyWire::Raw(raw),
-                &probe.fresh_fields(false),
-            ),
-        )
-        .await;
-    checks.add(
-        Grade::should(section::SYNTAX),
-        "a malformed key is refused with statuses.bad_key",
-        malformed
-            .answer
-            .status()
-            .is_some_and(|s| statuses.bad_key.contains(&s)),
-        format!("{:?}", statuses.bad_key),
-        probe.describe(&malformed.answer),
-        &[malformed.id],
-    );
-    let after_malformed = count_or_stop!(probe, checks, NAME, TITLE);
-    checks.add(
-        Grade::lab(),
-        "the request with a malformed key made no effect",
-        after_malformed == after_missing,
-        "no effect",
-        effects(after_malformed - after_missing),
-        &[malformed.id],
-    );
+    let refused = [
+        Refused {
+            step: "a request with no key",
+            wire: KeyWire::Absent,
+            grade: Grade::should(section::ERRORS),
+            what: "a request with no key is refused with statuses.missing_key",
+            statuses: &statuses.missing_key,
+            no_effect: "the request with no key made no effect",
+        },
+        Refused {
+            step: "a request with a malformed key (an unclosed quote)",
+            wire: KeyWire::Raw("\"unterminated".to_owned()),
+            grade: Grade::should(section::SYNTAX),
+            what: "a malformed key is refused with statuses.bad_key",
+            statuses: &statuses.bad_key,
+            no_effect: "the request with a malformed key made no effect",
+        },
+    ];
+    let mut before = checks.count(probe).await?;
+    for case in refused {
+        let seen = probe
+            .send(
+                name,
+                &probe.call(case.step, case.wire, &probe.fresh_fields(false)),
+            )
+            .await;
+        checks.add(
+            case.grade,
+            case.what,
+            seen.answer
+                .status()
+                .is_some_and(|s| case.statuses.contains(&s)),
+            format!("{:?}", case.statuses),
+            probe.describe(&seen.answer),
+            &[seen.id],
+        );
+        let after = checks.count(probe).await?;
+        checks.add(
+            Grade::lab(),
+            case.no_effect,
+            after == before,
+            "no effect",
+            effects(after - before),
+            &[seen.id],
+        );
+        before = after;
+    }
+    other_key_form(probe, checks, name).await
+}
+
+/// The key in the file's form, then the same key in the other form: refused or the same effect.
+async fn other_key_form(probe: &Probe, checks: &mut Checks, name: &'static str) -> Option<()> {
     let key = probe.fresh_key();
     let fields = probe.fresh_fields(false);
     let (form, other_form) = match probe.target.key.form {
@@ -1171,17 +1307,15 @@ async fn key_forms(probe: &Probe) -> PointReport {
         KeyWire::Normal(key.clone()),
         &fields,
     );
-    let Some((first_seen, first_read)) = first(probe, NAME, &mut checks, &call).await else {
-        return PointReport::covered(NAME, TITLE, checks.0);
-    };
-    let after_first = count_or_stop!(probe, checks, NAME, TITLE);
+    let (first_seen, first_read) = first(probe, name, checks, &call).await?;
+    let after_first = checks.count(probe).await?;
     let mut other = call.clone();
     other.step = format!("the same key as {other_form}");
     other.key = KeyWire::OtherForm(key);
-    let seen = probe.send_settled(NAME, &other).await;
+    let seen = probe.send_settled(name, &other).await;
     let answer = &last(&seen).answer;
     let read = probe.read(answer, false);
-    let after = count_or_stop!(probe, checks, NAME, TITLE);
+    let after = checks.count(probe).await?;
     let refused = answer.status().is_some_and(|s| (400..=499).contains(&s));
     let same = read.success && read.identity == first_read.identity;
     checks.add(
@@ -1219,7 +1353,7 @@ async fn key_forms(probe: &Probe) -> PointReport {
             &[last(&seen).id],
         );
     }
-    PointReport::covered(NAME, TITLE, checks.0)
+    Some(())
 }
 
 /// An error answer under a key, then the corrected request under the same key.
@@ -1227,41 +1361,61 @@ async fn error_then_fix(
     probe: &Probe,
     name: &'static str,
     title: &'static str,
-    provocation: &Provocation,
-    given: bool,
-    kind: &str,
-    statuses: std::ops::RangeInclusive<u16>,
+    provoked: &Provoked<'_>,
 ) -> PointReport {
     let mut checks = Checks::new();
+    error_then_fix_checks(probe, &mut checks, name, provoked).await;
+    PointReport::covered(name, title, checks.0)
+}
+
+/// The error an error-then-fix point provokes, and how its answer is recognised.
+struct Provoked<'a> {
+    provocation: &'a Provocation,
+    /// Whether the target file gave the provocation (or the check made one up).
+    given: bool,
+    kind: &'a str,
+    statuses: std::ops::RangeInclusive<u16>,
+}
+
+/// An error-then-fix point's sub-checks; `None` where it stopped.
+async fn error_then_fix_checks(
+    probe: &Probe,
+    checks: &mut Checks,
+    name: &'static str,
+    provoked: &Provoked<'_>,
+) -> Option<()> {
+    let kind = provoked.kind;
     let key = probe.fresh_key();
     let fields = probe.fresh_fields(false);
-    let before = count_or_stop!(probe, checks, name, title);
+    let before = checks.count(probe).await?;
     let mut bad = probe.call(
         &format!("a request provoking a {kind}"),
         KeyWire::Normal(key.clone()),
         &fields,
     );
-    bad.body = probe.provoked(&fields, provocation);
-    bad.extra = provocation.headers.clone();
+    bad.body = probe.provoked(&fields, provoked.provocation);
+    bad.extra = provoked.provocation.headers.clone();
     let seen = probe.send(name, &bad).await;
-    let fired = seen.answer.status().is_some_and(|s| statuses.contains(&s));
-    let how = if given {
-        String::new()
+    let fired = seen
+        .answer
+        .status()
+        .is_some_and(|s| provoked.statuses.contains(&s));
+    let how = if provoked.given {
+        ""
     } else {
         " (the file gives no [errors.validation]; the check sent a body that is not JSON)"
-            .to_owned()
     };
-    if !checks.add(
-        Grade::lab(),
-        format!("the provoked request is answered with a {kind}{how}"),
-        fired,
-        format!("a {kind}"),
-        probe.describe(&seen.answer),
-        &[seen.id],
-    ) {
-        return PointReport::covered(name, title, checks.0);
-    }
-    let after_bad = count_or_stop!(probe, checks, name, title);
+    checks
+        .add(
+            Grade::lab(),
+            format!("the provoked request is answered with a {kind}{how}"),
+            fired,
+            format!("a {kind}"),
+            probe.describe(&seen.answer),
+            &[seen.id],
+        )
+        .then_some(())?;
+    let after_bad = checks.count(probe).await?;
     checks.add(
         Grade::lab(),
         format!("the {kind} made no effect"),
@@ -1276,7 +1430,40 @@ async fn error_then_fix(
         &fields,
     );
     let settled = probe.send_settled(name, &fixed).await;
-    let answer = &last(&settled).answer;
+    let read = corrected(probe, checks, kind, &seen, &settled);
+    let after = checks.count(probe).await?;
+    checks.add(
+        Grade::lab(),
+        "the corrected request made one effect",
+        after - before == 1,
+        "one effect",
+        effects(after - before),
+        &ids(&settled),
+    );
+    if read.success {
+        let again = probe.send_settled(name, &fixed).await;
+        retry_matches(
+            probe,
+            checks,
+            "its retry names the same effect",
+            &read,
+            last(&again),
+            lab26(),
+        );
+    }
+    Some(())
+}
+
+/// The corrected request after the error `seen`: processed, not the error replayed or the key
+/// held. Its reading.
+fn corrected(
+    probe: &Probe,
+    checks: &mut Checks,
+    kind: &str,
+    seen: &Seen,
+    settled: &[Seen],
+) -> Read {
+    let answer = &last(settled).answer;
     let read = probe.read(answer, false);
     let replayed_error = !read.success && answer.status() == seen.answer.status();
     let held = !read.success && answer.status().is_some();
@@ -1298,29 +1485,9 @@ async fn error_then_fix(
         } else {
             probe.describe(answer)
         },
-        &ids(&settled),
+        &ids(settled),
     );
-    let after = count_or_stop!(probe, checks, name, title);
-    checks.add(
-        Grade::lab(),
-        "the corrected request made one effect",
-        after - before == 1,
-        "one effect",
-        effects(after - before),
-        &ids(&settled),
-    );
-    if read.success {
-        let again = probe.send_settled(name, &fixed).await;
-        retry_matches(
-            probe,
-            &mut checks,
-            "its retry names the same effect",
-            &read,
-            last(&again),
-            lab26(),
-        );
-    }
-    PointReport::covered(name, title, checks.0)
+    read
 }
 
 async fn error_then_corrected(probe: &Probe) -> PointReport {
@@ -1329,10 +1496,12 @@ async fn error_then_corrected(probe: &Probe) -> PointReport {
         probe,
         "error-then-corrected",
         "A validation error (4xx) does not burn the key for the corrected request",
-        &errors.validation,
-        errors.validation_given,
-        "validation error (4xx)",
-        400..=499,
+        &Provoked {
+            provocation: &errors.validation,
+            given: errors.validation_given,
+            kind: "validation error (4xx)",
+            statuses: 400..=499,
+        },
     )
     .await
 }
@@ -1346,10 +1515,12 @@ async fn server_error_then_corrected(probe: &Probe) -> PointReport {
                 probe,
                 NAME,
                 TITLE,
-                provocation,
-                true,
-                "server error (5xx)",
-                500..=599,
+                &Provoked {
+                    provocation,
+                    given: true,
+                    kind: "server error (5xx)",
+                    statuses: 500..=599,
+                },
             )
             .await
         }

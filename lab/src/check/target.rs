@@ -434,24 +434,7 @@ impl File {
         let service_file = required(self.service, "[service]")?;
         let service = service(service_file, overrides)?;
         let create = endpoint(required(self.create, "[create]")?, "create", true)?;
-        let key_file = required(self.key, "[key]")?;
-        let key = KeySpec {
-            header: header_name(
-                &key_file
-                    .header
-                    .unwrap_or_else(|| "Idempotency-Key".to_owned()),
-                "key.header",
-            )?,
-            form: match key_file.form.as_deref() {
-                None | Some("sf-string") => KeyForm::SfString,
-                Some("token") => KeyForm::Token,
-                Some(other) => {
-                    return Err(format!(
-                        "key.form: {other:?}: expected \"sf-string\" or \"token\""
-                    ));
-                }
-            },
-        };
+        let key = key_spec(required(self.key, "[key]")?)?;
         let identity = identity(required(self.identity, "[identity]")?, "identity")?;
         let replay = match self.replay {
             None => Replay::Inferred,
@@ -461,62 +444,13 @@ impl File {
             None => Statuses::default(),
             Some(file) => statuses(file)?,
         };
-        if self.callers.len() < 2 {
-            return Err(format!(
-                "[[callers]]: {} given; name at least two callers, each with its own \
-                 credentials, so the scope point can tell them apart",
-                self.callers.len()
-            ));
-        }
-        let mut callers = Vec::new();
-        for (i, caller) in self.callers.into_iter().enumerate() {
-            let field = format!("callers[{i}]");
-            let name = required(caller.name, &format!("{field}.name"))?;
-            if name.is_empty() || name.len() > 64 {
-                return Err(format!(
-                    "{field}.name: {name:?}: one to sixty-four characters"
-                ));
-            }
-            if callers.iter().any(|c: &Caller| c.name == name) {
-                return Err(format!("{field}.name: {name:?} is named twice"));
-            }
-            let headers = headers(caller.headers, &format!("{field}.headers"))?;
-            callers.push(Caller { name, headers });
-        }
-        if let Some((i, _)) = callers
-            .iter()
-            .enumerate()
-            .skip(1)
-            .find(|(_, c)| c.headers == callers[0].headers)
-        {
-            return Err(format!(
-                "callers[{i}].headers: the same credentials as callers[0]; the scope point \
-                 needs callers the service can tell apart"
-            ));
-        }
+        let callers = callers(self.callers)?;
         let count = count(required(self.count, "[count]")?, &callers)?;
         let other_endpoint = self
             .other_endpoint
             .map(|file| endpoint(file, "other_endpoint", false))
             .transpose()?;
-        let errors = match self.errors {
-            None => Errors {
-                validation: default_validation(),
-                validation_given: false,
-                server: None,
-            },
-            Some(file) => Errors {
-                validation_given: file.validation.is_some(),
-                validation: match file.validation {
-                    Some(p) => provocation(p, "errors.validation", &create)?,
-                    None => default_validation(),
-                },
-                server: file
-                    .server
-                    .map(|p| provocation(p, "errors.server", &create))
-                    .transpose()?,
-            },
-        };
+        let errors = errors(self.errors, &create)?;
         let faults = match self.faults {
             None => Faults::default(),
             Some(file) => Faults {
@@ -528,31 +462,7 @@ impl File {
         };
         let load = match self.load {
             None => Load::default(),
-            Some(file) => {
-                let default = Load::default();
-                let bounded = |value: Option<usize>, field: &str, max: usize, min: usize| {
-                    let value = value.unwrap_or(match field {
-                        "load.fresh_rounds" => default.fresh_rounds,
-                        "load.completed_rounds" => default.completed_rounds,
-                        _ => default.callers,
-                    });
-                    if value < min || value > max {
-                        Err(format!("{field}: {value}: expected {min} to {max}"))
-                    } else {
-                        Ok(value)
-                    }
-                };
-                Load {
-                    fresh_rounds: bounded(file.fresh_rounds, "load.fresh_rounds", MAX_ROUNDS, 1)?,
-                    completed_rounds: bounded(
-                        file.completed_rounds,
-                        "load.completed_rounds",
-                        MAX_ROUNDS,
-                        1,
-                    )?,
-                    callers: bounded(file.callers, "load.callers", MAX_LOAD_CALLERS, 2)?,
-                }
-            }
+            Some(file) => load(file)?,
         };
         Ok(Target {
             path: PathBuf::new(),
@@ -598,6 +508,120 @@ fn default_validation() -> Provocation {
         body_text: Some("{\"this body\": \"is not JSON\"".to_owned()),
         ..Provocation::default()
     }
+}
+
+/// `[key]`: the header (`Idempotency-Key` unless named) and the form of its value.
+fn key_spec(file: KeyFile) -> Checked<KeySpec> {
+    Ok(KeySpec {
+        header: header_name(
+            &file.header.unwrap_or_else(|| "Idempotency-Key".to_owned()),
+            "key.header",
+        )?,
+        form: match file.form.as_deref() {
+            None | Some("sf-string") => KeyForm::SfString,
+            Some("token") => KeyForm::Token,
+            Some(other) => {
+                return Err(format!(
+                    "key.form: {other:?}: expected \"sf-string\" or \"token\""
+                ));
+            }
+        },
+    })
+}
+
+/// At least two callers, each named once and with credentials of its own.
+fn callers(list: Vec<CallerFile>) -> Checked<Vec<Caller>> {
+    if list.len() < 2 {
+        return Err(format!(
+            "[[callers]]: {} given; name at least two callers, each with its own \
+             credentials, so the scope point can tell them apart",
+            list.len()
+        ));
+    }
+    let mut callers = Vec::new();
+    for (i, caller) in list.into_iter().enumerate() {
+        let field = format!("callers[{i}]");
+        let name = required(caller.name, &format!("{field}.name"))?;
+        if name.is_empty() || name.len() > 64 {
+            return Err(format!(
+                "{field}.name: {name:?}: one to sixty-four characters"
+            ));
+        }
+        if callers.iter().any(|c: &Caller| c.name == name) {
+            return Err(format!("{field}.name: {name:?} is named twice"));
+        }
+        let headers = headers(caller.headers, &format!("{field}.headers"))?;
+        callers.push(Caller { name, headers });
+    }
+    if let Some((i, _)) = callers
+        .iter()
+        .enumerate()
+        .skip(1)
+        .find(|(_, c)| c.headers == callers[0].headers)
+    {
+        return Err(format!(
+            "callers[{i}].headers: the same credentials as callers[0]; the scope point \
+             needs callers the service can tell apart"
+        ));
+    }
+    Ok(callers)
+}
+
+fn errors(file: Option<ErrorsFile>, create: &Endpoint) -> Checked<Errors> {
+    Ok(match file {
+        None => Errors {
+            validation: default_validation(),
+            validation_given: false,
+            server: None,
+        },
+        Some(file) => Errors {
+            validation_given: file.validation.is_some(),
+            validation: match file.validation {
+                Some(p) => provocation(p, "errors.validation", create)?,
+                None => default_validation(),
+            },
+            server: file
+                .server
+                .map(|p| provocation(p, "errors.server", create))
+                .transpose()?,
+        },
+    })
+}
+
+/// `[load]`: each count the file gives within its bounds, the default for one it leaves out.
+fn load(file: LoadFile) -> Checked<Load> {
+    let default = Load::default();
+    let bounded = |value: Option<usize>, field: &str, default: usize, min: usize, max: usize| {
+        let value = value.unwrap_or(default);
+        if value < min || value > max {
+            Err(format!("{field}: {value}: expected {min} to {max}"))
+        } else {
+            Ok(value)
+        }
+    };
+    Ok(Load {
+        fresh_rounds: bounded(
+            file.fresh_rounds,
+            "load.fresh_rounds",
+            default.fresh_rounds,
+            1,
+            MAX_ROUNDS,
+        )?,
+        completed_rounds: bounded(
+            file.completed_rounds,
+            "load.completed_rounds",
+            default.completed_rounds,
+            1,
+            MAX_ROUNDS,
+        )?,
+        callers: bounded(
+            file.callers,
+            "load.callers",
+            default.callers,
+            2,
+            MAX_LOAD_CALLERS,
+        )?,
+    })
 }
 
 fn service(file: ServiceFile, overrides: &Overrides) -> Checked<Service> {

@@ -690,48 +690,17 @@ async fn concurrent(probe: &Arc<McpProbe>) -> PointReport {
     }
     let mut checks = Checks(Vec::new());
     let load = probe.target.load;
-    let mut all_ids = Vec::new();
-    let mut effects_seen = Vec::new();
-    let mut disagreements = Vec::new();
-    let mut failures = Vec::new();
+    let mut found = Race::default();
     let before = count_or_stop!(probe, checks, NAME, TITLE);
     for round in 0..load.rounds {
-        let call = probe.call(
-            &format!("round {} call", round + 1),
-            probe.intention_key(),
-            &probe.fresh_fields(),
-        );
-        let mut tasks = Vec::new();
-        for i in 0..load.calls {
-            let probe = Arc::clone(probe);
-            let mut call = call.clone();
-            call.step = format!("{} {}", call.step, i + 1);
-            tasks.push(tokio::spawn(async move {
-                probe.send_settled(NAME, &call).await
-            }));
-        }
-        let mut identities = BTreeMap::new();
-        for task in tasks {
-            let Ok(seen) = task.await else { continue };
-            all_ids.extend(ids(&seen));
-            let one = last(&seen);
-            match (&one.read.identity, one.read.success) {
-                (Some(identity), true) => {
-                    *identities.entry(identity.clone()).or_insert(0) += 1;
-                }
-                _ => failures.push(format!("#{}: {}", one.id, probe.describe(one))),
-            }
-        }
-        if identities.len() > 1 {
-            disagreements.push(format!(
-                "round {}: {}",
-                round + 1,
-                identities.keys().cloned().collect::<Vec<_>>().join(", ")
-            ));
-        }
-        effects_seen.push(identities.len());
+        race_round(probe, NAME, round, &mut found).await;
     }
     let after = count_or_stop!(probe, checks, NAME, TITLE);
+    let Race {
+        ids: all_ids,
+        disagreements,
+        failures,
+    } = found;
     checks.add(
         lab26(),
         "every call of a round that succeeded names one and the same effect",
@@ -768,6 +737,56 @@ async fn concurrent(probe: &Arc<McpProbe>) -> PointReport {
         &all_ids,
     );
     PointReport::covered(NAME, TITLE, checks.0)
+}
+
+/// What the rounds of the concurrent point found.
+#[derive(Default)]
+struct Race {
+    /// Every exchange of every round.
+    ids: Vec<usize>,
+    /// A round whose successes named more than one effect, and the effects.
+    disagreements: Vec<String>,
+    /// A call that ended without a success naming an effect.
+    failures: Vec<String>,
+}
+
+/// One round: the load's calls with one key sent together, each settled, into `found`.
+async fn race_round(probe: &Arc<McpProbe>, name: &'static str, round: usize, found: &mut Race) {
+    let call = probe.call(
+        &format!("round {} call", round + 1),
+        probe.intention_key(),
+        &probe.fresh_fields(),
+    );
+    let mut tasks = Vec::new();
+    for i in 0..probe.target.load.calls {
+        let probe = Arc::clone(probe);
+        let mut call = call.clone();
+        call.step = format!("{} {}", call.step, i + 1);
+        tasks.push(tokio::spawn(async move {
+            probe.send_settled(name, &call).await
+        }));
+    }
+    let mut identities = BTreeMap::new();
+    for task in tasks {
+        let Ok(seen) = task.await else { continue };
+        found.ids.extend(ids(&seen));
+        let one = last(&seen);
+        match (&one.read.identity, one.read.success) {
+            (Some(identity), true) => {
+                *identities.entry(identity.clone()).or_insert(0) += 1;
+            }
+            _ => found
+                .failures
+                .push(format!("#{}: {}", one.id, probe.describe(one))),
+        }
+    }
+    if identities.len() > 1 {
+        found.disagreements.push(format!(
+            "round {}: {}",
+            round + 1,
+            identities.keys().cloned().collect::<Vec<_>>().join(", ")
+        ));
+    }
 }
 
 async fn concurrent_distinct(probe: &Arc<McpProbe>) -> PointReport {

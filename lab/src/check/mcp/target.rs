@@ -281,50 +281,8 @@ impl McpTarget {
 }
 
 impl McpFile {
-    fn validate(self, overrides: &Overrides) -> Checked<McpTarget> {
-        let transport = match self.transport.as_deref() {
-            Some("stdio") => {
-                if self.url.is_some() || !self.headers.is_empty() {
-                    return Err(
-                        "mcp.url: mcp.url and mcp.headers are for transport = \"http\"".to_owned(),
-                    );
-                }
-                let command = required(self.command, "mcp.command")?;
-                if command.first().is_none_or(String::is_empty) {
-                    return Err("mcp.command: an argv list whose first word is the program".into());
-                }
-                McpTransport::Stdio {
-                    command,
-                    env: env(self.env, "mcp.env")?,
-                }
-            }
-            Some("http") => {
-                if self.command.is_some() || !self.env.is_empty() {
-                    return Err(
-                        "mcp.command: mcp.command and mcp.env are for transport = \"stdio\""
-                            .to_owned(),
-                    );
-                }
-                let (url, field) = match &overrides.base_url {
-                    Some(url) => (url.clone(), "--url"),
-                    None => (required(self.url, "mcp.url")?, "mcp.url"),
-                };
-                http_url(&url, field, overrides.allow_remote)?;
-                McpTransport::Http {
-                    url,
-                    headers: headers(self.headers, "mcp.headers")?,
-                }
-            }
-            Some(other) => {
-                return Err(format!(
-                    "mcp.transport: {other:?}: expected \"stdio\" or \"http\""
-                ));
-            }
-            None => return Err("mcp.transport: missing (required): \"stdio\" or \"http\"".into()),
-        };
-        if overrides.base_url.is_some() && matches!(transport, McpTransport::Stdio { .. }) {
-            return Err("--url: the file's transport is stdio; --url is for an http target".into());
-        }
+    fn validate(mut self, overrides: &Overrides) -> Checked<McpTarget> {
+        let transport = self.transport(overrides)?;
         let timeout_ms = self.timeout_ms.unwrap_or(10_000);
         if !(100..=600_000).contains(&timeout_ms) {
             return Err(format!(
@@ -334,74 +292,12 @@ impl McpFile {
         let tool = tool(required(self.tool, "[mcp.tool]")?)?;
         let identity = identity(required(self.identity, "[mcp.identity]")?)?;
         let errors = errors(self.errors, &tool)?;
-        if self.callers.is_empty() {
-            return Err(
-                "[[mcp.callers]]: none given; name at least one (two for the scope point)".into(),
-            );
-        }
         let http = matches!(transport, McpTransport::Http { .. });
-        let mut callers: Vec<McpCaller> = Vec::new();
-        for (i, caller) in self.callers.into_iter().enumerate() {
-            let field = format!("mcp.callers[{i}]");
-            let name = required(caller.name, &format!("{field}.name"))?;
-            if name.is_empty() || name.len() > 64 {
-                return Err(format!(
-                    "{field}.name: {name:?}: one to sixty-four characters"
-                ));
-            }
-            if callers.iter().any(|c| c.name == name) {
-                return Err(format!("{field}.name: {name:?} is named twice"));
-            }
-            if http && (!caller.args.is_empty() || !caller.env.is_empty()) {
-                return Err(format!(
-                    "{field}.args: args and env are for stdio; over http a caller is its headers"
-                ));
-            }
-            if !http && !caller.headers.is_empty() {
-                return Err(format!(
-                    "{field}.headers: headers are for http; over stdio a caller is its args and env"
-                ));
-            }
-            let caller = McpCaller {
-                name,
-                args: caller.args,
-                env: env(caller.env, &format!("{field}.env"))?,
-                headers: headers(caller.headers, &format!("{field}.headers"))?,
-            };
-            if let Some(same) = callers.iter().position(|c| {
-                (c.args.clone(), c.env.clone(), c.headers.clone())
-                    == (
-                        caller.args.clone(),
-                        caller.env.clone(),
-                        caller.headers.clone(),
-                    )
-            }) {
-                return Err(format!(
-                    "{field}: the same {} as mcp.callers[{same}]; the scope point needs callers \
-                     the server can tell apart",
-                    if http { "headers" } else { "args and env" }
-                ));
-            }
-            callers.push(caller);
-        }
+        let callers = callers(self.callers, http)?;
         let count = count(required(self.count, "[mcp.count]")?, &callers)?;
         let load = match self.load {
             None => McpLoad::default(),
-            Some(file) => {
-                let rounds = file.rounds.unwrap_or(McpLoad::default().rounds);
-                if !(1..=MAX_ROUNDS).contains(&rounds) {
-                    return Err(format!(
-                        "mcp.load.rounds: {rounds}: expected 1 to {MAX_ROUNDS}"
-                    ));
-                }
-                let calls = file.calls.unwrap_or(McpLoad::default().calls);
-                if !(2..=MAX_CALLS).contains(&calls) {
-                    return Err(format!(
-                        "mcp.load.calls: {calls}: expected 2 to {MAX_CALLS}"
-                    ));
-                }
-                McpLoad { rounds, calls }
-            }
+            Some(file) => load(file)?,
         };
         Ok(McpTarget {
             path: PathBuf::new(),
@@ -414,6 +310,55 @@ impl McpFile {
             count,
             load,
         })
+    }
+
+    /// The transport, taking its fields out of the file: a command for stdio, a URL (or the
+    /// `--url` given) for http, and none of the other's fields.
+    fn transport(&mut self, overrides: &Overrides) -> Checked<McpTransport> {
+        let transport = match self.transport.as_deref() {
+            Some("stdio") => {
+                if self.url.is_some() || !self.headers.is_empty() {
+                    return Err(
+                        "mcp.url: mcp.url and mcp.headers are for transport = \"http\"".to_owned(),
+                    );
+                }
+                let command = required(self.command.take(), "mcp.command")?;
+                if command.first().is_none_or(String::is_empty) {
+                    return Err("mcp.command: an argv list whose first word is the program".into());
+                }
+                McpTransport::Stdio {
+                    command,
+                    env: env(std::mem::take(&mut self.env), "mcp.env")?,
+                }
+            }
+            Some("http") => {
+                if self.command.is_some() || !self.env.is_empty() {
+                    return Err(
+                        "mcp.command: mcp.command and mcp.env are for transport = \"stdio\""
+                            .to_owned(),
+                    );
+                }
+                let (url, field) = match &overrides.base_url {
+                    Some(url) => (url.clone(), "--url"),
+                    None => (required(self.url.take(), "mcp.url")?, "mcp.url"),
+                };
+                http_url(&url, field, overrides.allow_remote)?;
+                McpTransport::Http {
+                    url,
+                    headers: headers(std::mem::take(&mut self.headers), "mcp.headers")?,
+                }
+            }
+            Some(other) => {
+                return Err(format!(
+                    "mcp.transport: {other:?}: expected \"stdio\" or \"http\""
+                ));
+            }
+            None => return Err("mcp.transport: missing (required): \"stdio\" or \"http\"".into()),
+        };
+        if overrides.base_url.is_some() && matches!(transport, McpTransport::Stdio { .. }) {
+            return Err("--url: the file's transport is stdio; --url is for an http target".into());
+        }
+        Ok(transport)
     }
 }
 
@@ -717,6 +662,73 @@ fn count(file: CountFile, callers: &[McpCaller]) -> Checked<McpCount> {
         }
         _ => Err("[mcp.count]: give exactly one of tool, sql or command".into()),
     }
+}
+
+/// `[[mcp.callers]]`: at least one, each named once, with the transport's own credentials (args
+/// and env over stdio, headers over http), no two alike.
+fn callers(list: Vec<CallerFile>, http: bool) -> Checked<Vec<McpCaller>> {
+    if list.is_empty() {
+        return Err(
+            "[[mcp.callers]]: none given; name at least one (two for the scope point)".into(),
+        );
+    }
+    let mut callers: Vec<McpCaller> = Vec::new();
+    for (i, caller) in list.into_iter().enumerate() {
+        let field = format!("mcp.callers[{i}]");
+        let name = required(caller.name, &format!("{field}.name"))?;
+        if name.is_empty() || name.len() > 64 {
+            return Err(format!(
+                "{field}.name: {name:?}: one to sixty-four characters"
+            ));
+        }
+        if callers.iter().any(|c| c.name == name) {
+            return Err(format!("{field}.name: {name:?} is named twice"));
+        }
+        if http && (!caller.args.is_empty() || !caller.env.is_empty()) {
+            return Err(format!(
+                "{field}.args: args and env are for stdio; over http a caller is its headers"
+            ));
+        }
+        if !http && !caller.headers.is_empty() {
+            return Err(format!(
+                "{field}.headers: headers are for http; over stdio a caller is its args and env"
+            ));
+        }
+        let caller = McpCaller {
+            name,
+            args: caller.args,
+            env: env(caller.env, &format!("{field}.env"))?,
+            headers: headers(caller.headers, &format!("{field}.headers"))?,
+        };
+        if let Some(same) = callers.iter().position(|c| {
+            (&c.args, &c.env, &c.headers) == (&caller.args, &caller.env, &caller.headers)
+        }) {
+            return Err(format!(
+                "{field}: the same {} as mcp.callers[{same}]; the scope point needs callers \
+                 the server can tell apart",
+                if http { "headers" } else { "args and env" }
+            ));
+        }
+        callers.push(caller);
+    }
+    Ok(callers)
+}
+
+/// `[mcp.load]`: the rounds and the calls per round, each within its bounds.
+fn load(file: LoadFile) -> Checked<McpLoad> {
+    let rounds = file.rounds.unwrap_or(McpLoad::default().rounds);
+    if !(1..=MAX_ROUNDS).contains(&rounds) {
+        return Err(format!(
+            "mcp.load.rounds: {rounds}: expected 1 to {MAX_ROUNDS}"
+        ));
+    }
+    let calls = file.calls.unwrap_or(McpLoad::default().calls);
+    if !(2..=MAX_CALLS).contains(&calls) {
+        return Err(format!(
+            "mcp.load.calls: {calls}: expected 2 to {MAX_CALLS}"
+        ));
+    }
+    Ok(McpLoad { rounds, calls })
 }
 
 #[cfg(test)]

@@ -235,15 +235,33 @@ fn judge(
             created.push(id.clone());
         }
     }
-    let lost = group.calls.iter().filter(|c| c.fate == "lost").count();
-    let delayed = group
-        .calls
-        .iter()
-        .filter(|c| c.fate.starts_with("delayed"))
-        .count();
-    let resolved = group.resolved();
-    let keys = group.keys.clone();
-    let (verdict, reason) = if created.len() > 1 {
+    let mut intention = Intention {
+        number,
+        calls: group.calls.iter().map(|call| call.number).collect(),
+        keys: group.keys.clone(),
+        tickets_with_these_fields: tickets.iter().filter(|t| t.payload == fields).count(),
+        fields,
+        same_arguments,
+        lost: group.calls.iter().filter(|c| c.fate == "lost").count(),
+        delayed: group
+            .calls
+            .iter()
+            .filter(|c| c.fate.starts_with("delayed"))
+            .count(),
+        tickets: created,
+        resolved: group.resolved(),
+        possible_replan_of: follows.map(|index| index + 1),
+        verdict: Verdict::NotExercised,
+        reason: String::new(),
+    };
+    (intention.verdict, intention.reason) = verdict(&intention);
+    intention
+}
+
+/// An intention's verdict and its reason, from what its calls did (the first rule that applies).
+fn verdict(intention: &Intention) -> (Verdict, String) {
+    let (created, keys) = (&intention.tickets, &intention.keys);
+    if created.len() > 1 {
         (
             Verdict::Fail,
             format!(
@@ -260,7 +278,7 @@ fn judge(
                 keys.join(" then ")
             ),
         )
-    } else if !resolved {
+    } else if !intention.resolved {
         let ticket = match created.first() {
             Some(id) => format!("ticket {id} exists and the client was never told of it"),
             None => "no ticket reached the client".to_owned(),
@@ -271,17 +289,17 @@ fn judge(
                 "no answer with a ticket reached the client and it did not ask again with its key: {ticket}"
             ),
         )
-    } else if lost + delayed == 0 {
+    } else if intention.lost + intention.delayed == 0 {
         (
             Verdict::NotExercised,
             "no reply of it was lost or late, so its retry was not tested".to_owned(),
         )
-    } else if group.calls.len() == 1 {
+    } else if intention.calls.len() == 1 {
         (
             Verdict::Pass,
             "the client waited for the late reply instead of sending again; one ticket".to_owned(),
         )
-    } else if same_arguments {
+    } else if intention.same_arguments {
         (
             Verdict::Pass,
             "every retry reused the key and the arguments; one ticket".to_owned(),
@@ -292,21 +310,6 @@ fn judge(
             "the key was kept; a retry with other arguments got conflict and wrote nothing; one ticket"
                 .to_owned(),
         )
-    };
-    Intention {
-        number,
-        calls: group.calls.iter().map(|call| call.number).collect(),
-        keys,
-        tickets_with_these_fields: tickets.iter().filter(|t| t.payload == fields).count(),
-        fields,
-        same_arguments,
-        lost,
-        delayed,
-        tickets: created,
-        resolved,
-        possible_replan_of: follows.map(|index| index + 1),
-        verdict,
-        reason,
     }
 }
 
