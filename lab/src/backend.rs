@@ -44,12 +44,12 @@ pub enum Backend {
     },
 }
 
-/// The admin token `lab --adapter mcp` starts its servers with; they live only as long as one
+/// The admin token `lab --backend mcp` starts its servers with; they live only as long as one
 /// scenario and listen on nothing but the pipe to their parent.
 #[cfg(feature = "mcp")]
 const MCP_SUITE_ADMIN_TOKEN: &str = "lab-suite-admin";
 
-/// The caller a `lab check --adapter mcp` server acts for.
+/// The caller a `lab check --backend mcp` server acts for.
 #[cfg(feature = "mcp")]
 const MCP_CHECK_CALLER: &str = "support-agent";
 

@@ -14,22 +14,6 @@ pub const LIMIT: usize = 80;
 /// The folders whose functions are measured, relative to the repository root.
 pub const FOLDERS: &[&str] = &["lab/src", "xtask/src"];
 
-/// Files (or folders, ending in `/`) being split up on other branches of the same wave, so their
-/// long functions are not this check's to fail yet. The integrator empties this list once those
-/// branches have landed; a file on it is still measured and listed, only not refused.
-pub const EXEMPT: &[&str] = &[
-    "lab/src/http/",
-    "lab/src/mcp/server/",
-    "lab/src/service/",
-    "lab/src/cli/mcp.rs",
-    "lab/src/cli/proxy.rs",
-    "lab/src/cli/runner.rs",
-    "lab/src/cli/serve.rs",
-    "lab/src/cli/value.rs",
-    "lab/src/runner.rs",
-    "lab/src/error.rs",
-];
-
 /// One function and its length.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Function {
@@ -76,23 +60,11 @@ pub fn measure(root: &Path) -> Result<Vec<Function>> {
     Ok(all)
 }
 
-/// Whether a file is on the [`EXEMPT`] list.
-pub fn exempt(file: &Path) -> bool {
-    let file = file.to_string_lossy();
-    EXEMPT.iter().any(|entry| {
-        if entry.ends_with('/') {
-            file.starts_with(entry)
-        } else {
-            file == *entry
-        }
-    })
-}
-
-/// One line per function over [`LIMIT`] outside the [`EXEMPT`] files.
+/// One line per function over [`LIMIT`]: no file is exempt.
 pub fn problems(functions: &[Function]) -> Vec<String> {
     functions
         .iter()
-        .filter(|f| f.lines > LIMIT && !exempt(&f.file))
+        .filter(|f| f.lines > LIMIT)
         .map(|f| {
             format!(
                 "{}:{}: `{}` runs {} lines; split it to at most {LIMIT} (a reader must hold a function at once)",
@@ -108,9 +80,8 @@ pub fn problems(functions: &[Function]) -> Vec<String> {
 /// `cargo xtask function-lengths [N]`: the N longest functions of the whole tree.
 pub fn run(root: &Path, most: usize) -> Result<()> {
     for f in measure(root)?.iter().take(most) {
-        let mark = if exempt(&f.file) { " (exempt)" } else { "" };
         println!(
-            "{:>4}  {}:{}  {}{mark}",
+            "{:>4}  {}:{}  {}",
             f.lines,
             f.file.display(),
             f.line,
@@ -246,12 +217,10 @@ mod tests {
     }
 
     #[test]
-    fn an_exempt_file_is_measured_but_not_refused() {
+    fn a_boundary_file_is_refused_like_any_other() {
         let source = long_function("too_long", LIMIT + 1);
         let found = functions(Path::new("lab/src/http/x.rs"), &source).unwrap();
         assert_eq!(found[0].lines, LIMIT + 1);
-        assert!(problems(&found).is_empty());
-        assert!(exempt(Path::new("lab/src/runner.rs")));
-        assert!(!exempt(Path::new("lab/src/runner_extra.rs")));
+        assert_eq!(problems(&found).len(), 1);
     }
 }

@@ -107,7 +107,7 @@ pub async fn all(probe: &Arc<Probe>) -> Vec<PointReport> {
         "crash",
         "A crash of the service between its effect and its answer",
         "A black box cannot crash the service at a chosen step. For a Rust tool, `lab check \
-         --adapter ...` stands in for it inside the create: a failure before the commit, and a \
+         --backend ...` stands in for it inside the create: a failure before the commit, and a \
          reply lost after it. A service's own harness can kill it at its dangerous points (as \
          lab/tests/it/crash.rs does to the runner) and then run this check's replay point."
             .to_owned(),
@@ -1544,7 +1544,7 @@ async fn fault_between(probe: &Probe) -> PointReport {
             TITLE,
             "A black box cannot fail the service between its effect and its record. Name a \
              fault hook in [faults] between_effect_and_record (a header the service honours in \
-             tests), or check a Rust tool with `lab check --adapter ...`, which injects this \
+             tests), or check a Rust tool with `lab check --backend ...`, which injects this \
              fault inside the create."
                 .to_owned(),
         );
