@@ -486,3 +486,128 @@ fn ticket_json(ticket: StoredTicket) -> serde_json::Value {
         serde_json::from_str(&ticket.payload).unwrap_or(serde_json::Value::String(ticket.payload));
     json!({"id": ticket.id, "payload": payload})
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs an extractor or a body read to completion on a runtime of its own.
+    fn block_on<F: std::future::Future>(future: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(future)
+    }
+
+    fn parts(headers: &[(&str, &str)]) -> Parts {
+        let mut request = axum::http::Request::builder();
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        request.body(()).unwrap().into_parts().0
+    }
+
+    fn key_of(headers: &[(&str, &str)]) -> std::result::Result<String, &'static str> {
+        block_on(Key::from_request_parts(&mut parts(headers), &()))
+            .map(|Key(key)| key.as_str().to_owned())
+            .map_err(|problem| problem.kind().anchor)
+    }
+
+    fn body_of(response: Response) -> serde_json::Value {
+        let bytes = block_on(response.into_body().collect()).unwrap().to_bytes();
+        serde_json::from_slice(&bytes).unwrap()
+    }
+
+    #[test]
+    fn the_key_header_is_read_as_one_sf_string_or_refused_with_its_problem() {
+        let name = contract::IDEMPOTENCY_KEY;
+        assert_eq!(key_of(&[(name, "\"ticket-7\"")]), Ok("ticket-7".to_owned()));
+        assert_eq!(key_of(&[]), Err(problem::MISSING_KEY.anchor));
+        // A bare token-shaped value is read as the key; an unterminated string, a bare value
+        // that starts with a digit and a repeated header are not one key.
+        assert_eq!(key_of(&[(name, "ticket-7")]), Ok("ticket-7".to_owned()));
+        assert_eq!(
+            key_of(&[(name, "\"ticket-7")]),
+            Err(problem::INVALID_KEY.anchor)
+        );
+        assert_eq!(
+            key_of(&[(name, "7-ticket")]),
+            Err(problem::INVALID_KEY.anchor)
+        );
+        assert_eq!(
+            key_of(&[(name, "\"a\""), (name, "\"a\"")]),
+            Err(problem::INVALID_KEY.anchor)
+        );
+    }
+
+    #[test]
+    fn a_header_sent_twice_is_a_problem_and_a_missing_one_is_none() {
+        let headers = parts(&[("x-one", "1"), ("x-two", "2"), ("x-two", "2")]).headers;
+        assert_eq!(
+            single(&headers, "x-one", problem::INVALID_KEY).unwrap(),
+            Some(&HeaderValue::from_static("1"))
+        );
+        assert_eq!(
+            single(&headers, "x-none", problem::INVALID_KEY).unwrap(),
+            None
+        );
+        let twice = single(&headers, "x-two", problem::INVALID_KEY).unwrap_err();
+        assert_eq!(twice.kind().anchor, problem::INVALID_KEY.anchor);
+    }
+
+    #[test]
+    fn each_refusal_becomes_its_own_problem_and_an_internal_one_shows_only_its_id() {
+        let key = OperationKey::try_from("ticket-7").unwrap();
+        let cases = [
+            (Refusal::InProgress { key: key.clone() }, problem::IN_FLIGHT),
+            (Refusal::Expired { key }, problem::KEY_EXPIRED),
+            (
+                Refusal::Conflict("other payload".into()),
+                problem::PAYLOAD_CONFLICT,
+            ),
+            (
+                Refusal::InjectedFailure("fault".into()),
+                problem::INJECTED_FAILURE,
+            ),
+        ];
+        for (refusal, kind) in cases {
+            let problem = refused(refusal);
+            assert_eq!(problem.kind().anchor, kind.anchor);
+            let response = problem.into_response();
+            assert_eq!(response.status().as_u16(), kind.status);
+        }
+        let internal = Refusal::internal("disk I/O error at /secret/path");
+        let Refusal::Internal { error_id } = &internal else {
+            panic!("not internal: {internal:?}");
+        };
+        let error_id = error_id.clone();
+        let response = refused(internal).into_response();
+        assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let body = body_of(response).to_string();
+        assert!(body.contains(&error_id), "{body}");
+        assert!(!body.contains("/secret/path"), "the cause leaked: {body}");
+    }
+
+    #[test]
+    fn only_a_replay_is_marked_replayed() {
+        let text = r#"{"ticket_id": 1}"#.to_owned();
+        let created = created_response(text.clone(), false);
+        assert_eq!(created.status(), StatusCode::CREATED);
+        assert!(
+            created
+                .headers()
+                .get(contract::IDEMPOTENT_REPLAYED)
+                .is_none()
+        );
+        let replayed = created_response(text, true);
+        assert_eq!(
+            replayed
+                .headers()
+                .get(contract::IDEMPOTENT_REPLAYED)
+                .unwrap(),
+            "true"
+        );
+        assert_eq!(body_of(replayed)["ticket_id"], 1);
+    }
+}
