@@ -28,15 +28,16 @@ mod section {
     pub const SECURITY: &str = "5";
 }
 
-/// A point's sub-checks as they are made.
-struct Checks(Vec<SubCheck>);
+/// A point's sub-checks as they are made, in order; the MCP points keep theirs the same way.
+pub(crate) struct Checks(pub(crate) Vec<SubCheck>);
 
 impl Checks {
-    fn new() -> Checks {
+    pub(crate) fn new() -> Checks {
         Checks(Vec::new())
     }
 
-    fn add(
+    /// Records one sub-check and returns whether it passed.
+    pub(crate) fn add(
         &mut self,
         grade: Grade,
         what: impl Into<String>,

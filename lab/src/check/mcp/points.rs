@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::super::report::{Grade, Level, PointReport, SubCheck};
+use super::super::points::Checks;
+use super::super::report::{Grade, Level, PointReport};
 use super::probe::{KeyArg, McpProbe, Seen, ToolCall};
 
 /// The draft's sections the grades cite, their rule carried from a header to an argument.
@@ -25,30 +26,6 @@ mod section {
 mod rule {
     pub const ANNOTATIONS: &str = "tools: annotations are hints, untrusted";
     pub const CANCELLATION: &str = "cancellation: the work may have finished";
-}
-
-struct Checks(Vec<SubCheck>);
-
-impl Checks {
-    fn add(
-        &mut self,
-        grade: Grade,
-        what: impl Into<String>,
-        passed: bool,
-        expected: impl Into<String>,
-        observed: impl Into<String>,
-        exchanges: &[usize],
-    ) -> bool {
-        self.0.push(SubCheck {
-            what: what.into(),
-            grade,
-            passed,
-            expected: expected.into(),
-            observed: observed.into(),
-            exchanges: exchanges.to_vec(),
-        });
-        passed
-    }
 }
 
 fn lab26() -> Grade {
@@ -114,7 +91,7 @@ fn cannot(probe: &McpProbe, name: &'static str, title: &'static str) -> Option<P
     if probe.target.keyed() {
         return None;
     }
-    let mut checks = Checks(Vec::new());
+    let mut checks = Checks::new();
     checks.add(
         Grade::lab(),
         "the tool takes an operation key, which this point needs",
@@ -133,7 +110,7 @@ fn key(probe: &McpProbe) -> PointReport {
     const NAME: &str = "key";
     const TITLE: &str =
         "The create tool takes an operation key, so a retry can be told from a new call";
-    let mut checks = Checks(Vec::new());
+    let mut checks = Checks::new();
     let tool = &probe.target.tool;
     let listed = probe.tools.iter().find(|t| t.name == tool.name.as_str());
     checks.add(
@@ -209,7 +186,7 @@ fn annotations(probe: &McpProbe) -> PointReport {
     const NAME: &str = "annotations";
     const TITLE: &str =
         "The tool's annotations, reported as the hints they are (never a pass on their strength)";
-    let mut checks = Checks(Vec::new());
+    let mut checks = Checks::new();
     let grade = Grade::mcp(Level::Should, rule::ANNOTATIONS);
     let tool = &probe.target.tool;
     let Some(listed) = probe.tools.iter().find(|t| t.name == tool.name.as_str()) else {
@@ -314,7 +291,7 @@ async fn replay(probe: &McpProbe) -> PointReport {
     if let Some(report) = cannot(probe, NAME, TITLE) {
         return report;
     }
-    let mut checks = Checks(Vec::new());
+    let mut checks = Checks::new();
     let before = count_or_stop!(probe, checks, NAME, TITLE);
     let call = probe.call(
         "the first call",
@@ -405,7 +382,7 @@ async fn judge_retry(
 async fn lost_result(probe: &McpProbe) -> PointReport {
     const NAME: &str = "lost-result";
     const TITLE: &str = "A result lost on its way back: the check discards it and calls again";
-    let mut checks = Checks(Vec::new());
+    let mut checks = Checks::new();
     let before = count_or_stop!(probe, checks, NAME, TITLE);
     let call = probe.call(
         "the call whose result is lost",
@@ -439,7 +416,7 @@ async fn cancelled(probe: &McpProbe) -> PointReport {
     const NAME: &str = "cancelled";
     const TITLE: &str =
         "A call cancelled (notifications/cancelled) after its work finished, then retried";
-    let mut checks = Checks(Vec::new());
+    let mut checks = Checks::new();
     let before = count_or_stop!(probe, checks, NAME, TITLE);
     let call = probe.call(
         "the call then cancelled",
@@ -512,7 +489,7 @@ async fn reconnect(probe: &McpProbe) -> PointReport {
     const NAME: &str = "reconnect";
     const TITLE: &str =
         "A reconnect (a new process over stdio, a new session over HTTP) before the retry";
-    let mut checks = Checks(Vec::new());
+    let mut checks = Checks::new();
     let before = count_or_stop!(probe, checks, NAME, TITLE);
     let call = probe.call(
         "the call before the reconnect",
@@ -579,7 +556,7 @@ async fn changed_payload(probe: &McpProbe) -> PointReport {
     if let Some(report) = cannot(probe, NAME, TITLE) {
         return report;
     }
-    let mut checks = Checks(Vec::new());
+    let mut checks = Checks::new();
     let before = count_or_stop!(probe, checks, NAME, TITLE);
     let fields = probe.fresh_fields();
     let call = probe.call("the first call", probe.intention_key(), &fields);
@@ -647,7 +624,7 @@ async fn new_key(probe: &McpProbe) -> PointReport {
     if let Some(report) = cannot(probe, NAME, TITLE) {
         return report;
     }
-    let mut checks = Checks(Vec::new());
+    let mut checks = Checks::new();
     let before = count_or_stop!(probe, checks, NAME, TITLE);
     let fields = probe.fresh_fields();
     let call = probe.call("the first call", probe.intention_key(), &fields);
@@ -688,7 +665,7 @@ async fn concurrent(probe: &Arc<McpProbe>) -> PointReport {
     if let Some(report) = cannot(probe, NAME, TITLE) {
         return report;
     }
-    let mut checks = Checks(Vec::new());
+    let mut checks = Checks::new();
     let load = probe.target.load;
     let mut found = Race::default();
     let before = count_or_stop!(probe, checks, NAME, TITLE);
@@ -792,7 +769,7 @@ async fn race_round(probe: &Arc<McpProbe>, name: &'static str, round: usize, fou
 async fn concurrent_distinct(probe: &Arc<McpProbe>) -> PointReport {
     const NAME: &str = "concurrent-distinct";
     const TITLE: &str = "Calls in flight together for different intentions each keep their effect";
-    let mut checks = Checks(Vec::new());
+    let mut checks = Checks::new();
     let calls = probe.target.load.calls;
     let before = count_or_stop!(probe, checks, NAME, TITLE);
     let mut tasks = Vec::new();
@@ -868,7 +845,7 @@ async fn scope(probe: &McpProbe) -> PointReport {
                 .to_owned(),
         );
     }
-    let mut checks = Checks(Vec::new());
+    let mut checks = Checks::new();
     let (a, b) = (&callers[0].name, &callers[1].name);
     let grade = Grade {
         section: Some(section::SECURITY),
@@ -931,7 +908,7 @@ async fn key_forms(probe: &McpProbe) -> PointReport {
     if let Some(report) = cannot(probe, NAME, TITLE) {
         return report;
     }
-    let mut checks = Checks(Vec::new());
+    let mut checks = Checks::new();
     let bad_codes = &probe.target.errors.bad_key;
     let forms = [
         (
@@ -993,7 +970,7 @@ async fn error_then_corrected(probe: &McpProbe) -> PointReport {
     const NAME: &str = "error-then-corrected";
     const TITLE: &str =
         "A refused call creates nothing, and its key then serves the corrected call";
-    let mut checks = Checks(Vec::new());
+    let mut checks = Checks::new();
     let before = count_or_stop!(probe, checks, NAME, TITLE);
     let fields = probe.fresh_fields();
     let mut bad = fields.clone();
