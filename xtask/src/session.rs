@@ -203,22 +203,11 @@ fn shown(program: Program, args: &[&str], background: bool) -> String {
 fn binary(program: Program) -> Result<PathBuf> {
     match program {
         Program::Lab => Ok(crate::shell::lab_binary()?.to_owned()),
-        Program::TeamEndpoint => {
-            let root = crate::root();
-            let status = crate::cargo()
-                .args(["build", "-q", "-p", "lab", "--example", "team_endpoint"])
-                .current_dir(&root)
-                .stdout(Stdio::null())
-                .status()
-                .context("building the team endpoint")?;
-            if !status.success() {
-                bail!("building the team endpoint failed ({status})");
-            }
-            let target = std::env::var_os("CARGO_TARGET_DIR")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| root.join("target"));
-            Ok(target.join("debug").join("examples").join("team_endpoint"))
-        }
+        Program::TeamEndpoint => crate::shell::build_debug(
+            &["--example", "team_endpoint"],
+            "examples/team_endpoint",
+            "the team endpoint",
+        ),
     }
 }
 

@@ -158,23 +158,30 @@ pub(crate) fn lab_binary() -> Result<&'static Path> {
 }
 
 fn build() -> Result<PathBuf> {
+    build_debug(&["--bin", "lab"], "lab", "the lab binary")
+}
+
+/// Builds `-p lab TARGET_ARGS` in debug and returns the binary at `target/debug/PATH`; `what`
+/// names it in errors. Output goes to standard error: in `cargo xtask preprocess`, standard
+/// output is the book.
+pub(crate) fn build_debug(target_args: &[&str], path: &str, what: &str) -> Result<PathBuf> {
     let root = crate::root();
-    // Output to standard error: in `cargo xtask preprocess`, standard output is the book.
     let status = crate::cargo()
-        .args(["build", "-q", "-p", "lab", "--bin", "lab"])
+        .args(["build", "-q", "-p", "lab"])
+        .args(target_args)
         .current_dir(&root)
         .stdout(Stdio::null())
         .status()
-        .context("building the lab binary")?;
+        .with_context(|| format!("building {what}"))?;
     if !status.success() {
-        bail!("building the lab binary failed ({status})");
+        bail!("building {what} failed ({status})");
     }
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"));
-    let binary = target.join("debug").join("lab");
+    let binary = target.join("debug").join(path);
     if !binary.exists() {
-        bail!("no lab binary at {} after the build", binary.display());
+        bail!("no {what} at {} after the build", binary.display());
     }
     Ok(binary)
 }
