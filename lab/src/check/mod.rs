@@ -4,6 +4,7 @@
 //! each observation by the IETF draft (MUST, SHOULD) or the lab's stricter contract (LAB).
 //!
 //! - [`target`]: the file and its validation (every refusal names its field).
+//! - [`fields`]: every field the parser accepts, read from the parser (the book's reference).
 //! - [`calibration`]: before any point, the proof that the file describes the service; a
 //!   mismatch stops the check with exit status 2, naming the field at fault.
 //! - [`http`]: the check's own client on hyper, with client-side lost replies and hang-ups.
@@ -16,6 +17,7 @@
 //!   section.
 
 pub mod calibration;
+pub mod fields;
 pub mod history;
 pub mod http;
 pub mod init;

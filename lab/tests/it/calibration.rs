@@ -396,3 +396,107 @@ fn a_service_that_ignores_keys_calibrates_and_its_duplicates_are_findings() {
     let history = report["history"].as_array().unwrap();
     assert!(history.iter().any(|e| e["point"] == "calibration"));
 }
+
+/// Compares `shown` with the chapter's file `name`; `LAB_BLESS=1` rewrites it.
+fn compare_with_the_chapter(shown: &str, name: &str) {
+    let path = crate::repository_root()
+        .join("src/check-your-own-tool")
+        .join(name);
+    if std::env::var("LAB_BLESS").as_deref() == Ok("1") {
+        std::fs::write(&path, shown).unwrap();
+    }
+    let written = std::fs::read_to_string(&path).unwrap_or_default();
+    assert_eq!(
+        written,
+        shown,
+        "{} differs from the run; rerun with LAB_BLESS=1 and review the diff",
+        path.display()
+    );
+}
+
+/// The block a chapter shows for a command and what it printed.
+fn console(command: &str, output: &str) -> String {
+    format!("```console\n$ {command}\n{}\n```\n", output.trim_end())
+}
+
+/// The chapter's steps from `--init` to a green calibration, each a real run against `lab
+/// serve`: the starting file as `--init` writes it fails calibration three times, each time
+/// naming the field to fix, then calibrates. Every output is the chapter's, compared here.
+#[test]
+fn the_chapters_walk_from_init_to_a_green_calibration_is_a_real_run() {
+    let folder = tempfile::tempdir().unwrap();
+    let database = folder.path().join("lab.sqlite");
+    let server = LabServer::spawn(&[
+        "serve",
+        "--port",
+        "0",
+        "--caller",
+        "alice=alice-token",
+        "--caller",
+        "bob=bob-token",
+        "--database",
+        database.to_str().unwrap(),
+    ]);
+    let init = lab_in(
+        folder.path(),
+        &["check", "--target", "service.toml", "--init", &server.url],
+    );
+    assert_eq!(init.status.code(), Some(0), "{}", text(&init.stderr));
+    let shown_url = "http://127.0.0.1:8080";
+    compare_with_the_chapter(
+        &console(
+            &format!("lab check --target service.toml --init {shown_url}"),
+            &text(&init.stderr),
+        ),
+        "calibration-init.txt",
+    );
+    let file = folder.path().join("service.toml");
+    let fixes = [
+        (
+            "json_pointer = \"\"",
+            "json_pointer = \"/tickets\"",
+            "count.request.json_pointer",
+        ),
+        (
+            "json_pointer = \"/id\"",
+            "json_pointer = \"/ticket_id\"",
+            "identity.json_pointer",
+        ),
+        (
+            "validation = { fields = { title = \"\" } }",
+            "validation = { body_text = \"{\\\"title\\\": \\\"no closing brace\\\"\" }",
+            "errors.validation",
+        ),
+    ];
+    for (step, (from, to, field)) in fixes.iter().enumerate() {
+        let output = lab_in(folder.path(), &["check", "--target", "service.toml"]);
+        assert_mismatch(&output, field, &[]);
+        let shown = console(
+            "lab check --target service.toml",
+            &format!("{}$ echo $?\n2", text(&output.stderr)),
+        );
+        compare_with_the_chapter(&shown, &format!("calibration-{}.txt", step + 1));
+        let content = std::fs::read_to_string(&file).unwrap();
+        assert!(content.contains(from), "{from} is not in the starting file");
+        std::fs::write(&file, content.replacen(from, to, 1)).unwrap();
+    }
+    let output = lab_in(folder.path(), &["check", "--target", "service.toml"]);
+    let stdout = text(&output.stdout);
+    let calibration: Vec<&str> = stdout
+        .lines()
+        .skip_while(|line| !line.starts_with("calibration: "))
+        .take_while(|line| !line.is_empty())
+        .collect();
+    assert!(
+        calibration[0].starts_with("calibration: the file describes the service"),
+        "{stdout}"
+    );
+    assert!(calibration.iter().skip(1).all(|l| l.starts_with("  ok ")));
+    compare_with_the_chapter(
+        &console(
+            "lab check --target service.toml",
+            &format!("...\n{}\n...", calibration.join("\n")),
+        ),
+        "calibration-green.txt",
+    );
+}

@@ -206,6 +206,9 @@ fn no_identity(probe: &McpProbe, call: &ToolCall, seen: &Seen) -> Stop {
 /// varied call was refused, names the field at fault.
 async fn diagnose(probe: &McpProbe, call: &ToolCall, seen: &Seen) -> Stop {
     let exchange = describe(probe, call, seen);
+    if let Some(stop) = schema_at_fault(probe, &exchange) {
+        return stop;
+    }
     if let KeyArg::Key(sent) = &call.key {
         let (other, shape) = if is_uuid(sent) {
             (format!("chk-{}", &uuid_key()[..13]), "text")
@@ -238,6 +241,47 @@ async fn diagnose(probe: &McpProbe, call: &ToolCall, seen: &Seen) -> Stop {
              input schema"
         ),
     )
+}
+
+/// The arguments the tool's input schema requires and the file never sends: the key argument
+/// the file does not name, or an argument missing from `mcp.tool.arguments`.
+fn schema_at_fault(probe: &McpProbe, exchange: &str) -> Option<Stop> {
+    let tool = &probe.target.tool;
+    let listed = probe.tools.iter().find(|t| t.name == tool.name.as_str());
+    let Some(listed) = listed else {
+        let names: Vec<&str> = probe.tools.iter().map(|t| t.name.as_ref()).collect();
+        return Some(Stop::mismatch(
+            "mcp.tool.name",
+            format!(
+                "{exchange}; the server lists no tool {:?}, only: {}",
+                tool.name,
+                names.join(", ")
+            ),
+        ));
+    };
+    let required = listed.input_schema.get("required")?.as_array()?;
+    let given = tool.arguments.as_object()?;
+    let missing: Vec<&str> = required
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|name| !given.contains_key(*name) && tool.key_argument.as_deref() != Some(name))
+        .collect();
+    let first = missing.first()?;
+    if tool.key_argument.is_none() && first.to_ascii_lowercase().contains("key") {
+        return Some(Stop::mismatch(
+            "mcp.tool.key_argument",
+            format!(
+                "{exchange}; the tool's input schema requires {first:?}, which the file does not                  send (no_key = true): say key_argument = {first:?}"
+            ),
+        ));
+    }
+    Some(Stop::mismatch(
+        "mcp.tool.arguments",
+        format!(
+            "{exchange}; the tool's input schema requires {}, which mcp.tool.arguments does not              give",
+            missing.join(", ")
+        ),
+    ))
 }
 
 async fn field_at_fault(probe: &McpProbe, call: &ToolCall, exchange: &str) -> Option<Stop> {
