@@ -735,7 +735,10 @@ impl<'p> Counter<'p> {
                 let from = if file.is_relative() {
                     format!(" (a relative path, read from the working folder {cwd})")
                 } else {
-                    String::new()
+                    format!(
+                        " (a relative path in the file is read from the file's folder, {})",
+                        self.probe.target.folder.display()
+                    )
                 };
                 Err(Stop::mismatch(
                     "count.sql.sqlite",
@@ -932,8 +935,13 @@ async fn provocations(probe: &Probe, calibration: &mut Calibration) -> Proved<()
         &errors.validation,
         "4xx",
     )];
-    if let Some(server) = &errors.server {
-        asked.push(("server-error", "errors.server".to_owned(), server, "5xx"));
+    for (i, server) in errors.server.iter().enumerate() {
+        let field = if errors.server.len() == 1 {
+            "errors.server".to_owned()
+        } else {
+            format!("errors.server[{i}]")
+        };
+        asked.push(("server-error", field, server, "5xx"));
     }
     if let Some(hook) = &probe.target.faults.between_effect_and_record {
         asked.push((
@@ -999,9 +1007,14 @@ fn provocation_missed(
                 .map(|t| format!("body {}", trimmed(t))),
         )
         .collect();
+    let fix = if expected == "4xx" {
+        "Name a request this service refuses with a 4xx and no effect (field values it \
+         refuses, or a body it cannot read)"
+    } else {
+        "Name a request this service answers so (a test hook it honours in tests)"
+    };
     format!(
-        "sent with {}, {}; the points expect a {expected}. Name a request this service \
-         answers so (a test hook it honours, or field values it refuses)",
+        "sent with {}: {}; the points expect a {expected}. {fix}",
         how.join(", "),
         describe_call(probe, call, seen)
     )

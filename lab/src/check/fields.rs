@@ -82,6 +82,9 @@ fn fields_at<T: DeserializeOwned>(path: &[Segment]) -> Option<Vec<String>> {
     };
     let unknown = format!("unknown field `{PROBE}`");
     let (_, expected) = message.split_once(&unknown)?;
+    // toml adds where the table is (`in `create``) after the list.
+    let expected = expected.split(['\n']).next().unwrap_or_default();
+    let expected = expected.split(" in `").next().unwrap_or_default();
     let names: Vec<String> = expected
         .split('`')
         .skip(1)

@@ -303,6 +303,7 @@ path = "/tickets"
 headers = { "Content-Type" = "application/json" }
 body = { title = "{{title}}", priority = "{{priority}}" }
 fields = { title = "Printer jammed", priority = "high" }
+vary = { title = "text" }
 success = [201]
 
 [key]
@@ -353,8 +354,13 @@ fn an_enum_field_the_check_varies_and_the_service_refuses_stops_the_check_naming
         priorities: Some(&["low", "med", "high"]),
         ..Needs::default()
     });
-    let (output, _folder) = check(DESK_TARGET, &url, &[]);
-    assert_mismatch(&output, "priority", &["422", "low, med, high"]);
+    // The file lets the check vary priority as free text, which this service refuses.
+    let file = DESK_TARGET.replace(
+        "vary = { title = \"text\" }",
+        "vary = { title = \"text\", priority = \"text\" }",
+    );
+    let (output, _folder) = check(&file, &url, &[]);
+    assert_mismatch(&output, "create.vary.priority", &["422", "low, med, high"]);
 }
 
 #[test]
@@ -363,8 +369,17 @@ fn a_key_form_the_service_refuses_stops_the_check_naming_key_shape() {
         uuid_keys: true,
         ..Needs::default()
     });
-    let (output, _folder) = check(DESK_TARGET, &url, &[]);
-    assert_mismatch(&output, "key.shape", &["500", "UUID"]);
+    // The file asks for keys shaped as text; this service takes only UUIDs.
+    let file = DESK_TARGET.replace(
+        "form = \"sf-string\"",
+        "form = \"sf-string\"\nshape = \"text\"",
+    );
+    let (output, _folder) = check(&file, &url, &[]);
+    assert_mismatch(
+        &output,
+        "key.shape",
+        &["500", "UUID", "key.shape = \"uuid\""],
+    );
 }
 
 #[test]
@@ -499,4 +514,47 @@ fn the_chapters_walk_from_init_to_a_green_calibration_is_a_real_run() {
         ),
         "calibration-green.txt",
     );
+}
+
+/// The fields a table of the reference chapter lists, from the rows after `marker`: each row's
+/// first cell, in backticks.
+fn fields_in_the_book(chapter: &str, marker: &str) -> Vec<String> {
+    let mut fields: Vec<String> = chapter
+        .split_once(marker)
+        .unwrap_or_else(|| panic!("no {marker} in the chapter"))
+        .1
+        .lines()
+        .skip_while(|line| !line.starts_with('|'))
+        .take_while(|line| line.starts_with('|'))
+        .skip(2)
+        .filter_map(|row| row.split('`').nth(1).map(str::to_owned))
+        .collect();
+    fields.sort();
+    fields
+}
+
+#[test]
+fn the_reference_lists_every_field_the_parsers_accept_and_no_other() {
+    let chapter =
+        std::fs::read_to_string(crate::repository_root().join("src/target-file-reference.md"))
+            .unwrap_or_default();
+    for (marker, accepted) in [
+        (
+            "<!-- fields: http -->",
+            lab::check::target::accepted_fields(),
+        ),
+        (
+            "<!-- fields: mcp -->",
+            lab::check::mcp::target::accepted_fields(),
+        ),
+    ] {
+        let listed = fields_in_the_book(&chapter, marker);
+        let missing: Vec<&String> = accepted.iter().filter(|f| !listed.contains(f)).collect();
+        let extra: Vec<&String> = listed.iter().filter(|f| !accepted.contains(f)).collect();
+        assert!(
+            missing.is_empty() && extra.is_empty(),
+            "{marker}: the parser accepts, the book does not list: {missing:?}; the book lists, \
+             the parser does not accept: {extra:?}"
+        );
+    }
 }
