@@ -7,6 +7,7 @@ mod book;
 mod check;
 mod check_mcp;
 mod check_target;
+mod check_vocab;
 mod cli;
 mod clients;
 mod conformance;
