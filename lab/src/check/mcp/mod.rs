@@ -6,10 +6,12 @@
 //!
 //! - [`target`]: the `[mcp]` section and its validation.
 //! - [`http`]: the Streamable HTTP client (JSON answers and event streams).
+//! - [`init`]: the commented `[mcp]` starting file `--init-mcp` writes from `tools/list`.
 //! - [`probe`]: sessions, recorded calls, a cancelled call, counting.
 //! - [`points`]: the points.
 
 pub mod http;
+pub mod init;
 pub mod points;
 pub mod probe;
 pub mod target;
@@ -28,7 +30,7 @@ its rules carried from the header to the tool's key argument), the MCP specifica
 /// Runs every MCP point and returns the report. Call it only with a validated [`McpTarget`].
 ///
 /// # Errors
-/// [`Error::Io`] when the runtime cannot start; [`Error::Http`] when the server cannot be
+/// [`Error::Io`] when the runtime cannot start; [`Error::Mcp`] when the server cannot be
 /// started or reached, or the first count fails (nothing is judged then).
 pub fn run(target: McpTarget) -> Result<Report> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -41,10 +43,8 @@ pub fn run(target: McpTarget) -> Result<Report> {
         })?;
     let file = target.path.display().to_string();
     let place = target.describe();
-    let unreachable = |problem: String| Error::Http {
-        method: "MCP",
-        url: place.clone(),
-        status: None,
+    let unreachable = |problem: String| Error::Mcp {
+        place: place.clone(),
         problem,
     };
     let (points, elapsed, history) = runtime.block_on(async {
