@@ -715,3 +715,62 @@ fn bad_mcp_target_files_are_refused_naming_the_field_with_nothing_started_or_sen
         "a refused file connected to the server"
     );
 }
+
+#[test]
+fn init_mcp_writes_a_starting_file_from_the_servers_tools_list_that_validates() {
+    let folder = tempfile::tempdir().unwrap();
+    let file = folder.path().join("mine.toml");
+    let server = format!("{LAB} mcp --database {{{{dir}}}}/init.sqlite");
+    let output = Command::new(LAB)
+        .args([
+            "check",
+            "--target",
+            file.to_str().unwrap(),
+            "--init-mcp",
+            &server,
+        ])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let written = std::fs::read_to_string(&file).unwrap();
+    let target =
+        lab::check::mcp::McpTarget::parse(&written, &file, &lab::check::Overrides::default())
+            .unwrap_or_else(|err| panic!("{err}\n{written}"));
+    assert_eq!(target.tool.name, "create_ticket");
+    assert_eq!(target.tool.key_argument.as_deref(), Some("operation_key"));
+    assert!(written.contains("#   list_tickets()"), "{written}");
+    // A second time: refused, the file unchanged, exit 2.
+    let again = Command::new(LAB)
+        .args([
+            "check",
+            "--target",
+            file.to_str().unwrap(),
+            "--init-mcp",
+            &server,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(2));
+    assert!(text(&again.stderr).contains("never replaces"));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), written);
+}
+
+#[test]
+fn a_stdio_server_that_cannot_start_is_named_by_its_transport_not_as_http() {
+    let folder = tempfile::tempdir().unwrap();
+    let file = fitted(
+        "lab/targets/lab-mcp-stdio.toml",
+        &[(
+            "[\"lab\", \"mcp\", \"--database\", \"{{dir}}/lab.sqlite\"]",
+            "[\"sh\", \"-c\", \"exit 3\"]",
+        )],
+        folder.path(),
+    );
+    let output = check_text(&file, &[]);
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.starts_with("error: MCP stdio: sh -c exit 3"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("HTTP"), "{stderr}");
+}
