@@ -774,3 +774,41 @@ fn a_stdio_server_that_cannot_start_is_named_by_its_transport_not_as_http() {
     );
     assert!(!stderr.contains("HTTP"), "{stderr}");
 }
+
+/// A server that refuses inside results not marked isError (its text JSON, or "Error [CODE]"
+/// plain text) is described by mcp.errors.text_code_pointer or text_code_pattern, and passes
+/// as the structured one does; described by code_pointer alone, its refusals are not seen.
+#[test]
+fn refusals_in_results_not_marked_as_errors_are_read_where_the_file_says() {
+    let Some(python) =
+        python("check_mcp::refusals_in_results_not_marked_as_errors_are_read_where_the_file_says")
+    else {
+        return;
+    };
+    let python = python.to_str().unwrap().to_owned();
+    let server = repository_root().join("lab/tests/mcp-servers/planted/server.py");
+    let server = server.to_str().unwrap().to_owned();
+    let run = |form: &str, errors: &str| {
+        let folder = tempfile::tempdir().unwrap();
+        let file = fitted(
+            "lab/tests/mcp-servers/planted/target.toml",
+            &[
+                ("\"python3\"", &format!("{python:?}")),
+                ("\"server.py\"", &format!("{server:?}")),
+                (
+                    "\"--bug\", \"none\"",
+                    &format!("\"--bug\", \"none\", \"--refusals\", \"{form}\""),
+                ),
+                ("code_pointer = \"/code\"", errors),
+            ],
+            folder.path(),
+        );
+        check_json(&file, &[])
+    };
+    let json = run("json-text", "text_code_pointer = \"/error/code\"");
+    assert_every_point_passes(&json);
+    let plain = run("plain-text", r#"text_code_pattern = '^Error \[(\w+)\]'"#);
+    assert_every_point_passes(&plain);
+    let unseen = run("plain-text", "code_pointer = \"/code\"");
+    assert_eq!(verdict(&unseen, "changed-payload"), "FAIL");
+}
