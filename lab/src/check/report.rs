@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::history::Exchange;
+use crate::contract::Checker;
 
 /// The draft this check grades against, with its section numbers: the newest revision whose
 /// full text could be read when the check was written (the working group's repository and the
@@ -193,6 +194,8 @@ pub struct PointReport {
     pub name: &'static str,
     /// What it checks, as a sentence.
     pub title: &'static str,
+    /// The contract's promises it covers (ids of [`crate::contract`]), set by [`Report::new`].
+    pub promises: &'static [&'static str],
     /// Whether it could be checked.
     #[serde(flatten)]
     pub coverage: Coverage,
@@ -215,6 +218,7 @@ impl PointReport {
         PointReport {
             name,
             title,
+            promises: &[],
             coverage: Coverage::Covered,
             checks,
             verdict,
@@ -226,6 +230,7 @@ impl PointReport {
         PointReport {
             name,
             title,
+            promises: &[],
             coverage: Coverage::NotCovered { reason },
             checks: Vec::new(),
             verdict: Verdict::NotCovered,
@@ -283,7 +288,7 @@ impl Report {
         history: Vec<Exchange>,
     ) -> Report {
         let passed = points.iter().all(|p| p.verdict != Verdict::Fail);
-        Report {
+        let mut report = Report {
             target,
             base_url,
             draft: DRAFT,
@@ -292,6 +297,15 @@ impl Report {
             elapsed,
             history,
             passed,
+        };
+        report.name_promises(Checker::Http);
+        report
+    }
+
+    /// Names, beside each point, the promises `checker`'s table says it covers.
+    pub fn name_promises(&mut self, checker: Checker) {
+        for point in &mut self.points {
+            point.promises = crate::contract::promises_of(checker, point.name);
         }
     }
 
@@ -345,7 +359,8 @@ impl fmt::Display for Report {
         }
         writeln!(f)?;
         for point in &self.points {
-            writeln!(f, "{} {}: {}", point.verdict, point.name, point.title)?;
+            let ids = format!("[{}]", point.promises.join(", "));
+            writeln!(f, "{} {} {ids}: {}", point.verdict, point.name, point.title)?;
             if let Coverage::NotCovered { reason } = &point.coverage {
                 writeln!(f, "  {reason}")?;
             }
