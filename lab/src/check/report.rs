@@ -360,7 +360,7 @@ impl fmt::Display for Report {
         writeln!(f)?;
         for point in &self.points {
             let ids = format!("[{}]", point.promises.join(", "));
-            writeln!(f, "{} {} {ids}: {}", point.verdict, point.name, point.title)?;
+            writeln!(f, "{} {}: {} {ids}", point.verdict, point.name, point.title)?;
             if let Coverage::NotCovered { reason } = &point.coverage {
                 writeln!(f, "  {reason}")?;
             }
