@@ -12,7 +12,7 @@ const DRAFT_URL: &str =
 fn level(promise: &Promise) -> String {
     match promise.section {
         Some(section) => format!(
-            "{} ([§{section}]({DRAFT_URL}#section-{section}))",
+            "{}, [§{section}]({DRAFT_URL}#section-{section})",
             promise.level
         ),
         None => promise.level.to_string(),
@@ -26,12 +26,12 @@ pub fn promises_markdown() -> String {
         // Writing to a String cannot fail.
         let _ = writeln!(
             out,
-            "- **`{}`: {}.** {} {}; {}",
+            "- **`{}`: {}.** {} *{}.* Why: {}",
             p.id,
             p.name,
             p.statement,
             level(p),
-            lowercase_first(p.why)
+            p.why
         );
     }
     let _ = write!(
@@ -40,14 +40,6 @@ pub fn promises_markdown() -> String {
          is the lab's own, or stricter than the draft."
     );
     out
-}
-
-fn lowercase_first(text: &str) -> String {
-    let mut chars = text.chars();
-    match chars.next() {
-        Some(first) => first.to_lowercase().chain(chars).collect(),
-        None => String::new(),
-    }
 }
 
 /// The coverage matrix as Markdown: a table of promises against checkers, each cell the
