@@ -282,3 +282,44 @@ fn the_matrix_has_a_row_per_promise_and_no_missing_cell() {
     let list = super::super::promises_markdown();
     assert_eq!(list.matches("\n- **`").count() + 1, PROMISES.len());
 }
+
+#[cfg(feature = "http")]
+#[test]
+fn a_check_report_names_each_points_promises_by_its_own_checkers_table() {
+    use crate::check::report::{PointReport, Report};
+    let points = vec![
+        PointReport::covered("key-forms", "title", Vec::new()),
+        PointReport::covered("key", "title", Vec::new()),
+    ];
+    let mut report = Report::new(
+        "t.toml".into(),
+        "http://127.0.0.1:1".into(),
+        points,
+        std::time::Duration::ZERO,
+        Vec::new(),
+    );
+    // An HTTP report by default: `key` is no point of the HTTP check.
+    assert_eq!(report.points[0].promises, ["key-intact", "no-key"]);
+    assert!(report.points[1].promises.is_empty());
+    report.name_promises(Checker::Mcp);
+    assert_eq!(report.points[1].promises, ["no-key"]);
+    let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+    assert_eq!(json["points"][1]["promises"], serde_json::json!(["no-key"]));
+    assert!(
+        report.to_string().contains("PASS key: title [no-key]"),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_violation_prints_the_promises_its_invariant_stands_for() {
+    use crate::sim::{Violation, ViolationKind};
+    let violation = Violation {
+        kind: ViolationKind::CrossScope,
+        detail: "bob saw ticket 1".into(),
+    };
+    assert_eq!(
+        violation.to_string(),
+        "visible across scopes [scope]: bob saw ticket 1"
+    );
+}
