@@ -26,6 +26,7 @@ mod check_report;
 mod checks;
 mod claims;
 mod conformance;
+mod contract;
 mod copyable;
 mod deps;
 mod diagram;

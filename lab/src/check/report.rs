@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use super::calibration::Calibration;
 use super::history::Exchange;
+use crate::contract::Checker;
 
 /// The draft this check grades against, with its section numbers: the newest revision whose
 /// full text could be read when the check was written (the working group's repository and the
@@ -194,6 +195,8 @@ pub struct PointReport {
     pub name: &'static str,
     /// What it checks, as a sentence.
     pub title: &'static str,
+    /// The contract's promises it covers (ids of [`crate::contract`]), set by [`Report::new`].
+    pub promises: &'static [&'static str],
     /// Whether it could be checked.
     #[serde(flatten)]
     pub coverage: Coverage,
@@ -216,6 +219,7 @@ impl PointReport {
         PointReport {
             name,
             title,
+            promises: &[],
             coverage: Coverage::Covered,
             checks,
             verdict,
@@ -227,6 +231,7 @@ impl PointReport {
         PointReport {
             name,
             title,
+            promises: &[],
             coverage: Coverage::NotCovered { reason },
             checks: Vec::new(),
             verdict: Verdict::NotCovered,
@@ -286,7 +291,7 @@ impl Report {
         history: Vec<Exchange>,
     ) -> Report {
         let passed = points.iter().all(|p| p.verdict != Verdict::Fail);
-        Report {
+        let mut report = Report {
             target,
             base_url,
             draft: DRAFT,
@@ -296,6 +301,15 @@ impl Report {
             elapsed,
             history,
             passed,
+        };
+        report.name_promises(Checker::Http);
+        report
+    }
+
+    /// Names, beside each point, the promises `checker`'s table says it covers.
+    pub fn name_promises(&mut self, checker: Checker) {
+        for point in &mut self.points {
+            point.promises = crate::contract::promises_of(checker, point.name);
         }
     }
 
@@ -366,7 +380,8 @@ impl fmt::Display for Report {
         }
         writeln!(f)?;
         for point in &self.points {
-            writeln!(f, "{} {}: {}", point.verdict, point.name, point.title)?;
+            let ids = format!("[{}]", point.promises.join(", "));
+            writeln!(f, "{} {}: {} {ids}", point.verdict, point.name, point.title)?;
             if let Coverage::NotCovered { reason } = &point.coverage {
                 writeln!(f, "  {reason}")?;
             }

@@ -183,7 +183,8 @@ impl Report {
             self.depth.saturating_sub(1)
         );
         for (name, kind) in &self.properties {
-            let _ = writeln!(out, "  {kind:<10} {name}");
+            let ids = crate::contract::label(crate::contract::Checker::Model, name);
+            let _ = writeln!(out, "  {kind:<10} {name} {ids}");
         }
         match &self.counterexample {
             None => {

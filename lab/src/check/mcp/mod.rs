@@ -75,6 +75,7 @@ pub fn run(target: McpTarget) -> Result<Report> {
     let mut report = Report::new(file, place, points, elapsed, history);
     report.graded_against = GRADED_AGAINST.to_owned();
     report.calibration = calibration;
+    report.name_promises(crate::contract::Checker::Mcp);
     debug_assert!(report.draft == DRAFT);
     Ok(report)
 }
