@@ -123,6 +123,44 @@ const NESTJS: Service = Service {
     ],
 };
 
+/// The middleware that takes only UUID keys (any other key is answered 500).
+const DRF: Service = Service {
+    name: "djangorestframework-idempotency-key",
+    runtime: Runtime::Python,
+    module: "rest_framework_idempotency_key",
+    package: "djangorestframework-idempotency-key 1.0.3 (PyPI)",
+    framework: "Django REST Framework 3.17.2",
+    confirmed: &[
+        ("replay", "PASS"),                      // probe 8
+        ("scope", "FAIL"),                       // probe 1: the data leak
+        ("reordered-fields", "FAIL"),            // probe 3: refused 409 as a changed payload
+        ("concurrent-fresh-key", "PASS"),        // probe 4
+        ("error-then-corrected", "FAIL"),        // probe 6: the 422 is saved, the key burned
+        ("server-error-then-corrected", "FAIL"), // probe 7: the 503 is saved
+        ("other-endpoint", "FAIL"),              // probe 10: refused with 409
+        ("hang-up", "FAIL"),                     // probe 12: the partial body's digest is kept
+    ],
+};
+
+/// The middleware that answers a repeated key with 429 and a fixed body.
+const DUPLICATE: Service = Service {
+    name: "duplicate-requests",
+    runtime: Runtime::Node,
+    module: "duplicate-requests",
+    package: "duplicate-requests 1.1.2 (npm)",
+    framework: "Express 4.21.2",
+    confirmed: &[
+        ("replay", "FAIL"),                      // probe 8: 429, no ticket in the answer
+        ("scope", "FAIL"),                       // probe 1: bob's own request refused
+        ("concurrent-fresh-key", "PASS"),        // probe 4
+        ("error-then-corrected", "FAIL"),        // probe 6: the key is burned
+        ("server-error-then-corrected", "FAIL"), // probe 7
+        ("other-endpoint", "FAIL"),              // probe 10: refused with 429
+        ("fault-between-effect-and-record", "FAIL"), // probe 11
+        ("key-forms", "FAIL"),                   // probes 9, 13, 14
+    ],
+};
+
 fn blackbox_folder() -> PathBuf {
     crate::repository_root().join("lab/tests/blackbox")
 }
@@ -402,6 +440,22 @@ fn node_idempotency_nestjs_service_gets_its_pinned_verdicts() {
     check_against_the_pinned_findings(
         "node_idempotency_nestjs_service_gets_its_pinned_verdicts",
         &NESTJS,
+    );
+}
+
+#[test]
+fn djangorestframework_idempotency_key_service_gets_its_pinned_verdicts() {
+    check_against_the_pinned_findings(
+        "djangorestframework_idempotency_key_service_gets_its_pinned_verdicts",
+        &DRF,
+    );
+}
+
+#[test]
+fn duplicate_requests_service_gets_its_pinned_verdicts() {
+    check_against_the_pinned_findings(
+        "duplicate_requests_service_gets_its_pinned_verdicts",
+        &DUPLICATE,
     );
 }
 
