@@ -1510,30 +1510,34 @@ async fn error_then_corrected(probe: &Probe) -> PointReport {
 async fn server_error_then_corrected(probe: &Probe) -> PointReport {
     const NAME: &str = "server-error-then-corrected";
     const TITLE: &str = "A handled server error (5xx) does not burn the key for the retry";
-    match &probe.target.errors.server {
-        Some(provocation) => {
-            error_then_fix(
-                probe,
-                NAME,
-                TITLE,
-                &Provoked {
-                    provocation,
-                    given: true,
-                    kind: "server error (5xx)",
-                    statuses: 500..=599,
-                },
-            )
-            .await
-        }
-        None => PointReport::not_covered(
+    let provocations = &probe.target.errors.server;
+    if provocations.is_empty() {
+        return PointReport::not_covered(
             NAME,
             TITLE,
             "The target file gives no [errors.server]. Name a header or field values that make \
              the service answer a handled 5xx (a test hook), to check that the retry is \
              processed rather than answered with the saved error."
                 .to_owned(),
-        ),
+        );
     }
+    let mut checks = Checks::new();
+    for (i, provocation) in provocations.iter().enumerate() {
+        // One provocation keeps the plain wording; several name theirs, each graded on its own.
+        let kind = if provocations.len() == 1 {
+            "server error (5xx)".to_owned()
+        } else {
+            format!("server error (5xx) of errors.server[{i}]")
+        };
+        let provoked = Provoked {
+            provocation,
+            given: true,
+            kind: &kind,
+            statuses: 500..=599,
+        };
+        error_then_fix_checks(probe, &mut checks, NAME, &provoked).await;
+    }
+    PointReport::covered(NAME, TITLE, checks.0)
 }
 
 async fn fault_between(probe: &Probe) -> PointReport {
