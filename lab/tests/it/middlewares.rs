@@ -152,7 +152,7 @@ const DUPLICATE: Service = Service {
     confirmed: &[
         ("replay", "FAIL"),                      // probe 8: 429, no ticket in the answer
         ("scope", "FAIL"),                       // probe 1: bob's own request refused
-        ("concurrent-fresh-key", "PASS"),        // probe 4
+        ("concurrent-fresh-key", "FAIL"),        // probes 4, 8: one ticket, its retry 429
         ("error-then-corrected", "FAIL"),        // probe 6: the key is burned
         ("server-error-then-corrected", "FAIL"), // probe 7
         ("other-endpoint", "FAIL"),              // probe 10: refused with 429
