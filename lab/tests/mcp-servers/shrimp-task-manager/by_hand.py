@@ -9,6 +9,8 @@ Usage (from this folder, after npm ci):
   python3 by_hand.py refusal      split_tasks with a description too short, then with a tasksRaw
                                   that is not a string: the two refusals, neither marked isError
   python3 by_hand.py retry        the same split_tasks twice, then the tasks file
+  python3 by_hand.py reconnect    split_tasks, then the same call from a second server process on
+                                  the same DATA_DIR (a client that reconnected), then the tasks file
   python3 by_hand.py pipelined    six different split_tasks sent together, then the tasks file
 
 Prints each answer's id, isError and the start of its text. The tasks live in a fresh temporary
@@ -34,8 +36,8 @@ def split(ident, name, **extra):
     return {"jsonrpc": "2.0", "id": ident, "method": "tools/call", "params": {"name": "split_tasks", "arguments": arguments}}
 
 
-def main(mode):
-    folder = tempfile.mkdtemp()
+def main(mode, folder=None):
+    folder = folder or tempfile.mkdtemp()
     env = dict(os.environ, DATA_DIR=folder)
     server = subprocess.Popen(["node", SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               stderr=subprocess.DEVNULL, env=env, text=True)
@@ -90,6 +92,11 @@ def main(mode):
             send(split(ident, "Printer on floor three"))
             show(answer())
         tasks_file()
+    elif mode in ("reconnect", "reconnected"):
+        send(split(2, "Printer on floor three"))
+        show(answer())
+        if mode == "reconnected":
+            tasks_file()
     else:
         names = ["Printer on floor %d" % n for n in range(1, 7)]
         for ident, name in enumerate(names, start=2):
@@ -99,6 +106,8 @@ def main(mode):
         tasks_file()
     server.stdin.close()
     server.wait()
+    if mode == "reconnect":
+        main("reconnected", folder)
 
 
 if __name__ == "__main__":
