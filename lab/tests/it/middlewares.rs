@@ -131,14 +131,17 @@ const DRF: Service = Service {
     package: "djangorestframework-idempotency-key 1.0.3 (PyPI)",
     framework: "Django REST Framework 3.17.2",
     confirmed: &[
-        ("replay", "PASS"),                      // probe 8
-        ("scope", "FAIL"),                       // probe 1: the data leak
-        ("reordered-fields", "FAIL"),            // probe 3: refused 409 as a changed payload
-        ("concurrent-fresh-key", "PASS"),        // probe 4
-        ("error-then-corrected", "FAIL"),        // probe 6: the 422 is saved, the key burned
-        ("server-error-then-corrected", "FAIL"), // probe 7: the 503 is saved
-        ("other-endpoint", "FAIL"),              // probe 10: refused with 409
-        ("hang-up", "FAIL"),                     // probe 12: the partial body's digest is kept
+        ("replay", "PASS"),                                 // probe 8
+        ("scope", "FAIL"),                                  // probe 1: the data leak
+        ("changed-payload", "PASS_WITH_WARNINGS"),          // probe 2: refused with 409
+        ("reordered-fields", "FAIL"),                       // probe 3: refused with 409
+        ("concurrent-fresh-key", "PASS_WITH_WARNINGS"),     // race.sh: some 500s
+        ("error-then-corrected", "FAIL"),                   // probe 6: the 422 is saved
+        ("server-error-then-corrected", "FAIL"),            // probe 7: the 503 is saved
+        ("other-endpoint", "FAIL"),                         // probe 10: refused with 409
+        ("hang-up", "FAIL"),                                // probe 12: the partial body kept
+        ("key-forms", "FAIL"),                              // probes 13, 14: 500
+        ("fault-between-effect-and-record", "NOT_COVERED"), // probe 11: no window
     ],
 };
 
