@@ -153,14 +153,20 @@ const DUPLICATE: Service = Service {
     package: "duplicate-requests 1.1.2 (npm)",
     framework: "Express 4.21.2",
     confirmed: &[
-        ("replay", "FAIL"),                      // probe 8: 429, no ticket in the answer
-        ("scope", "FAIL"),                       // probe 1: bob's own request refused
-        ("concurrent-fresh-key", "FAIL"),        // probes 4, 8: one ticket, its retry 429
-        ("error-then-corrected", "FAIL"),        // probe 6: the key is burned
-        ("server-error-then-corrected", "FAIL"), // probe 7
-        ("other-endpoint", "FAIL"),              // probe 10: refused with 429
+        ("replay", "FAIL"),                          // probe 8: 429, no ticket in it
+        ("lost-reply", "FAIL"),                      // probe 8
+        ("hang-up", "FAIL"),                         // probe 12: the next retry 429
+        ("changed-payload", "FAIL"),                 // probes 2, 8: 429, then 429
+        ("reordered-fields", "FAIL"),                // probe 3
+        ("new-key", "PASS"),                         // every probe's first request
+        ("concurrent-fresh-key", "FAIL"),            // probes 4, 8: its retry 429
+        ("concurrent-completed-key", "FAIL"),        // probe 8
+        ("scope", "FAIL"),                           // probe 1: bob refused
+        ("other-endpoint", "FAIL"),                  // probe 10: refused with 429
+        ("key-forms", "FAIL"),                       // probes 9, 13, 14
+        ("error-then-corrected", "FAIL"),            // probe 6: the key is burned
+        ("server-error-then-corrected", "FAIL"),     // probe 7
         ("fault-between-effect-and-record", "FAIL"), // probe 11
-        ("key-forms", "FAIL"),                   // probes 9, 13, 14
     ],
 };
 
