@@ -194,6 +194,19 @@ pub enum Error {
         problem: String,
     },
 
+    /// A `lab check --target` file does not describe the service it names: the check's own
+    /// exchanges (its calibration, before any point, or a later count or reset) met an answer
+    /// that only a fault in the file explains. Nothing was graded; exit status 2.
+    #[error("{file} does not describe the service: {field}: {problem}")]
+    TargetMismatch {
+        /// The target file's path.
+        file: String,
+        /// The field at fault (`identity.json_pointer`, `count.sql.sqlite`, `key.shape`).
+        field: String,
+        /// The exchange (method, path, status), what came back (trimmed), and the likely fix.
+        problem: String,
+    },
+
     /// The evidence file could not be written; any earlier file at that path is unchanged.
     #[error("cannot write output {}: {source}", path.display())]
     OutputUnwritable {
@@ -230,6 +243,7 @@ impl Error {
             | Error::PayloadText { .. }
             | Error::InputUnreadable { .. }
             | Error::InputInvalid { .. }
+            | Error::TargetMismatch { .. }
             | Error::OutputUnwritable { .. } => true,
             #[cfg(feature = "postgres")]
             Error::DatabaseUrl { .. } => true,

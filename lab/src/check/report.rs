@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use super::calibration::Calibration;
 use super::history::Exchange;
 
 /// The draft this check grades against, with its section numbers: the newest revision whose
@@ -258,6 +259,8 @@ pub struct Report {
     /// What the grades rest on, as the report's second line says it.
     #[serde(skip)]
     pub graded_against: String,
+    /// What the check proved about the target file before it graded any point.
+    pub calibration: Calibration,
     /// Every point, in the order they ran.
     pub points: Vec<PointReport>,
     /// How long the run took.
@@ -288,6 +291,7 @@ impl Report {
             base_url,
             draft: DRAFT,
             graded_against: format!("{DRAFT} (MUST, SHOULD) and the lab's contract (LAB)"),
+            calibration: Calibration::default(),
             points,
             elapsed,
             history,
@@ -312,6 +316,9 @@ impl fmt::Display for Report {
         writeln!(f, "lab check --target {} ({})", self.target, self.base_url)?;
         writeln!(f, "Graded against {}.", self.graded_against)?;
         writeln!(f)?;
+        if !self.calibration.steps.is_empty() {
+            writeln!(f, "{}", self.calibration)?;
+        }
         let width = self
             .points
             .iter()
@@ -351,13 +358,7 @@ impl fmt::Display for Report {
             }
             for check in &point.checks {
                 let mark = if check.passed { "ok  " } else { "FAIL" };
-                let exchanges = if check.exchanges.is_empty() {
-                    String::new()
-                } else {
-                    let ids: Vec<String> =
-                        check.exchanges.iter().map(|id| format!("#{id}")).collect();
-                    format!(" [{}]", ids.join(" "))
-                };
+                let exchanges = exchange_ids(&check.exchanges);
                 writeln!(f, "  {mark} {} — {}{exchanges}", check.grade, check.what)?;
                 if !check.passed {
                     writeln!(f, "       expected: {}", check.expected)?;
@@ -378,6 +379,42 @@ impl fmt::Display for Report {
             self.history.len(),
             self.elapsed.as_secs_f64()
         )
+    }
+}
+
+/// The exchanges a line rests on: ` [#1 #2]`, or nothing.
+fn exchange_ids(ids: &[usize]) -> String {
+    if ids.is_empty() {
+        return String::new();
+    }
+    let ids: Vec<String> = ids.iter().map(|id| format!("#{id}")).collect();
+    format!(" [{}]", ids.join(" "))
+}
+
+impl fmt::Display for Calibration {
+    /// The calibration's heading and one line per step, then an empty line.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.passed {
+            writeln!(
+                f,
+                "calibration: the file describes the service ({} steps, before any point)",
+                self.steps.len()
+            )?;
+        } else {
+            writeln!(f, "calibration: the file does not describe the service")?;
+        }
+        for step in &self.steps {
+            let mark = if step.passed { "ok  " } else { "FAIL" };
+            writeln!(
+                f,
+                "  {mark} {} — {}: {}{}",
+                step.name,
+                step.field,
+                step.detail,
+                exchange_ids(&step.exchanges)
+            )?;
+        }
+        Ok(())
     }
 }
 

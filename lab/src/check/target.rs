@@ -1248,6 +1248,12 @@ fn provocation(file: ProvocationFile, field: &str, create: &Endpoint) -> Checked
     })
 }
 
+/// Every field a `[service]` target file may hold (`create.path`, `callers[].headers`), read from the parser's
+/// own structs: the book's reference table is compared with this list.
+pub fn accepted_fields() -> Vec<String> {
+    crate::check::fields::accepted::<File>()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

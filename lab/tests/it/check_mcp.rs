@@ -216,10 +216,11 @@ fn lab_mcp_over_streamable_http_passes_every_point_of_its_shipped_target_file() 
 }
 
 #[test]
-fn a_create_tool_without_a_key_is_the_first_finding_and_an_idempotent_hint_on_it_warns() {
-    // The lab's own create_ticket, described as if it took no key: the check then calls it
-    // without one, which the server refuses, and the tool's idempotentHint = true is a claim a
-    // key-less tool cannot back.
+fn a_file_that_calls_a_keyed_tool_without_its_key_stops_at_calibration_naming_key_argument() {
+    // The lab's own create_ticket, described as if it took no key: the server refuses every
+    // call without one. Before issue #32 the check graded that as the tool's findings (no key,
+    // a failed replay, ...); the file is at fault, and calibration says so before any point.
+    // (A tool that really takes no key is graded by the server-memory test below.)
     let folder = tempfile::tempdir().unwrap();
     let file = fitted(
         "lab/targets/lab-mcp-stdio.toml",
@@ -229,42 +230,13 @@ fn a_create_tool_without_a_key_is_the_first_finding_and_an_idempotent_hint_on_it
         ],
         folder.path(),
     );
-    let report = check_json(&file, &[]);
-    assert_eq!(report["passed"], false);
-    let first = &report["points"][0];
-    assert_eq!(first["name"], "key");
-    assert_eq!(first["verdict"], "FAIL");
-    assert!(
-        first["checks"][1]["observed"]
-            .as_str()
-            .unwrap()
-            .contains("cannot be retried safely")
-    );
-    assert_eq!(verdict(&report, "annotations"), "PASS_WITH_WARNINGS");
-    for point in [
-        "replay",
-        "changed-payload",
-        "new-key",
-        "concurrent",
-        "scope",
-        "key-forms",
-    ] {
-        assert_eq!(verdict(&report, point), "FAIL", "{point}");
-        let checks = report["points"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|p| p["name"] == point)
-            .unwrap()["checks"]
-            .clone();
-        assert!(
-            checks[0]["observed"]
-                .as_str()
-                .unwrap()
-                .contains("this point cannot pass"),
-            "{point}: {checks}"
-        );
-    }
+    let output = check_text(&file, &["--json"]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(output.stdout.is_empty(), "{}", text(&output.stdout));
+    assert!(stderr.contains("does not describe the service"), "{stderr}");
+    assert!(stderr.contains("mcp.tool.key_argument"), "{stderr}");
+    assert!(stderr.contains("\"operation_key\""), "{stderr}");
 }
 
 /// The clients' venv python (the official MCP SDK), or `None` after a loud skip; a failure when

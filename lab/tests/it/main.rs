@@ -4,6 +4,7 @@ mod backend;
 mod bad_input;
 mod bench;
 mod book;
+mod calibration;
 mod check;
 mod check_mcp;
 mod check_target;

@@ -776,6 +776,12 @@ fn load(file: LoadFile) -> Checked<McpLoad> {
     Ok(McpLoad { rounds, calls })
 }
 
+/// Every field an `[mcp]` target file may hold (`create.path`, `callers[].headers`), read from the parser's
+/// own structs: the book's reference table is compared with this list.
+pub fn accepted_fields() -> Vec<String> {
+    crate::check::fields::accepted::<FileRoot>()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
