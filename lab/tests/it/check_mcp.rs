@@ -676,6 +676,39 @@ fn the_shrimp_task_manager_keeps_its_pinned_verdicts() {
         "mcp-shrimp-task-manager 1.0.21 (npm)",
     );
     compare_with_the_pinned_findings(&found, &folder.join("findings.json"));
+
+    // The same file without the text pattern no longer describes the server: its refusal is a
+    // plain result, so the calibration stops the run (exit 2, the field named) before any point
+    // reads that refusal as a success.
+    let scratch = tempfile::tempdir().unwrap();
+    let entry = folder.join("node_modules/mcp-shrimp-task-manager/dist/index.js");
+    let without = fitted(
+        "lab/tests/mcp-servers/shrimp-task-manager/target.toml",
+        &[
+            (
+                "\"node_modules/mcp-shrimp-task-manager/dist/index.js\"",
+                &format!("{:?}", entry.display().to_string()),
+            ),
+            (
+                "text_code_pattern = '^(Error occurred|tasks 參數格式錯誤|tasksRaw 參數格式錯誤)'\n",
+                "",
+            ),
+        ],
+        scratch.path(),
+    );
+    let output = check_text(&without, &[]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("does not describe the service")
+            && stderr.contains("mcp.errors.validation"),
+        "{stderr}"
+    );
+    assert!(
+        !text(&output.stdout).contains("error-then-corrected"),
+        "no point is graded: {}",
+        text(&output.stdout)
+    );
 }
 
 /// A TOML file in `folder` from `text`.
