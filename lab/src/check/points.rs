@@ -226,7 +226,12 @@ fn retry_matches(
 ) -> bool {
     let read = probe.read(&retry.answer, false);
     let passed = read.success && same_effect(&read.identity, &first.identity);
-    let observed = if read.success && !passed {
+    let observed = if read.success && (read.identity.is_none() || first.identity.is_none()) {
+        format!(
+            "{}: no identity on one side, so which effect it names cannot be told",
+            probe.describe(&retry.answer)
+        )
+    } else if read.success && !passed {
         format!(
             "{}: another effect than the first ({})",
             probe.describe(&retry.answer),

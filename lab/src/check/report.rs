@@ -304,6 +304,20 @@ impl Report {
         self.points.iter().filter(|p| p.verdict == Verdict::Fail)
     }
 
+    /// The keys the exchanges carried, as sent (`#3 "…" #4 no key`), for a failed sub-check's
+    /// lines; `None` without exchanges. Every exchange in `--json` carries its key too.
+    fn keys_of(&self, ids: &[usize]) -> Option<String> {
+        let keys: Vec<String> = ids
+            .iter()
+            .filter_map(|id| self.history.iter().find(|e| e.id == *id))
+            .map(|e| match &e.key {
+                Some(key) => format!("#{} {key}", e.id),
+                None => format!("#{} no key", e.id),
+            })
+            .collect();
+        (!keys.is_empty()).then(|| keys.join(", "))
+    }
+
     /// The report as pretty JSON, history included.
     pub fn to_json(&self) -> String {
         // Every field is a string, a number, a bool or a list of them: serialising cannot fail.
@@ -363,6 +377,9 @@ impl fmt::Display for Report {
                 if !check.passed {
                     writeln!(f, "       expected: {}", check.expected)?;
                     writeln!(f, "       observed: {}", check.observed)?;
+                    if let Some(keys) = self.keys_of(&check.exchanges) {
+                        writeln!(f, "       keys: {keys}")?;
+                    }
                 }
             }
         }
@@ -397,8 +414,9 @@ impl fmt::Display for Calibration {
         if self.passed {
             writeln!(
                 f,
-                "calibration: the file describes the service ({} steps, before any point)",
-                self.steps.len()
+                "calibration: the file describes the service ({} step{}, before any point)",
+                self.steps.len(),
+                if self.steps.len() == 1 { "" } else { "s" }
             )?;
         } else {
             writeln!(f, "calibration: the file does not describe the service")?;
@@ -459,6 +477,66 @@ mod tests {
         );
         assert!(!report.passed);
         assert!(report.to_string().contains("failed: b"));
+    }
+
+    #[test]
+    fn the_calibration_is_printed_before_the_points_and_carried_in_the_json() {
+        let mut report = Report::new(
+            "f".into(),
+            "u".into(),
+            vec![PointReport::covered(
+                "a",
+                "t",
+                vec![check(Grade::lab(), true)],
+            )],
+            Duration::ZERO,
+            vec![],
+        );
+        report
+            .calibration
+            .held("identity", "identity.json_pointer", "found: 7", &[3]);
+        report.calibration.passed = true;
+        let text = report.to_string();
+        let calibration = text.find("calibration: the file describes the service (1 step, ");
+        let table = text.find("\npoint ");
+        assert!(calibration.is_some() && calibration < table, "{text}");
+        assert!(text.contains("  ok   identity — identity.json_pointer: found: 7 [#3]\n"));
+        let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+        assert_eq!(json["calibration"]["passed"], serde_json::json!(true));
+        assert_eq!(
+            json["calibration"]["steps"][0]["field"],
+            serde_json::json!("identity.json_pointer")
+        );
+    }
+
+    #[test]
+    fn a_failed_sub_check_shows_the_keys_its_exchanges_carried() {
+        let exchange = |id: usize, key: Option<&str>| Exchange {
+            id,
+            point: "replay",
+            step: "s".into(),
+            caller: None,
+            key: key.map(str::to_owned),
+            method: "POST".into(),
+            path: "/t".into(),
+            body: String::new(),
+            answer: super::super::history::Answer::NoAnswer { reason: "r".into() },
+            at_ms: 0,
+            took_ms: 0,
+        };
+        let mut failed = check(Grade::lab(), false);
+        failed.exchanges = vec![1, 2];
+        let report = Report::new(
+            "f".into(),
+            "u".into(),
+            vec![PointReport::covered("a", "t", vec![failed])],
+            Duration::ZERO,
+            vec![exchange(1, Some("\"k-1\"")), exchange(2, None)],
+        );
+        assert!(
+            report.to_string().contains("keys: #1 \"k-1\", #2 no key"),
+            "{report}"
+        );
     }
 
     #[test]
