@@ -690,6 +690,10 @@ fn the_shrimp_task_manager_keeps_its_pinned_verdicts() {
                 &format!("{:?}", entry.display().to_string()),
             ),
             (
+                "\"count.js\"",
+                &format!("{:?}", folder.join("count.js").display().to_string()),
+            ),
+            (
                 "text_code_pattern = '^(Error occurred|tasks 參數格式錯誤|tasksRaw 參數格式錯誤)'\n",
                 "",
             ),
