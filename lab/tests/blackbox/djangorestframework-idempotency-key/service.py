@@ -51,6 +51,13 @@ django.setup()
 
 from django.core.management import call_command  # noqa: E402  (needs the settings above)
 from django.db import connection  # noqa: E402
+from django.db.backends.sqlite3.base import DatabaseWrapper  # noqa: E402
+
+# SQLite transactions start as BEGIN IMMEDIATE, so two requests never both read and then both try
+# to write (SQLite fails one of them at once with "database is locked", a 500 that says nothing
+# about the middleware). Django 5.1 made this an option (DATABASES' "transaction_mode":
+# "IMMEDIATE"); Django 4.2 begins every transaction with a plain BEGIN in this one method.
+DatabaseWrapper._start_transaction_under_autocommit = lambda self: self.cursor().execute("BEGIN IMMEDIATE")
 from django.urls import path  # noqa: E402
 from rest_framework.response import Response  # noqa: E402
 from rest_framework.views import APIView  # noqa: E402
