@@ -490,8 +490,18 @@ fn over_streamable_http_with_event_streams_the_sdk_server_passes_and_its_planted
 /// The memory server's folder, with its `node_modules` from `npm ci`; `None` after a loud skip,
 /// a failure when `LAB_REQUIRE_MCP_SERVERS=1` (CI sets it).
 fn memory_server(test: &str) -> Option<PathBuf> {
-    let folder = repository_root().join("lab/tests/mcp-servers/server-memory");
-    let entry = folder.join("node_modules/@modelcontextprotocol/server-memory/dist/index.js");
+    npm_server(
+        test,
+        "server-memory",
+        "node_modules/@modelcontextprotocol/server-memory/dist/index.js",
+    )
+}
+
+/// The folder `lab/tests/mcp-servers/NAME`, when its server's `entry` (from `npm ci`) is there
+/// and node runs; `None` after a loud skip, a failure when `LAB_REQUIRE_MCP_SERVERS=1`.
+fn npm_server(test: &str, name: &str, entry: &str) -> Option<PathBuf> {
+    let folder = repository_root().join("lab/tests/mcp-servers").join(name);
+    let entry = folder.join(entry);
     let node = Command::new("node")
         .arg("--version")
         .output()
@@ -502,13 +512,13 @@ fn memory_server(test: &str) -> Option<PathBuf> {
     if std::env::var("LAB_REQUIRE_MCP_SERVERS").as_deref() == Ok("1") {
         panic!(
             "LAB_REQUIRE_MCP_SERVERS=1, but {} is missing or node is not on PATH: run npm ci in \
-             lab/tests/mcp-servers/server-memory (.ci/run does)",
+             lab/tests/mcp-servers/{name} (.ci/run does)",
             entry.display()
         );
     }
     let _ = writeln!(
         std::io::stderr(),
-        "\n*** SKIPPED: {test}: no node, or no npm ci in lab/tests/mcp-servers/server-memory; \
+        "\n*** SKIPPED: {test}: no node, or no npm ci in lab/tests/mcp-servers/{name}; \
          LAB_REQUIRE_MCP_SERVERS=1 makes this a failure ***\n"
     );
     None
@@ -516,7 +526,7 @@ fn memory_server(test: &str) -> Option<PathBuf> {
 
 /// What a findings file keeps of a report: each point's verdict and each failed sub-check's
 /// sentence and grade, never the observed values (they hold names and run tags).
-fn findings(report: &Value) -> Value {
+fn findings(report: &Value, server: &str, package: &str) -> Value {
     let points: Vec<Value> = report["points"]
         .as_array()
         .unwrap()
@@ -541,8 +551,8 @@ fn findings(report: &Value) -> Value {
         })
         .collect();
     json!({
-        "server": "server-memory",
-        "package": "@modelcontextprotocol/server-memory 2026.8.31 (npm)",
+        "server": server,
+        "package": package,
         "transport": "stdio",
         "passed": report["passed"],
         "points": points,
@@ -598,23 +608,110 @@ fn the_official_memory_server_keeps_its_pinned_verdicts() {
         table.push('\n');
     }
     compare_with_the_book(&table, "check-server-memory.txt");
-    let found = findings(&report);
-    let pinned_path = folder.join("findings.json");
+    let found = findings(
+        &report,
+        "server-memory",
+        "@modelcontextprotocol/server-memory 2026.8.31 (npm)",
+    );
+    compare_with_the_pinned_findings(&found, &folder.join("findings.json"));
+}
+
+/// Compares `found` with the findings file at `pinned_path`; `LAB_WRITE_FINDINGS=1` rewrites it
+/// first.
+fn compare_with_the_pinned_findings(found: &Value, pinned_path: &Path) {
     if std::env::var("LAB_WRITE_FINDINGS").as_deref() == Ok("1") {
         std::fs::write(
-            &pinned_path,
-            serde_json::to_string_pretty(&found).unwrap() + "\n",
+            pinned_path,
+            serde_json::to_string_pretty(found).unwrap() + "\n",
         )
         .unwrap();
     }
-    let pinned: Value =
-        serde_json::from_str(&std::fs::read_to_string(&pinned_path).unwrap()).unwrap();
+    let pinned: Value = serde_json::from_str(
+        &std::fs::read_to_string(pinned_path)
+            .unwrap_or_else(|e| panic!("{}: {e}", pinned_path.display())),
+    )
+    .unwrap();
     assert_eq!(
         found,
-        pinned,
-        "the memory server's verdicts drifted from {}; after a deliberate change rerun with \
+        &pinned,
+        "{}: this run's verdicts drifted from {}; after a deliberate change rerun with \
          LAB_WRITE_FINDINGS=1",
+        found["server"],
         pinned_path.display()
+    );
+}
+
+/// The Shrimp Task Manager (`mcp-shrimp-task-manager` from npm): its create tool refuses inside
+/// plain results, never marked `isError`; the target file reads the refusal from the text
+/// (`mcp.errors.text_code_pattern`) and the identity with a regex.
+#[test]
+fn the_shrimp_task_manager_keeps_its_pinned_verdicts() {
+    let test = "check_mcp::the_shrimp_task_manager_keeps_its_pinned_verdicts";
+    let Some(folder) = npm_server(
+        test,
+        "shrimp-task-manager",
+        "node_modules/mcp-shrimp-task-manager/dist/index.js",
+    ) else {
+        return;
+    };
+    let report = check_json(&folder.join("target.toml"), &[]);
+    let _ = writeln!(
+        std::io::stderr(),
+        "shrimp-task-manager: {} ms, {:?}",
+        report["elapsed_ms"],
+        verdicts(&report)
+    );
+    // Confirmed by hand (REPRODUCTION.md): no key (probe 1); a retry with the same arguments
+    // makes a second task and names it (probe 3); six tasks in flight together, one kept (probe 4).
+    assert_eq!(verdict(&report, "key"), "FAIL");
+    assert_eq!(verdict(&report, "lost-result"), "FAIL");
+    assert_eq!(verdict(&report, "concurrent-distinct"), "FAIL");
+    assert!(failed_observations(&report, "concurrent-distinct").contains("acknowledged lost"));
+    // The refusal in a plain result (probe 2) is read as a refusal, and the corrected call
+    // succeeds.
+    assert_eq!(verdict(&report, "error-then-corrected"), "PASS");
+    let found = findings(
+        &report,
+        "shrimp-task-manager",
+        "mcp-shrimp-task-manager 1.0.21 (npm)",
+    );
+    compare_with_the_pinned_findings(&found, &folder.join("findings.json"));
+
+    // The same file without the text pattern no longer describes the server: its refusal is a
+    // plain result, so the calibration stops the run (exit 2, the field named) before any point
+    // reads that refusal as a success.
+    let scratch = tempfile::tempdir().unwrap();
+    let entry = folder.join("node_modules/mcp-shrimp-task-manager/dist/index.js");
+    let without = fitted(
+        "lab/tests/mcp-servers/shrimp-task-manager/target.toml",
+        &[
+            (
+                "\"node_modules/mcp-shrimp-task-manager/dist/index.js\"",
+                &format!("{:?}", entry.display().to_string()),
+            ),
+            (
+                "\"count.js\"",
+                &format!("{:?}", folder.join("count.js").display().to_string()),
+            ),
+            (
+                "text_code_pattern = '^(Error occurred|tasks 參數格式錯誤|tasksRaw 參數格式錯誤)'\n",
+                "",
+            ),
+        ],
+        scratch.path(),
+    );
+    let output = check_text(&without, &[]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("does not describe the service")
+            && stderr.contains("mcp.errors.validation"),
+        "{stderr}"
+    );
+    assert!(
+        !text(&output.stdout).contains("error-then-corrected"),
+        "no point is graded: {}",
+        text(&output.stdout)
     );
 }
 
