@@ -46,7 +46,7 @@ pub fn tag(index: u8) -> String {
 }
 
 /// Where an operation stands in the runner's file (`operations.state`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum RowState {
     /// Saved, no final answer yet.
     Pending,
@@ -72,7 +72,7 @@ impl RowState {
 }
 
 /// The runner's row: what survives its crash.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Row {
     /// The state.
     pub state: RowState,
@@ -85,7 +85,7 @@ pub struct Row {
 }
 
 /// What the runner process is doing; lost in a crash.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Process {
     /// It has not received its intent yet.
     Idle,
@@ -110,7 +110,7 @@ pub enum Process {
 }
 
 /// One runner: its durable row and its process.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Runner {
     /// The row in its file, once saved.
     pub row: Option<Row>,
@@ -156,7 +156,7 @@ pub struct Lookup {
 }
 
 /// Faults still allowed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Left {
     /// Requests the network may still lose.
     pub losses: u8,
@@ -169,7 +169,7 @@ pub struct Left {
 }
 
 /// Facts no participant keeps, recorded for the properties.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Ghost {
     /// A conflict answer came with a change to the store.
     pub conflict_changed: bool,
@@ -178,7 +178,7 @@ pub struct Ghost {
 }
 
 /// The whole system at one moment.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct State {
     /// The runners, by intent.
     pub runners: Vec<Runner>,
@@ -623,41 +623,57 @@ impl Model for Protocol {
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
-        vec![
-            Property::always(ONE_EFFECT, |_, s: &State| {
-                (0..s.runners.len() as u8).all(|i| s.store.tickets_of(i).count() <= 1)
-            }),
-            Property::always(ORIGINAL_EFFECT, |_, s: &State| {
-                s.runners.iter().enumerate().all(|(i, r)| match r.row {
-                    Some(Row {
-                        state: RowState::Succeeded(id),
-                        ..
-                    }) => s.store.tickets_of(i as u8).next().map(|t| t.id) == Some(id),
-                    _ => true,
-                })
-            }),
-            Property::always(REJECTED_CHANGES_NOTHING, |_, s: &State| {
-                !s.ghost.conflict_changed
-            }),
-            Property::always(OWN_PAYLOAD, |_, s: &State| !s.ghost.own_payload_rejected),
-            Property::always(UNKNOWN_IS_NOT_NOTHING, |_, s: &State| {
-                s.runners.iter().enumerate().all(|(i, r)| {
-                    !matches!(
-                        r.row,
-                        Some(Row {
-                            state: RowState::Held,
-                            ..
-                        })
-                    ) || s.store.tickets_of(i as u8).next().is_none()
-                })
-            }),
-            Property::eventually(FINAL_ANSWER, |_, s: &State| {
-                s.runners
-                    .iter()
-                    .all(|r| r.row.is_some_and(|row| row.state.is_final()))
-            }),
-        ]
+        properties()
     }
+}
+
+/// The contract's rules, for any model whose states are the protocol's: the protocol itself, and
+/// the reduced model the checker explores.
+pub(super) fn properties<M: Model<State = State>>() -> Vec<Property<M>> {
+    vec![
+        Property::always(ONE_EFFECT, |_: &M, s: &State| one_effect(s)),
+        Property::always(ORIGINAL_EFFECT, |_: &M, s: &State| original_effect(s)),
+        Property::always(REJECTED_CHANGES_NOTHING, |_: &M, s: &State| {
+            !s.ghost.conflict_changed
+        }),
+        Property::always(OWN_PAYLOAD, |_: &M, s: &State| {
+            !s.ghost.own_payload_rejected
+        }),
+        Property::always(UNKNOWN_IS_NOT_NOTHING, |_: &M, s: &State| {
+            unknown_is_not_nothing(s)
+        }),
+        Property::eventually(FINAL_ANSWER, |_: &M, s: &State| {
+            s.runners
+                .iter()
+                .all(|r| r.row.is_some_and(|row| row.state.is_final()))
+        }),
+    ]
+}
+
+fn one_effect(s: &State) -> bool {
+    (0..s.runners.len() as u8).all(|i| s.store.tickets_of(i).count() <= 1)
+}
+
+fn original_effect(s: &State) -> bool {
+    s.runners.iter().enumerate().all(|(i, r)| match r.row {
+        Some(Row {
+            state: RowState::Succeeded(id),
+            ..
+        }) => s.store.tickets_of(i as u8).next().map(|t| t.id) == Some(id),
+        _ => true,
+    })
+}
+
+fn unknown_is_not_nothing(s: &State) -> bool {
+    s.runners.iter().enumerate().all(|(i, r)| {
+        !matches!(
+            r.row,
+            Some(Row {
+                state: RowState::Held,
+                ..
+            })
+        ) || s.store.tickets_of(i as u8).next().is_none()
+    })
 }
 
 #[cfg(test)]
