@@ -26,6 +26,8 @@ mod bounds;
 mod check;
 mod protocol;
 mod reduce;
+#[cfg(feature = "http")]
+pub mod replay;
 mod service;
 mod timeline;
 

@@ -78,7 +78,9 @@ pub struct Row {
     pub state: RowState,
     /// Sends so far, over every run (`operations.attempts`).
     pub attempts: u8,
-    /// Whether any send so far got past the connection, so that the service may have acted.
+    /// Whether any send so far may have reached the service, as the runner can tell: every
+    /// send it counted. A refused connection and a lost reply both come back as no answer
+    /// (`OutcomeUnknown`), so the runner counts neither as refused.
     pub reached: bool,
     /// The key, when the runner saves it (every variant but memory-key).
     pub key: Option<Key>,
@@ -283,9 +285,9 @@ impl Protocol {
         }
         if !up {
             // ANCHOR: model_held
-            // Unreachable: nothing is sent this run. "Held" says nothing took effect, which is
-            // true only if no send of any run got past the connection; after one that did, the
-            // outcome is unknown and goes to a person.
+            // Unreachable: nothing is sent this run. "Held" says nothing took effect, which the
+            // runner knows only if no run has sent anything; after any send, the outcome is
+            // unknown and goes to a person.
             if variant == Variant::HeldAfterSend || !row.reached {
                 row.state = RowState::Held;
                 me.process = Process::Exited;
@@ -345,12 +347,15 @@ impl Protocol {
         // `count_send` commits before the request goes out.
         row.attempts += 1;
         let attempt = row.attempts;
+        // The runner cannot tell a refused connection from a lost reply: both are no answer,
+        // so from here on it may never say that nothing took effect. (The model once kept a
+        // refused send out of this, and a replay on the real runner caught the difference.)
+        row.reached = true;
         if !up {
-            // Connection refused: the service cannot have acted.
+            // Connection refused: the service cannot have acted, but the runner does not know.
             Protocol::end_send(me, sent + 1, budget);
             return Some(());
         }
-        row.reached = true;
         let key = match variant {
             Variant::FreshKey => Key(attempt),
             Variant::MemoryKey => me.key,
