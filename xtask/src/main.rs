@@ -16,6 +16,8 @@
 //!   another revision (the first edition: `6570236`), for the negative control's record.
 //! - `cargo xtask function-lengths [N]`: the N (default ten) longest functions in `lab/src` and
 //!   `xtask/src`; the repository checks refuse one over `lengths::LIMIT` lines.
+//! - `cargo xtask model-depth`: `lab model` at each bound the book names, on a release build,
+//!   into `model-depth.json` (see `model_depth.rs`).
 //! - `cargo xtask preprocess`: the `lab` preprocessor, as the `mdbook` command line calls it.
 
 mod bench;
@@ -39,6 +41,7 @@ mod listings;
 mod map;
 mod markdown;
 mod model;
+mod model_depth;
 mod numbers;
 mod plots;
 mod postgres;
@@ -53,7 +56,7 @@ use anyhow::{Context, Result, bail};
 use mdbook_driver::MDBook;
 use mdbook_driver::config::Config;
 
-const USAGE: &str = "usage: cargo xtask <book | test | book-test | copy-check | book-deps | bench [--http] [--quick] | browser-check | overflow-control REV | function-lengths [N] | preprocess [supports RENDERER]>";
+const USAGE: &str = "usage: cargo xtask <book | test | book-test | copy-check | book-deps | bench [--http] [--quick] | browser-check | overflow-control REV | model-depth | function-lengths [N] | preprocess [supports RENDERER]>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -74,6 +77,7 @@ fn main() -> ExitCode {
         ["book-deps"] => {
             deps::library_folder(&root()).map(|folder| println!("{}", folder.display()))
         }
+        ["model-depth"] => model_depth::run(&root()),
         ["function-lengths"] => lengths::run(&root(), 10),
         ["function-lengths", most] => match most.parse() {
             Ok(most) => lengths::run(&root(), most),

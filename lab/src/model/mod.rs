@@ -25,6 +25,9 @@
 mod bounds;
 mod check;
 mod protocol;
+mod reduce;
+#[cfg(feature = "http")]
+pub mod replay;
 mod service;
 mod timeline;
 
@@ -35,6 +38,7 @@ pub use protocol::{
     ORIGINAL_EFFECT, OWN_PAYLOAD, Process, Protocol, REJECTED_CHANGES_NOTHING, Row, RowState,
     Runner, State, UNKNOWN_IS_NOT_NOTHING, tag,
 };
+pub use reduce::Reduced;
 pub use service::{
     Answer, Before, Compare, Expect, FIRST, Key, Record, Request, ScopeId, Sent, Store,
     TRANSITIONS, Text, Ticket, Transition,

@@ -25,6 +25,8 @@ mod mcp_grader;
 mod middlewares;
 #[cfg(feature = "model")]
 mod model;
+#[cfg(feature = "model")]
+mod model_replay;
 mod outside;
 #[cfg(feature = "postgres")]
 mod postgres;
