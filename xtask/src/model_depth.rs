@@ -74,8 +74,10 @@ fn load_average() -> Value {
 }
 
 fn release_lab(root: &Path) -> Result<PathBuf> {
+    // Built where the path below looks, whatever target folder xtask itself was built in.
     let status = crate::cargo()
         .args(["build", "--release", "-q", "-p", "lab"])
+        .env_remove("CARGO_TARGET_DIR")
         .current_dir(root)
         .status()?;
     if !status.success() {

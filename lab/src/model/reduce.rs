@@ -143,7 +143,10 @@ impl Protocol {
                 }
             }
             // The key in memory is read only while a run sends; a run's start sets it anew.
-            if !matches!(runner.process, Process::Ready { .. } | Process::Awaiting { .. }) {
+            if !matches!(
+                runner.process,
+                Process::Ready { .. } | Process::Awaiting { .. }
+            ) {
                 runner.key = super::service::Key(1);
             }
             if let Process::Awaiting { attempt, .. } = &mut runner.process {
@@ -305,7 +308,11 @@ mod tests {
     #[test]
     fn a_key_made_from_the_count_keeps_the_count() {
         use Action::*;
-        let protocol = Protocol::new(Bounds::DEFAULT, Variant::FreshKey);
+        let one = Bounds {
+            callers: 1,
+            ..Bounds::DEFAULT
+        };
+        let protocol = Protocol::new(one, Variant::FreshKey);
         let mut s = protocol.init_states().remove(0);
         for a in [Save(0), Send(0), Timeout(0)] {
             s = protocol.next_state(&s, a).unwrap();
@@ -313,5 +320,50 @@ mod tests {
         let once = protocol.representative(&s);
         let twice = protocol.representative(&protocol.next_state(&s, Send(0)).unwrap());
         assert_ne!(once.runners[0].row, twice.runners[0].row);
+    }
+
+    #[test]
+    fn the_reduced_search_breaks_the_same_properties_as_the_full_one_and_no_sooner() {
+        use stateright::{Checker, Model};
+        // One caller: every anti-pattern breaks a property with one, and the full search stays
+        // small enough for a debug build.
+        let small = Bounds {
+            callers: 1,
+            sends: 2,
+            losses: 1,
+            duplicates: 0,
+            crashes: 2,
+            prunes: 1,
+        };
+        for variant in Variant::ALL {
+            let protocol = Protocol::new(small, variant);
+            let full = protocol.checker().spawn_bfs().join();
+            let reduced = Reduced(protocol).checker().spawn_bfs().join();
+            let names = |d: Vec<&'static str>| {
+                let mut d = d;
+                d.sort_unstable();
+                d
+            };
+            assert_eq!(
+                names(full.discoveries().into_keys().collect()),
+                names(reduced.discoveries().into_keys().collect()),
+                "{variant}"
+            );
+            assert!(reduced.unique_state_count() < full.unique_state_count());
+            // The shortest counterexample of the reduced search is a shortest of the full one.
+            if let Some(found) = crate::model::check(small, variant).unwrap().counterexample {
+                let cut = |steps: usize| {
+                    protocol
+                        .checker()
+                        .target_max_depth(steps + 2)
+                        .spawn_bfs()
+                        .join()
+                        .discoveries()
+                        .contains_key(found.property)
+                };
+                assert!(!cut(found.steps() - 1), "{variant}");
+                assert!(cut(found.steps()), "{variant}");
+            }
+        }
     }
 }
