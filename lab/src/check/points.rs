@@ -1761,6 +1761,16 @@ async fn server_error_then_corrected(probe: &Probe) -> PointReport {
     PointReport::covered(NAME, TITLE, checks.0)
 }
 
+/// The effects a failed attempt and its retry made, with why more than one is a failure.
+fn stayed_without_record(made: i64) -> String {
+    let why = if made > 1 {
+        ": the failed attempt's effect stayed without its record"
+    } else {
+        ""
+    };
+    format!("{}{why}", effects(made))
+}
+
 async fn fault_between(probe: &Probe) -> PointReport {
     const NAME: &str = "fault-between-effect-and-record";
     const TITLE: &str = "A failure after the effect and before its record leaves one effect";
@@ -1819,15 +1829,7 @@ async fn fault_between(probe: &Probe) -> PointReport {
         "the failed attempt and its retry made exactly one effect",
         after - before == 1,
         "one effect",
-        format!(
-            "{}{}",
-            effects(after - before),
-            if after - before > 1 {
-                ": the failed attempt's effect stayed without its record"
-            } else {
-                ""
-            }
-        ),
+        stayed_without_record(after - before),
         &[seen.id],
     );
     if retry_read.success {
