@@ -122,6 +122,7 @@ pub fn run(target: Target) -> Result<Report> {
     let elapsed = probe.history.elapsed();
     let mut report = Report::new(file, base_url, points, elapsed, probe.history.exchanges());
     report.calibration = calibration;
+    report.counts = probe.history.counts();
     Ok(report)
 }
 

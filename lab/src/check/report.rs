@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::calibration::Calibration;
-use super::history::Exchange;
+use super::history::{CountRead, Exchange};
 
 /// The draft this check grades against, with its section numbers: the newest revision whose
 /// full text could be read when the check was written (the working group's repository and the
@@ -268,6 +268,8 @@ pub struct Report {
     pub elapsed: Duration,
     /// Every exchange, in order.
     pub history: Vec<Exchange>,
+    /// Every reading of the effect count, placed among the exchanges.
+    pub counts: Vec<CountRead>,
     /// Whether every MUST and LAB sub-check passed.
     pub passed: bool,
 }
@@ -295,6 +297,7 @@ impl Report {
             points,
             elapsed,
             history,
+            counts: Vec::new(),
             passed,
         }
     }
