@@ -14,13 +14,20 @@ pub const MOST_DRAWN: usize = 12;
 /// The most characters of a body a report quotes.
 pub const QUOTED_BODY: usize = 300;
 
+/// How many of the drawn exchanges come from the end of a long run (the rest from its start):
+/// a point that retries shows how it began and how it ended.
+pub const DRAWN_FROM_THE_END: usize = 4;
+
 /// A point's evidence: the exchanges drawn, those left out, and the counts around them.
 #[derive(Debug)]
 pub struct Excerpt<'a> {
     /// The exchanges drawn, in order.
     pub drawn: Vec<&'a Exchange>,
-    /// The numbers of the exchanges the evidence rests on that are not drawn.
+    /// The numbers of the exchanges the evidence rests on that are not drawn: they come after
+    /// the first `gap_at` drawn ones.
     pub left_out: Vec<usize>,
+    /// Where the exchanges left out belong among the drawn ones.
+    pub gap_at: usize,
     /// The last count read before the first drawn exchange.
     pub before: Option<CountRead>,
     /// The first count read after the last drawn exchange.
@@ -51,9 +58,18 @@ pub fn of_point<'a>(report: &'a Report, point: &PointReport) -> Excerpt<'a> {
     of_exchanges(report, &ids)
 }
 
-/// The evidence resting on the exchanges `ids` (in order, without repeats).
+/// The evidence resting on the exchanges `ids` (in order, without repeats): all of them, or
+/// when there are more than [`MOST_DRAWN`], the first ones and the last [`DRAWN_FROM_THE_END`].
 pub fn of_exchanges<'a>(report: &'a Report, ids: &[usize]) -> Excerpt<'a> {
-    let (shown, left_out) = ids.split_at(ids.len().min(MOST_DRAWN));
+    let (shown, left_out, gap_at) = if ids.len() <= MOST_DRAWN {
+        (ids.to_vec(), Vec::new(), ids.len())
+    } else {
+        let head = MOST_DRAWN - DRAWN_FROM_THE_END;
+        let tail = ids.len() - DRAWN_FROM_THE_END;
+        let mut shown = ids[..head].to_vec();
+        shown.extend_from_slice(&ids[tail..]);
+        (shown, ids[head..tail].to_vec(), head)
+    };
     // Exchange n is history[n - 1]: the history numbers them from 1, in order.
     let drawn: Vec<&Exchange> = shown
         .iter()
@@ -72,7 +88,8 @@ pub fn of_exchanges<'a>(report: &'a Report, ids: &[usize]) -> Excerpt<'a> {
     let after = last.and_then(|last| report.counts.iter().find(|c| c.after >= last).copied());
     Excerpt {
         drawn,
-        left_out: left_out.to_vec(),
+        left_out,
+        gap_at,
         before,
         after,
     }
@@ -101,11 +118,40 @@ pub fn request_line(exchange: &Exchange) -> String {
     )
 }
 
+/// Headers every reply carries, which say nothing about keys: the reports leave them out.
+pub const ROUTINE_HEADERS: &[&str] = &[
+    "connection",
+    "content-length",
+    "content-type",
+    "date",
+    "etag",
+    "keep-alive",
+    "server",
+    "transfer-encoding",
+    "vary",
+    "x-powered-by",
+];
+
+/// A reply's headers that say something: all but [`ROUTINE_HEADERS`].
+pub fn telling_headers(headers: &[(String, String)]) -> impl Iterator<Item = &(String, String)> {
+    headers
+        .iter()
+        .filter(|(name, _)| !ROUTINE_HEADERS.contains(&name.to_ascii_lowercase().as_str()))
+}
+
 /// What came back, on one line, the body trimmed: `201 {"id":1}`, `no answer (timed out)`.
 pub fn answer_line(answer: &Answer) -> String {
     match answer {
-        Answer::Reply { status, body, .. } => {
-            format!("{status} {}", trimmed(body, QUOTED_BODY))
+        Answer::Reply {
+            status,
+            headers,
+            body,
+        } => {
+            let mut line = status.to_string();
+            for (name, value) in telling_headers(headers) {
+                line.push_str(&format!(" ({name}: {value})"));
+            }
+            format!("{line} {}", trimmed(body, QUOTED_BODY))
         }
         Answer::ToolResult { body, .. } => {
             format!("{}: {}", answer.summary(), trimmed(body, QUOTED_BODY))
@@ -192,7 +238,11 @@ pub(crate) mod tests {
         let excerpt = of_point(&report, &point);
         assert_eq!(excerpt.drawn.len(), MOST_DRAWN);
         assert_eq!(excerpt.drawn[0].id, 5);
-        assert_eq!(excerpt.left_out, (17..=25).collect::<Vec<_>>());
+        // The first eight and the last four: how the point began and how it ended.
+        assert_eq!(excerpt.gap_at, 8);
+        assert_eq!(excerpt.drawn[8].id, 22);
+        assert_eq!(excerpt.drawn[MOST_DRAWN - 1].id, 25);
+        assert_eq!(excerpt.left_out, (13..=21).collect::<Vec<_>>());
     }
 
     #[test]

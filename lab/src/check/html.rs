@@ -32,6 +32,7 @@ pub fn to_html(report: &Report) -> String {
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
          <meta name=\"color-scheme\" content=\"light dark\">\n\
+         <link rel=\"icon\" href=\"data:,\">\n\
          <title>lab check: {} ({})</title>\n<style>\n{STYLE}</style>\n</head>\n<body>\n<main>\n\
          <header>\n<h1>lab check --target {}</h1>\n\
          <p class=\"verdict {}\" id=\"verdict\">{}</p>\n\
@@ -128,18 +129,33 @@ fn calibration(out: &mut String, report: &Report) {
             escape(step.name),
             escape(&step.field),
             escape(&step.detail),
-            refs(&step.exchanges),
+            refs(&step.exchanges, None),
         );
     }
     out.push_str("</ul>\n</section>\n");
 }
 
-fn refs(ids: &[usize]) -> String {
+/// Exchange numbers, ` [#1 #2]`; each a link to its arrow when `drawn` (the point and the
+/// exchanges its diagram draws) has it.
+fn refs(ids: &[usize], drawn: Option<(&str, &[usize])>) -> String {
     if ids.is_empty() {
         return String::new();
     }
-    let ids: Vec<String> = ids.iter().map(|id| format!("#{id}")).collect();
+    let ids: Vec<String> = ids
+        .iter()
+        .map(|id| match drawn {
+            Some((point, drawn)) if drawn.contains(id) => {
+                format!("<a href=\"#{}\">#{id}</a>", anchor(point, *id))
+            }
+            _ => format!("#{id}"),
+        })
+        .collect();
     format!(" <span class=\"refs\">[{}]</span>", ids.join(" "))
+}
+
+/// The id of an exchange's arrow in a point's diagram.
+fn anchor(point: &str, id: usize) -> String {
+    format!("{}-x{id}", escape(point))
 }
 
 fn point_section(out: &mut String, report: &Report, point: &PointReport) {
@@ -156,20 +172,25 @@ fn point_section(out: &mut String, report: &Report, point: &PointReport) {
     if let Coverage::NotCovered { reason } = &point.coverage {
         let _ = writeln!(out, "<p class=\"reason\">Not covered: {}</p>", escape(reason));
     }
+    let excerpt = (point.verdict == Verdict::Fail).then(|| excerpt::of_point(report, point));
+    let drawn: Vec<usize> = excerpt
+        .iter()
+        .flat_map(|e| e.drawn.iter().map(|x| x.id))
+        .collect();
     if !point.checks.is_empty() {
         out.push_str("<ul class=\"checks\">\n");
         for check in &point.checks {
-            sub_check(out, check);
+            sub_check(out, check, (point.name, &drawn));
         }
         out.push_str("</ul>\n");
     }
-    if point.verdict == Verdict::Fail {
-        sequence(out, point.name, &excerpt::of_point(report, point));
+    if let Some(excerpt) = &excerpt {
+        sequence(out, point.name, excerpt);
     }
     out.push_str("</section>\n");
 }
 
-fn sub_check(out: &mut String, check: &SubCheck) {
+fn sub_check(out: &mut String, check: &SubCheck, drawn: (&str, &[usize])) {
     let (class, mark) = match (check.passed, check.grade.required()) {
         (true, _) => ("passed", "<span class=\"badge v-PASS\">ok</span>"),
         (false, true) => ("failed", "<span class=\"badge v-FAIL\">FAIL</span>"),
@@ -180,7 +201,7 @@ fn sub_check(out: &mut String, check: &SubCheck) {
         "<li class=\"{class}\">{mark} <span class=\"grade\">{}</span> {}{}",
         escape(&check.grade.to_string()),
         escape(&check.what),
-        refs(&check.exchanges),
+        refs(&check.exchanges, Some(drawn)),
     );
     if !check.passed {
         let _ = write!(
@@ -205,35 +226,45 @@ fn sequence(out: &mut String, point: &str, excerpt: &Excerpt) {
         escape(&excerpt::count_line(excerpt.before)),
         point = escape(point),
     );
-    for exchange in &excerpt.drawn {
-        request(out, exchange);
+    for (index, exchange) in excerpt.drawn.iter().enumerate() {
+        if index == excerpt.gap_at {
+            left_out(out, &excerpt.left_out);
+        }
+        request(out, point, exchange);
         answer(out, &exchange.answer);
+    }
+    if excerpt.gap_at == excerpt.drawn.len() {
+        left_out(out, &excerpt.left_out);
     }
     let _ = writeln!(
         out,
-        "<p class=\"seq-count\"><span>count after: {}</span></p>\n</div>",
+        "<p class=\"seq-count\"><span>count after: {}</span></p>\n</div>\n</figure>",
         escape(&excerpt::count_line(excerpt.after)),
     );
-    if !excerpt.left_out.is_empty() {
-        let _ = writeln!(
-            out,
-            "<p class=\"seq-more\">{} more exchanges not drawn:{}</p>",
-            excerpt.left_out.len(),
-            refs(&excerpt.left_out)
-        );
-    }
-    out.push_str("</figure>\n");
 }
 
-fn request(out: &mut String, exchange: &Exchange) {
+/// The exchanges not drawn, where they belong in the sequence.
+fn left_out(out: &mut String, ids: &[usize]) {
+    if !ids.is_empty() {
+        let _ = writeln!(
+            out,
+            "<p class=\"seq-more\">… {} more exchanges, not drawn:{}</p>",
+            ids.len(),
+            refs(ids, None)
+        );
+    }
+}
+
+fn request(out: &mut String, point: &str, exchange: &Exchange) {
     let key = match &exchange.key {
         Some(key) => format!("key <code>{}</code>", escape(key)),
         None => "no key".to_owned(),
     };
     let _ = write!(
         out,
-        "<div class=\"seq-msg seq-req\" id=\"x{id}\"><span class=\"seq-n\">#{id}</span> \
+        "<div class=\"seq-msg seq-req\" id=\"{}\"><span class=\"seq-n\">#{id}</span> \
          <b>{}</b> · {}<br><code>{} {}</code>, {key}",
+        anchor(point, exchange.id),
         escape(exchange.caller.as_deref().unwrap_or("the check")),
         escape(&exchange.step),
         escape(&exchange.method),
@@ -267,7 +298,7 @@ fn answer(out: &mut String, answer: &Answer) {
             body,
         } => {
             let _ = write!(out, "<b>{status}</b>");
-            for (name, value) in headers {
+            for (name, value) in excerpt::telling_headers(headers) {
                 let _ = write!(out, " <code>{}: {}</code>", escape(name), escape(value));
             }
             if !body.is_empty() {
@@ -362,6 +393,9 @@ mod tests {
         assert!(page.contains("count before: 7 (read before any exchange)"), "{page}");
         assert!(page.contains("count after: 9 (read after #2)"), "{page}");
         assert!(page.contains("<div class=\"seq-msg seq-rep lost\"><b>no answer (timed out)</b>"));
+        // A sub-check's exchanges link to their arrows.
+        assert!(page.contains("[<a href=\"#scope-x1\">#1</a> <a href=\"#scope-x2\">#2</a>]"));
+        assert!(page.contains("id=\"scope-x2\""));
         assert!(page.contains("id=\"point-crash\" data-verdict=\"NotCovered\""));
         assert!(page.contains("Not covered: no &lt;way&gt;"));
     }
@@ -373,9 +407,13 @@ mod tests {
         assert!(!page.contains("<img"));
         assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
         assert!(page.contains("alice&#39;s &lt;ticket&gt;"));
-        for loads in ["src=\"", "<link", "@import", "url(", "@font-face"] {
-            assert!(!page.contains(loads), "{loads}");
+        for loads in ["src=\"", "@import", "url(", "@font-face", "http://", "https://"] {
+            let outside = page.replace(DRAFT_URL, "").replace("http://127.0.0.1:1", "");
+            assert!(!outside.contains(loads), "{loads}");
         }
+        // The one link element names an empty icon inline, so a browser asks for no favicon.
+        assert_eq!(page.matches("<link").count(), 1);
+        assert!(page.contains("<link rel=\"icon\" href=\"data:,\">"));
     }
 
     #[test]

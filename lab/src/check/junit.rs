@@ -170,7 +170,10 @@ pub fn failure_text(check: &SubCheck, excerpt: &Excerpt) -> String {
     if !excerpt.drawn.is_empty() {
         out.push_str("exchanges:\n");
     }
-    for exchange in &excerpt.drawn {
+    for (index, exchange) in excerpt.drawn.iter().enumerate() {
+        if index == excerpt.gap_at && !excerpt.left_out.is_empty() {
+            let _ = writeln!(out, "  {}", left_out(&excerpt.left_out));
+        }
         let _ = writeln!(out, "  #{} {}", exchange.id, excerpt::request_line(exchange));
         if !exchange.body.is_empty() {
             let _ = writeln!(
@@ -181,11 +184,15 @@ pub fn failure_text(check: &SubCheck, excerpt: &Excerpt) -> String {
         }
         let _ = writeln!(out, "      got: {}", excerpt::answer_line(&exchange.answer));
     }
-    if !excerpt.left_out.is_empty() {
-        let ids: Vec<String> = excerpt.left_out.iter().map(|i| format!("#{i}")).collect();
-        let _ = writeln!(out, "  and {} more: {}", ids.len(), ids.join(" "));
+    if excerpt.gap_at == excerpt.drawn.len() && !excerpt.left_out.is_empty() {
+        let _ = writeln!(out, "  {}", left_out(&excerpt.left_out));
     }
     out
+}
+
+fn left_out(ids: &[usize]) -> String {
+    let ids: Vec<String> = ids.iter().map(|i| format!("#{i}")).collect();
+    format!("… {} more, not quoted: {}", ids.len(), ids.join(" "))
 }
 
 /// Text content: `&`, `<` and `>` escaped, characters XML cannot carry made visible.
