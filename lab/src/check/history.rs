@@ -63,7 +63,8 @@ pub enum Answer {
     ToolResult {
         /// `isError: true`.
         is_error: bool,
-        /// The error code, when the result is an error and the file says where its code is.
+        /// The refusal code, where the file says a result holds one (an error result's
+        /// structured content, or any result's text).
         code: Option<String>,
         /// The result (content and `structuredContent`) as JSON text, cut to a readable length.
         body: String,
@@ -103,6 +104,11 @@ impl Answer {
             Answer::Reply { status, .. } => status.to_string(),
             Answer::NoAnswer { reason } => format!("no answer ({reason})"),
             Answer::HungUp { moment } => format!("hung up {moment}"),
+            Answer::ToolResult {
+                is_error: false,
+                code: Some(code),
+                ..
+            } => format!("a refusal (code {code:?}) in a result not marked isError"),
             Answer::ToolResult {
                 is_error: false, ..
             } => "a tool result".to_owned(),

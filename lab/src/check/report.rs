@@ -307,6 +307,20 @@ impl Report {
         self.points.iter().filter(|p| p.verdict == Verdict::Fail)
     }
 
+    /// The keys the exchanges carried, as sent (`#3 "…" #4 no key`), for a failed sub-check's
+    /// lines; `None` without exchanges. Every exchange in `--json` carries its key too.
+    fn keys_of(&self, ids: &[usize]) -> Option<String> {
+        let keys: Vec<String> = ids
+            .iter()
+            .filter_map(|id| self.history.iter().find(|e| e.id == *id))
+            .map(|e| match &e.key {
+                Some(key) => format!("#{} {key}", e.id),
+                None => format!("#{} no key", e.id),
+            })
+            .collect();
+        (!keys.is_empty()).then(|| keys.join(", "))
+    }
+
     /// The report as pretty JSON, history included.
     pub fn to_json(&self) -> String {
         // Every field is a string, a number, a bool or a list of them: serialising cannot fail.
@@ -366,6 +380,9 @@ impl fmt::Display for Report {
                 if !check.passed {
                     writeln!(f, "       expected: {}", check.expected)?;
                     writeln!(f, "       observed: {}", check.observed)?;
+                    if let Some(keys) = self.keys_of(&check.exchanges) {
+                        writeln!(f, "       keys: {keys}")?;
+                    }
                 }
             }
         }
@@ -462,6 +479,36 @@ mod tests {
         );
         assert!(!report.passed);
         assert!(report.to_string().contains("failed: b"));
+    }
+
+    #[test]
+    fn a_failed_sub_check_shows_the_keys_its_exchanges_carried() {
+        let exchange = |id: usize, key: Option<&str>| Exchange {
+            id,
+            point: "replay",
+            step: "s".into(),
+            caller: None,
+            key: key.map(str::to_owned),
+            method: "POST".into(),
+            path: "/t".into(),
+            body: String::new(),
+            answer: super::super::history::Answer::NoAnswer { reason: "r".into() },
+            at_ms: 0,
+            took_ms: 0,
+        };
+        let mut failed = check(Grade::lab(), false);
+        failed.exchanges = vec![1, 2];
+        let report = Report::new(
+            "f".into(),
+            "u".into(),
+            vec![PointReport::covered("a", "t", vec![failed])],
+            Duration::ZERO,
+            vec![exchange(1, Some("\"k-1\"")), exchange(2, None)],
+        );
+        assert!(
+            report.to_string().contains("keys: #1 \"k-1\", #2 no key"),
+            "{report}"
+        );
     }
 
     #[test]

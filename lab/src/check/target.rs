@@ -272,23 +272,13 @@ pub struct ReadRequest {
     pub pointer: String,
 }
 
-/// `read.sql`: its first row is the effect as stored.
+/// `read.sql`: a read-only SQLite query whose first row is the effect as stored.
 #[derive(Clone, Debug)]
-pub enum ReadSql {
-    /// A SQLite file (relative to the target file's folder).
-    Sqlite {
-        /// The file.
-        file: PathBuf,
-        /// The query, `?1` the identity.
-        query: String,
-    },
-    /// A PostgreSQL database.
-    Postgres {
-        /// The connection URL.
-        url: String,
-        /// The query, `$1` the identity (as text).
-        query: String,
-    },
+pub struct ReadSql {
+    /// The file (relative to the target file's folder).
+    pub file: PathBuf,
+    /// The query, `?1` the identity.
+    pub query: String,
 }
 
 /// `[load]`: the concurrent points' size.
@@ -525,11 +515,23 @@ impl Target {
 
 type Checked<T> = std::result::Result<T, String>;
 
-/// The folder a target file's relative paths and commands start from: the file's own.
+/// The folder a target file's relative paths and commands start from: the file's own, made
+/// absolute (from the working directory) so that a command run in it can still be named by it.
 pub fn folder_of(path: &Path) -> PathBuf {
-    match path.parent() {
+    let folder = match path.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent.to_owned(),
         _ => PathBuf::from("."),
+    };
+    std::path::absolute(&folder).unwrap_or(folder)
+}
+
+/// A command's program as the target file names it: a bare name is looked up on `PATH`; a
+/// relative path (`./count.sh`, `bin/x`) is the file's folder's.
+pub fn program_in(folder: &Path, program: &str) -> PathBuf {
+    if program.contains('/') {
+        in_folder(folder, Path::new(program))
+    } else {
+        PathBuf::from(program)
     }
 }
 
@@ -1047,14 +1049,15 @@ fn read_back(file: ReadFile, folder: &Path) -> Checked<ReadBack> {
         .map(|sql| {
             let query = required(sql.query, "read.sql.query")?;
             match (sql.sqlite, sql.postgres) {
-                (Some(file), None) => Ok(ReadSql::Sqlite {
+                (Some(file), None) => Ok(ReadSql {
                     file: in_folder(folder, &file),
                     query,
                 }),
-                (None, Some(url)) => Ok(ReadSql::Postgres { url, query }),
-                _ => Err(
-                    "read.sql: give exactly one of sqlite (a file) or postgres (a URL)".to_owned(),
+                (_, Some(_)) => Err(
+                    "read.sql.postgres: not read back yet; use read.sql.sqlite or read.request"
+                        .to_owned(),
                 ),
+                (None, None) => Err("read.sql.sqlite: missing (required)".to_owned()),
             }
         })
         .transpose()?;
@@ -1417,17 +1420,21 @@ request = { path = "/tickets", json_pointer = "/tickets" }
         );
         let target =
             Target::parse(&text, Path::new("some/where/t.toml"), &Overrides::default()).unwrap();
-        assert_eq!(target.folder, Path::new("some/where"));
+        let here = std::env::current_dir().unwrap();
+        assert_eq!(target.folder, here.join("some/where"));
         match &target.count {
-            Count::Sqlite { file, .. } => assert_eq!(file, Path::new("some/where/db/t.sqlite")),
+            Count::Sqlite { file, .. } => assert_eq!(file, &here.join("some/where/db/t.sqlite")),
             other => panic!("{other:?}"),
         }
-        match target.read.and_then(|r| r.sql) {
-            Some(ReadSql::Sqlite { file, .. }) => assert_eq!(file, Path::new("/abs/t.sqlite")),
-            other => panic!("{other:?}"),
-        }
-        let here = Target::parse(GOOD, Path::new("t.toml"), &Overrides::default()).unwrap();
-        assert_eq!(here.folder, Path::new("."));
+        assert_eq!(program_in(&target.folder, "sh"), Path::new("sh"));
+        assert_eq!(
+            program_in(&target.folder, "./c.sh"),
+            here.join("some/where/./c.sh")
+        );
+        let read = target.read.and_then(|r| r.sql).unwrap();
+        assert_eq!(read.file, Path::new("/abs/t.sqlite"));
+        let plain = Target::parse(GOOD, Path::new("t.toml"), &Overrides::default()).unwrap();
+        assert_eq!(plain.folder, here.join("."));
     }
 
     #[test]

@@ -272,10 +272,15 @@ fn python(test: &str) -> Option<PathBuf> {
 
 fn planted(python: &Path, bug: &str, folder: &Path) -> Value {
     let python = python.to_str().unwrap();
+    let server = repository_root().join("lab/tests/mcp-servers/planted/server.py");
+    let server = server.to_str().unwrap();
     let file = fitted(
         "lab/tests/mcp-servers/planted/target.toml",
         &[
             ("\"python3\"", &format!("{python:?}")),
+            // The copy lives in another folder than the server, which the file names relative
+            // to its own folder.
+            ("\"server.py\"", &format!("{server:?}")),
             ("\"--bug\", \"none\"", &format!("\"--bug\", \"{bug}\"")),
         ],
         folder,

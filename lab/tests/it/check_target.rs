@@ -302,6 +302,7 @@ path = "/tickets"
 headers = { "Content-Type" = "application/json" }
 body = { title = "{{title}}", priority = "{{priority}}", tags = ["{{priority}}", "printer"] }
 fields = { title = "Printer jammed", priority = "high" }
+vary = { title = "text" }
 
 [key]
 form = "sf-string"
@@ -328,6 +329,7 @@ path = "/comments"
 headers = { "Content-Type" = "application/json" }
 body = { text = "{{text}}" }
 fields = { text = "Seen on floor two as well" }
+vary = { text = "text" }
 
 [errors]
 validation = { fields = { title = "" } }

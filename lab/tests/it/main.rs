@@ -8,6 +8,7 @@ mod calibration;
 mod check;
 mod check_mcp;
 mod check_target;
+mod check_vocab;
 mod cli;
 mod clients;
 mod conformance;

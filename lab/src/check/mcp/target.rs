@@ -915,7 +915,8 @@ tool = { name = "list_tickets", structured_pointer = "/tickets" }
                 .contains("mcp.errors.text_code_pattern")
         );
         let folder = McpTarget::parse(GOOD, Path::new("a/b/t.toml"), &Overrides::default());
-        assert_eq!(folder.unwrap().folder, Path::new("a/b"));
+        let here = std::env::current_dir().unwrap();
+        assert_eq!(folder.unwrap().folder, here.join("a/b"));
     }
 
     #[test]
