@@ -38,7 +38,9 @@ pub fn run(root: &Path, chromium: &Path) -> Result<()> {
 
 fn pages_in(folder: &Path) -> Result<Vec<String>> {
     let mut pages = Vec::new();
-    for entry in std::fs::read_dir(folder).with_context(|| format!("reading {}", folder.display()))? {
+    for entry in
+        std::fs::read_dir(folder).with_context(|| format!("reading {}", folder.display()))?
+    {
         let name = entry?.file_name().to_string_lossy().into_owned();
         if name.ends_with(".html") {
             pages.push(name);
@@ -104,7 +106,11 @@ fn negative_control(root: &Path, chromium: &Path, folder: &Path, page: &str) -> 
     std::fs::write(scratch.path().join(page), damaged)?;
     let shots: PathBuf = scratch.path().join("shots");
     let (ok, output) = node_report(root, chromium, scratch.path(), &[page.to_owned()], &shots)?;
-    let named = |what: &str| output.lines().any(|l| l.starts_with("FAIL ") && l.contains(what));
+    let named = |what: &str| {
+        output
+            .lines()
+            .any(|l| l.starts_with("FAIL ") && l.contains(what))
+    };
     if ok
         || !named("sequence diagrams for")
         || !named("has no sequence diagram")

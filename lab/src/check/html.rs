@@ -170,7 +170,11 @@ fn point_section(out: &mut String, report: &Report, point: &PointReport) {
         escape(point.title),
     );
     if let Coverage::NotCovered { reason } = &point.coverage {
-        let _ = writeln!(out, "<p class=\"reason\">Not covered: {}</p>", escape(reason));
+        let _ = writeln!(
+            out,
+            "<p class=\"reason\">Not covered: {}</p>",
+            escape(reason)
+        );
     }
     let excerpt = (point.verdict == Verdict::Fail).then(|| excerpt::of_point(report, point));
     let drawn: Vec<usize> = excerpt
@@ -381,7 +385,10 @@ mod tests {
                 },
             ),
         ];
-        report.counts = vec![CountRead { after: 0, value: 7 }, CountRead { after: 2, value: 9 }];
+        report.counts = vec![
+            CountRead { after: 0, value: 7 },
+            CountRead { after: 2, value: 9 },
+        ];
         report
     }
 
@@ -390,7 +397,10 @@ mod tests {
         let page = to_html(&report());
         assert_eq!(page.matches("<figure class=\"seq\"").count(), 2);
         assert!(page.contains("<figure class=\"seq\" data-point=\"scope\" data-exchanges=\"2\">"));
-        assert!(page.contains("count before: 7 (read before any exchange)"), "{page}");
+        assert!(
+            page.contains("count before: 7 (read before any exchange)"),
+            "{page}"
+        );
         assert!(page.contains("count after: 9 (read after #2)"), "{page}");
         assert!(page.contains("<div class=\"seq-msg seq-rep lost\"><b>no answer (timed out)</b>"));
         // A sub-check's exchanges link to their arrows.
@@ -407,8 +417,17 @@ mod tests {
         assert!(!page.contains("<img"));
         assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
         assert!(page.contains("alice&#39;s &lt;ticket&gt;"));
-        for loads in ["src=\"", "@import", "url(", "@font-face", "http://", "https://"] {
-            let outside = page.replace(DRAFT_URL, "").replace("http://127.0.0.1:1", "");
+        for loads in [
+            "src=\"",
+            "@import",
+            "url(",
+            "@font-face",
+            "http://",
+            "https://",
+        ] {
+            let outside = page
+                .replace(DRAFT_URL, "")
+                .replace("http://127.0.0.1:1", "");
             assert!(!outside.contains(loads), "{loads}");
         }
         // The one link element names an empty icon inline, so a browser asks for no favicon.

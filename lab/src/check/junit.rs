@@ -174,7 +174,12 @@ pub fn failure_text(check: &SubCheck, excerpt: &Excerpt) -> String {
         if index == excerpt.gap_at && !excerpt.left_out.is_empty() {
             let _ = writeln!(out, "  {}", left_out(&excerpt.left_out));
         }
-        let _ = writeln!(out, "  #{} {}", exchange.id, excerpt::request_line(exchange));
+        let _ = writeln!(
+            out,
+            "  #{} {}",
+            exchange.id,
+            excerpt::request_line(exchange)
+        );
         if !exchange.body.is_empty() {
             let _ = writeln!(
                 out,
@@ -305,10 +310,16 @@ mod tests {
             "<testsuites name=\"lab check --target shop.toml\" tests=\"5\" failures=\"2\" errors=\"0\" skipped=\"1\" time=\"1.500\">"
         ), "{xml}");
         assert!(xml.contains("<testsuite name=\"calibration\" tests=\"1\" failures=\"0\""));
-        assert!(xml.contains("<testcase classname=\"calibration\" name=\"create: create.fields\"/>"));
+        assert!(
+            xml.contains("<testcase classname=\"calibration\" name=\"create: create.fields\"/>")
+        );
         assert!(xml.contains("<testsuite name=\"scope\" tests=\"3\" failures=\"2\""));
-        assert!(xml.contains("<testcase classname=\"scope\" name=\"alice&apos;s create succeeds\""));
-        assert!(xml.contains("<failure type=\"MUST\" message=\"MUST §2.7: expected one effect; observed 2 effects\">"));
+        assert!(
+            xml.contains("<testcase classname=\"scope\" name=\"alice&apos;s create succeeds\"")
+        );
+        assert!(xml.contains(
+            "<failure type=\"MUST\" message=\"MUST §2.7: expected one effect; observed 2 effects\">"
+        ));
         assert!(xml.contains("<failure type=\"SHOULD\""));
         assert_eq!(xml.matches("<testsuite ").count(), 3);
         assert_eq!(xml.matches("</testsuite>").count(), 3);
@@ -335,8 +346,14 @@ mod tests {
             failure.contains("checked: bob's create &lt;with&gt; alice's key"),
             "{failure}"
         );
-        assert!(failure.contains("#1 alice · step 1: POST /tickets, key \"k1\""), "{failure}");
-        assert!(failure.contains("got: 201 &lt;b&gt;\\u{1}\"bob\"&lt;/b&gt;"), "{failure}");
+        assert!(
+            failure.contains("#1 alice · step 1: POST /tickets, key \"k1\""),
+            "{failure}"
+        );
+        assert!(
+            failure.contains("got: 201 &lt;b&gt;\\u{1}\"bob\"&lt;/b&gt;"),
+            "{failure}"
+        );
         assert!(failure.contains("count before: not read"), "{failure}");
         assert!(!failure.contains('\u{1}'));
     }

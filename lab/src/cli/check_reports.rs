@@ -77,7 +77,9 @@ impl ReportFiles {
 /// An unwritable report path, as bad input naming the option.
 fn named(option: &str, path: &Path, err: Error) -> Error {
     let problem = match err {
-        Error::OutputUnwritable { source, .. } => format!("cannot write {}: {source}", path.display()),
+        Error::OutputUnwritable { source, .. } => {
+            format!("cannot write {}: {source}", path.display())
+        }
         other => other.to_string(),
     };
     Error::InputInvalid {

@@ -49,14 +49,27 @@ fn check_with_reports(folder: &Path, url: &str) -> (Value, String, String) {
     let output = lab_in(
         folder,
         &[
-            "check", "--target", "shop.toml", "--url", url, "--json", "--junit", "report.xml",
-            "--html", "report.html",
+            "check",
+            "--target",
+            "shop.toml",
+            "--url",
+            url,
+            "--json",
+            "--junit",
+            "report.xml",
+            "--html",
+            "report.html",
         ],
     );
     let report: Value = serde_json::from_slice(&output.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", text(&output.stderr)));
     let expected = if report["passed"] == true { 0 } else { 1 };
-    assert_eq!(output.status.code(), Some(expected), "{}", text(&output.stderr));
+    assert_eq!(
+        output.status.code(),
+        Some(expected),
+        "{}",
+        text(&output.stderr)
+    );
     let xml = std::fs::read_to_string(folder.join("report.xml")).unwrap();
     let page = std::fs::read_to_string(folder.join("report.html")).unwrap();
     (report, xml, page)
@@ -81,7 +94,11 @@ fn a_failing_run_writes_junit_and_html_that_match_its_json_report() {
     assert!(failed.contains(&"changed-payload".to_owned()), "{failed:?}");
     let points = report["points"].as_array().unwrap();
     // A suite per point and one for the calibration.
-    assert_eq!(xml.matches("<testsuite ").count(), points.len() + 1, "{xml}");
+    assert_eq!(
+        xml.matches("<testsuite ").count(),
+        points.len() + 1,
+        "{xml}"
+    );
     let failed_checks: usize = points
         .iter()
         .flat_map(|p| p["checks"].as_array().unwrap())
@@ -89,13 +106,18 @@ fn a_failing_run_writes_junit_and_html_that_match_its_json_report() {
         .count();
     assert_eq!(xml.matches("<failure ").count(), failed_checks);
     for name in points_with(&report, "NOT_COVERED") {
-        let suite = format!("<testsuite name=\"{name}\" tests=\"1\" failures=\"0\" errors=\"0\" skipped=\"1\">");
+        let suite = format!(
+            "<testsuite name=\"{name}\" tests=\"1\" failures=\"0\" errors=\"0\" skipped=\"1\">"
+        );
         assert!(xml.contains(&suite), "{name}: {xml}");
     }
     // Every failed point drawn, and only those.
     assert_eq!(page.matches("<figure class=\"seq\"").count(), failed.len());
     for name in &failed {
-        assert!(page.contains(&format!("<figure class=\"seq\" data-point=\"{name}\"")), "{name}");
+        assert!(
+            page.contains(&format!("<figure class=\"seq\" data-point=\"{name}\"")),
+            "{name}"
+        );
     }
     assert!(page.contains("count before: ") && page.contains("count after: "));
     assert!(!page.contains("<script") && !page.contains("<link"));
@@ -107,8 +129,15 @@ fn a_passing_run_writes_reports_too_without_json() {
     let output = lab_in(
         folder.path(),
         &[
-            "check", "--target", "shop.toml", "--url", &start_shop(Bugs::default()), "--junit",
-            "report.xml", "--html", "report.html",
+            "check",
+            "--target",
+            "shop.toml",
+            "--url",
+            &start_shop(Bugs::default()),
+            "--junit",
+            "report.xml",
+            "--html",
+            "report.html",
         ],
     );
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
@@ -147,15 +176,30 @@ fn an_unwritable_report_path_is_refused_before_anything_is_sent() {
         let stderr = text(&output.stderr);
         assert_eq!(output.status.code(), Some(2), "{option} {path}: {stderr}");
         assert!(stderr.contains(option) && stderr.contains(path), "{stderr}");
-        assert_eq!(listener.connections(), 0, "{option} {path}: the service saw a request");
+        assert_eq!(
+            listener.connections(),
+            0,
+            "{option} {path}: the service saw a request"
+        );
     }
     let both = lab_in(
         folder.path(),
-        &["check", "--target", "shop.toml", "--junit", "kept.xml", "--html", "kept.xml"],
+        &[
+            "check",
+            "--target",
+            "shop.toml",
+            "--junit",
+            "kept.xml",
+            "--html",
+            "kept.xml",
+        ],
     );
     assert_eq!(both.status.code(), Some(2), "{}", text(&both.stderr));
     assert_eq!(listener.connections(), 0);
-    assert_eq!(std::fs::read_to_string(folder.path().join("kept.xml")).unwrap(), "earlier");
+    assert_eq!(
+        std::fs::read_to_string(folder.path().join("kept.xml")).unwrap(),
+        "earlier"
+    );
 }
 
 /// The python of the reports' venv, or `None` (with a loud SKIPPED) when there is none and CI
@@ -184,7 +228,11 @@ fn reports_python(test: &str) -> Option<PathBuf> {
 pub(crate) fn read_with_junitparser(python: &Path, xml: &Path) -> Value {
     let script = crate::repository_root().join("lab/tests/reports/read_junit.py");
     let output = Command::new(python).arg(script).arg(xml).output().unwrap();
-    assert!(output.status.success(), "junitparser: {}", text(&output.stderr));
+    assert!(
+        output.status.success(),
+        "junitparser: {}",
+        text(&output.stderr)
+    );
     serde_json::from_slice(&output.stdout).unwrap()
 }
 
@@ -274,19 +322,34 @@ fn a_middleware_services_junit_is_read_by_junitparser_and_its_page_is_the_books(
     let output = lab_in(
         folder,
         &[
-            "check", "--target", "target.toml", "--url", &running.url, "--json", "--junit",
-            "report.xml", "--html", "report.html",
+            "check",
+            "--target",
+            "target.toml",
+            "--url",
+            &running.url,
+            "--json",
+            "--junit",
+            "report.xml",
+            "--html",
+            "report.html",
         ],
     );
     let report: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
-        panic!("{e}: {}\nservice log:\n{}", text(&output.stderr), running.log())
+        panic!(
+            "{e}: {}\nservice log:\n{}",
+            text(&output.stderr),
+            running.log()
+        )
     });
     assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
     let read = read_with_junitparser(&python, &folder.join("report.xml"));
     assert_junitparser_agrees(&read, &report);
     let suites = read["suites"].as_array().unwrap();
     let total = |what: &str| -> u64 {
-        suites.iter().map(|s| s["counted"][what].as_u64().unwrap()).sum()
+        suites
+            .iter()
+            .map(|s| s["counted"][what].as_u64().unwrap())
+            .sum()
     };
     // Printed past libtest's capture, for the closing note.
     let _ = std::io::Write::write_all(
@@ -307,7 +370,10 @@ fn a_middleware_services_junit_is_read_by_junitparser_and_its_page_is_the_books(
         return;
     }
     let committed = std::fs::read_to_string(&book_page).unwrap_or_else(|e| {
-        panic!("{}: {e} (write it with LAB_WRITE_REPORT_PAGE=1)", book_page.display())
+        panic!(
+            "{}: {e} (write it with LAB_WRITE_REPORT_PAGE=1)",
+            book_page.display()
+        )
     });
     assert_eq!(
         verdicts(&committed),
@@ -336,7 +402,10 @@ impl Drop for StopsService {
 fn workflow(python: &Path) -> Value {
     let file = crate::repository_root().join("lab/ci/check-service.yml");
     let output = Command::new(python)
-        .args(["-c", "import json, sys, yaml; print(json.dumps(yaml.safe_load(open(sys.argv[1]))))"])
+        .args([
+            "-c",
+            "import json, sys, yaml; print(json.dumps(yaml.safe_load(open(sys.argv[1]))))",
+        ])
         .arg(&file)
         .output()
         .unwrap();
@@ -355,13 +424,24 @@ fn the_books_workflow_runs_its_steps_and_keeps_both_reports() {
         .unwrap()
         .clone();
     let folder = tempfile::tempdir().unwrap();
-    std::os::unix::fs::symlink(crate::repository_root().join("lab"), folder.path().join("lab"))
-        .unwrap();
+    std::os::unix::fs::symlink(
+        crate::repository_root().join("lab"),
+        folder.path().join("lab"),
+    )
+    .unwrap();
     let _stop = StopsService(folder.path().join("serve.pid"));
     // Port 8080 may be taken here: the steps get a free one instead.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let lab_folder = Path::new(env!("CARGO_BIN_EXE_lab")).parent().unwrap();
-    let path = format!("{}:{}", lab_folder.display(), std::env::var("PATH").unwrap_or_default());
+    let path = format!(
+        "{}:{}",
+        lab_folder.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     let mut ran = 0;
     for step in &steps {
         let Some(run) = step["run"].as_str() else {
@@ -393,9 +473,16 @@ fn the_books_workflow_runs_its_steps_and_keeps_both_reports() {
     assert_eq!(ran, 3, "start, check, stop");
     let upload = steps
         .iter()
-        .find(|s| s["uses"].as_str().is_some_and(|u| u.starts_with("actions/upload-artifact@")))
+        .find(|s| {
+            s["uses"]
+                .as_str()
+                .is_some_and(|u| u.starts_with("actions/upload-artifact@"))
+        })
         .expect("a step keeps the reports as an artifact");
-    assert_eq!(upload["if"], "always()", "the reports are kept when the check fails too");
+    assert_eq!(
+        upload["if"], "always()",
+        "the reports are kept when the check fails too"
+    );
     let kept: Vec<&str> = upload["with"]["path"].as_str().unwrap().lines().collect();
     assert_eq!(kept, ["lab-check.xml", "lab-check.html"]);
     let xml = std::fs::read_to_string(folder.path().join(kept[0])).unwrap();
