@@ -32,11 +32,10 @@ pub fn to_junit(report: &Report) -> String {
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(
         out,
-        "<testsuites name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\" time=\"{:.3}\">",
+        "<testsuites name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"0\" time=\"{:.3}\">",
         attribute(&format!("lab check --target {}", report.target)),
         totals.tests,
         totals.failures,
-        totals.skipped,
         report.elapsed.as_secs_f64()
     );
     out.push_str(&suites);
@@ -44,11 +43,12 @@ pub fn to_junit(report: &Report) -> String {
     out
 }
 
+/// The whole run's counts, for `<testsuites>`. The JUnit schema CI systems read (Jenkins'
+/// junit-10.xsd) has no `skipped` there, only on each suite, so none is counted.
 #[derive(Default)]
 struct Totals {
     tests: usize,
     failures: usize,
-    skipped: usize,
 }
 
 fn calibration_suite(out: &mut String, steps: &[Step], totals: &mut Totals) {
@@ -84,7 +84,6 @@ fn point_suite(out: &mut String, report: &Report, point: &PointReport, totals: &
     let name = attribute(point.name);
     if let Coverage::NotCovered { reason } = &point.coverage {
         totals.tests += 1;
-        totals.skipped += 1;
         let _ = writeln!(
             out,
             "  <testsuite name=\"{name}\" tests=\"1\" failures=\"0\" errors=\"0\" skipped=\"1\">\n    \
@@ -307,7 +306,7 @@ mod tests {
         let xml = to_junit(&report());
         assert!(xml.starts_with("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites"));
         assert!(xml.contains(
-            "<testsuites name=\"lab check --target shop.toml\" tests=\"5\" failures=\"2\" errors=\"0\" skipped=\"1\" time=\"1.500\">"
+            "<testsuites name=\"lab check --target shop.toml\" tests=\"5\" failures=\"2\" errors=\"0\" time=\"1.500\">"
         ), "{xml}");
         assert!(xml.contains("<testsuite name=\"calibration\" tests=\"1\" failures=\"0\""));
         assert!(

@@ -494,3 +494,63 @@ fn the_books_workflow_runs_its_steps_and_keeps_both_reports() {
     assert!(!xml.contains("<failure "), "lab serve passes: {xml}");
     assert!(page.contains("every MUST and LAB sub-check passed"));
 }
+
+/// Pytest's source distribution, which ships the JUnit schema (`LAB_JUNIT_XSD_SDIST`), or `None`
+/// with a loud SKIPPED unless `LAB_REQUIRE_REPORTS` is set.
+fn junit_schema_sdist(test: &str) -> Option<PathBuf> {
+    let sdist = std::env::var_os("LAB_JUNIT_XSD_SDIST")
+        .map(PathBuf::from)
+        .filter(|p| p.exists());
+    if sdist.is_none() {
+        assert!(
+            std::env::var_os("LAB_REQUIRE_REPORTS").is_none(),
+            "{test}: LAB_REQUIRE_REPORTS is set but LAB_JUNIT_XSD_SDIST names no file"
+        );
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            format!(
+                "\n*** SKIPPED: {test}: no JUnit schema. Set LAB_JUNIT_XSD_SDIST to pytest's sdist \
+                 (pip download --no-deps --no-binary :all: pytest==8.4.2) ***\n"
+            )
+            .as_bytes(),
+        );
+    }
+    sdist
+}
+
+/// What xmlschema says of `xml` against Jenkins' junit-10.xsd: `valid`, or the reason.
+fn validate(python: &Path, xml: &Path, sdist: &Path) -> (bool, String) {
+    let script = crate::repository_root().join("lab/tests/reports/validate_junit.py");
+    let output = Command::new(python)
+        .arg(script)
+        .arg(xml)
+        .arg(sdist)
+        .output()
+        .unwrap();
+    let said = format!("{}{}", text(&output.stdout), text(&output.stderr));
+    (output.status.success(), said)
+}
+
+#[test]
+fn the_junit_file_is_valid_against_the_junit_schema_ci_systems_read() {
+    let test = "the_junit_file_is_valid_against_the_junit_schema_ci_systems_read";
+    let (Some(python), Some(sdist)) = (reports_python(test), junit_schema_sdist(test)) else {
+        return;
+    };
+    let folder = shop_folder();
+    check_with_reports(folder.path(), &leaky_shop());
+    let xml = folder.path().join("report.xml");
+    let (valid, said) = validate(&python, &xml, &sdist);
+    assert!(valid, "{said}");
+    assert_eq!(said.trim(), "valid");
+    // The validator can refuse: a test case without its required name is not JUnit.
+    let broken = std::fs::read_to_string(&xml).unwrap().replacen(
+        "<testcase classname=\"scope\" name=",
+        "<testcase classname=\"scope\" title=",
+        1,
+    );
+    let broken_file = folder.path().join("broken.xml");
+    std::fs::write(&broken_file, broken).unwrap();
+    let (valid, said) = validate(&python, &broken_file, &sdist);
+    assert!(!valid && said.contains("invalid"), "{said}");
+}
