@@ -147,3 +147,32 @@ fn reset_failed(problem: String) -> calibration::Stop {
     };
     calibration::Stop::mismatch(field, calibration::trimmed(&problem))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reset_the_service_refuses_is_the_files_fault_and_one_it_never_answers_is_not() {
+        let refused = reset_failed("service.reset POST /admin/reset: 404".to_owned());
+        assert!(matches!(
+            refused,
+            calibration::Stop::Mismatch { ref field, .. } if field == "service.reset"
+        ));
+        let command = reset_failed("service.reset_command: exited with exit status: 3".into());
+        assert!(matches!(
+            command,
+            calibration::Stop::Mismatch { ref field, .. } if field == "service.reset_command"
+        ));
+        let silent = reset_failed(
+            "service.reset POST /admin/reset: no answer (connection refused)".to_owned(),
+        );
+        assert!(matches!(silent, calibration::Stop::Unreachable { .. }));
+        let err = refused.into_error("t.toml", "http://127.0.0.1:1");
+        assert!(err.is_bad_input());
+        assert!(
+            err.to_string()
+                .starts_with("t.toml does not describe the service: service.reset:")
+        );
+    }
+}

@@ -417,8 +417,9 @@ impl fmt::Display for Calibration {
         if self.passed {
             writeln!(
                 f,
-                "calibration: the file describes the service ({} steps, before any point)",
-                self.steps.len()
+                "calibration: the file describes the service ({} step{}, before any point)",
+                self.steps.len(),
+                if self.steps.len() == 1 { "" } else { "s" }
             )?;
         } else {
             writeln!(f, "calibration: the file does not describe the service")?;
@@ -479,6 +480,36 @@ mod tests {
         );
         assert!(!report.passed);
         assert!(report.to_string().contains("failed: b"));
+    }
+
+    #[test]
+    fn the_calibration_is_printed_before_the_points_and_carried_in_the_json() {
+        let mut report = Report::new(
+            "f".into(),
+            "u".into(),
+            vec![PointReport::covered(
+                "a",
+                "t",
+                vec![check(Grade::lab(), true)],
+            )],
+            Duration::ZERO,
+            vec![],
+        );
+        report
+            .calibration
+            .held("identity", "identity.json_pointer", "found: 7", &[3]);
+        report.calibration.passed = true;
+        let text = report.to_string();
+        let calibration = text.find("calibration: the file describes the service (1 step, ");
+        let table = text.find("\npoint ");
+        assert!(calibration.is_some() && calibration < table, "{text}");
+        assert!(text.contains("  ok   identity — identity.json_pointer: found: 7 [#3]\n"));
+        let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+        assert_eq!(json["calibration"]["passed"], serde_json::json!(true));
+        assert_eq!(
+            json["calibration"]["steps"][0]["field"],
+            serde_json::json!("identity.json_pointer")
+        );
     }
 
     #[test]

@@ -1142,7 +1142,7 @@ fn statuses(file: StatusesFile, key_required: bool) -> Checked<Statuses> {
     let default = Statuses::default();
     let list = |value: Option<Vec<u16>>, field: &str, default: Vec<u16>| {
         let list = value.unwrap_or(default);
-        if list.is_empty() && !(field == "missing_key" && !key_required) {
+        if list.is_empty() && (field != "missing_key" || key_required) {
             return Err(format!(
                 "statuses.{field}: an empty list{}",
                 if field == "missing_key" {
