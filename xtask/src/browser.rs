@@ -44,6 +44,11 @@ const ALLOWED_HOSTS: &[&str] = &[
 /// Where Debian's `chromium` package puts the browser.
 const CHROMIUM: &str = "/usr/bin/chromium";
 
+/// The browser the checks drive: `LAB_CHROMIUM`, or Debian's.
+pub fn chromium() -> PathBuf {
+    std::env::var_os("LAB_CHROMIUM").map_or_else(|| PathBuf::from(CHROMIUM), Into::into)
+}
+
 /// The chapter the negative control removes, and the broken anchor it adds to another page.
 const REMOVED_CHAPTER: &str = "operation-key.html";
 const BROKEN_ON: &str = "glossary.html";

@@ -73,7 +73,7 @@ fn main() -> ExitCode {
         ["bench", "--http"] => bench::run_http(&root(), false),
         ["bench", "--http", "--quick"] => bench::run_http(&root(), true),
         ["browser-check"] => browser::run(&root()),
-        ["report-check"] => report_check::run(&root(), std::path::Path::new("/usr/bin/chromium")),
+        ["report-check"] => report_check::run(&root(), &browser::chromium()),
         ["overflow-control", revision] => browser::overflow_control(&root(), revision),
         ["book-deps"] => {
             deps::library_folder(&root()).map(|folder| println!("{}", folder.display()))
