@@ -15,12 +15,15 @@ pub struct ReportFiles {
     claimed: Vec<Claim>,
 }
 
+/// How a report file is drawn from the report.
+type Render = fn(&Report) -> String;
+
 /// One report file: its option, its path, the file claimed, and how it is drawn.
 struct Claim {
     option: &'static str,
     path: PathBuf,
     file: AtomicFile,
-    render: fn(&Report) -> String,
+    render: Render,
 }
 
 impl ReportFiles {
@@ -39,7 +42,7 @@ impl ReportFiles {
             });
         }
         let mut claimed = Vec::new();
-        let wanted: [(&'static str, Option<&Path>, fn(&Report) -> String); 2] = [
+        let wanted: [(&'static str, Option<&Path>, Render); 2] = [
             ("--junit", junit, junit::to_junit),
             ("--html", html, html::to_html),
         ];
