@@ -165,6 +165,17 @@ pub enum Error {
         problem: String,
     },
 
+    /// An MCP server could not be started or reached, or a call whose outcome does not matter
+    /// (the handshake, the first count) failed; named by its transport and where it is
+    /// (`stdio: lab mcp ...`, `Streamable HTTP: http://...`), never as HTTP when it is stdio.
+    #[error("MCP {place}: {problem}")]
+    Mcp {
+        /// The transport and the command or URL.
+        place: String,
+        /// What went wrong.
+        problem: String,
+    },
+
     /// A scenario check failed: the tool under test broke the retry contract.
     #[error("{scenario}: expected {expected}, observed {observed}")]
     ScenarioFailed {

@@ -50,6 +50,17 @@ pub struct CheckArgs {
     #[arg(long, value_name = "URL", requires = "target_file")]
     pub init: Option<String>,
 
+    /// With --target FILE: write a commented [mcp] starting file to FILE from the tools/list of
+    /// SERVER, an http:// URL (Streamable HTTP) or a command line (stdio), never replacing a
+    /// file, and check nothing
+    #[arg(
+        long,
+        value_name = "SERVER",
+        requires = "target_file",
+        conflicts_with = "init"
+    )]
+    pub init_mcp: Option<String>,
+
     /// With --target: print the report, with every exchange, as JSON
     #[arg(long, requires = "target_file")]
     pub json: bool,
@@ -148,6 +159,9 @@ fn check_target(args: &CheckArgs, file: &std::path::Path) -> lab::Result<Finishe
         );
         return Ok(Finished::Succeeded);
     }
+    if let Some(server) = &args.init_mcp {
+        return init_mcp(args, file, server);
+    }
     let overrides = Overrides {
         base_url: args
             .target
@@ -179,4 +193,27 @@ fn check_target(args: &CheckArgs, file: &std::path::Path) -> lab::Result<Finishe
             failed.join(", ")
         ),
     })
+}
+
+/// `--init-mcp SERVER`: the `[mcp]` starting file from the server's `tools/list`.
+fn init_mcp(args: &CheckArgs, file: &std::path::Path, server: &str) -> lab::Result<Finished> {
+    if args.json || args.target.url.is_some() {
+        return Err(bad_arguments(
+            "--init-mcp writes a file and checks nothing: no --json, no --url",
+        ));
+    }
+    let server =
+        lab::check::mcp::init::Server::parse(server, args.allow_remote).map_err(|problem| {
+            Error::InputInvalid {
+                subject: "--init-mcp".to_owned(),
+                problem,
+            }
+        })?;
+    lab::check::mcp::init::write(file, &server)?;
+    eprintln!(
+        "wrote {}: fit it to your server, then run lab check --target {}",
+        file.display(),
+        file.display()
+    );
+    Ok(Finished::Succeeded)
 }

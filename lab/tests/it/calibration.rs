@@ -558,3 +558,51 @@ fn the_reference_lists_every_field_the_parsers_accept_and_no_other() {
         );
     }
 }
+
+/// `lab/targets/lab-mcp-stdio.toml` with `lab` this build, and each `(from, to)` applied.
+fn mcp_stdio_target(changes: &[(&str, &str)]) -> String {
+    let mut text =
+        std::fs::read_to_string(crate::repository_root().join("lab/targets/lab-mcp-stdio.toml"))
+            .unwrap()
+            .replace(
+                "\"lab\", \"mcp\"",
+                &format!("{:?}, \"mcp\"", env!("CARGO_BIN_EXE_lab")),
+            );
+    for (from, to) in changes {
+        assert!(text.contains(from), "no {from:?} in the MCP target");
+        text = text.replace(from, to);
+    }
+    text
+}
+
+#[test]
+fn an_mcp_file_with_a_wrong_identity_or_count_pointer_stops_before_any_point() {
+    let folder = tempfile::tempdir().unwrap();
+    let file = folder.path().join("target.toml");
+    let run = |content: &str| {
+        std::fs::write(&file, content).unwrap();
+        lab_in(
+            folder.path(),
+            &["check", "--target", file.to_str().unwrap()],
+        )
+    };
+    let identity = run(&mcp_stdio_target(&[(
+        "structured_pointer = \"/ticket_id\"",
+        "structured_pointer = \"/id\"",
+    )]));
+    assert_mismatch(
+        &identity,
+        "mcp.identity.structured_pointer",
+        &["/ticket_id"],
+    );
+    let count = run(&mcp_stdio_target(&[(
+        "structured_pointer = \"/tickets\"",
+        "structured_pointer = \"/items\"",
+    )]));
+    assert_mismatch(&count, "mcp.count.tool.structured_pointer", &["/items"]);
+    let validation = run(&mcp_stdio_target(&[(
+        "validation = { title = 7 }",
+        "validation = { title = \"a title the tool takes\" }",
+    )]));
+    assert_mismatch(&validation, "mcp.errors.validation", &[]);
+}

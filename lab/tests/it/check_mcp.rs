@@ -687,3 +687,100 @@ fn bad_mcp_target_files_are_refused_naming_the_field_with_nothing_started_or_sen
         "a refused file connected to the server"
     );
 }
+
+#[test]
+fn init_mcp_writes_a_starting_file_from_the_servers_tools_list_that_validates() {
+    let folder = tempfile::tempdir().unwrap();
+    let file = folder.path().join("mine.toml");
+    let server = format!("{LAB} mcp --database {{{{dir}}}}/init.sqlite");
+    let output = Command::new(LAB)
+        .args([
+            "check",
+            "--target",
+            file.to_str().unwrap(),
+            "--init-mcp",
+            &server,
+        ])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let written = std::fs::read_to_string(&file).unwrap();
+    let target =
+        lab::check::mcp::McpTarget::parse(&written, &file, &lab::check::Overrides::default())
+            .unwrap_or_else(|err| panic!("{err}\n{written}"));
+    assert_eq!(target.tool.name, "create_ticket");
+    assert_eq!(target.tool.key_argument.as_deref(), Some("operation_key"));
+    assert!(written.contains("#   list_tickets()"), "{written}");
+    // A second time: refused, the file unchanged, exit 2.
+    let again = Command::new(LAB)
+        .args([
+            "check",
+            "--target",
+            file.to_str().unwrap(),
+            "--init-mcp",
+            &server,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(2));
+    assert!(text(&again.stderr).contains("never replaces"));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), written);
+}
+
+#[test]
+fn a_stdio_server_that_cannot_start_is_named_by_its_transport_not_as_http() {
+    let folder = tempfile::tempdir().unwrap();
+    let file = fitted(
+        "lab/targets/lab-mcp-stdio.toml",
+        &[(
+            "[\"lab\", \"mcp\", \"--database\", \"{{dir}}/lab.sqlite\"]",
+            "[\"sh\", \"-c\", \"exit 3\"]",
+        )],
+        folder.path(),
+    );
+    let output = check_text(&file, &[]);
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.starts_with("error: MCP stdio: sh -c exit 3"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("HTTP"), "{stderr}");
+}
+
+/// A server that refuses inside results not marked isError (its text JSON, or "Error [CODE]"
+/// plain text) is described by mcp.errors.text_code_pointer or text_code_pattern, and passes
+/// as the structured one does; described by code_pointer alone, its refusals are not seen.
+#[test]
+fn refusals_in_results_not_marked_as_errors_are_read_where_the_file_says() {
+    let Some(python) =
+        python("check_mcp::refusals_in_results_not_marked_as_errors_are_read_where_the_file_says")
+    else {
+        return;
+    };
+    let python = python.to_str().unwrap().to_owned();
+    let server = repository_root().join("lab/tests/mcp-servers/planted/server.py");
+    let server = server.to_str().unwrap().to_owned();
+    let run = |form: &str, errors: &str| {
+        let folder = tempfile::tempdir().unwrap();
+        let file = fitted(
+            "lab/tests/mcp-servers/planted/target.toml",
+            &[
+                ("\"python3\"", &format!("{python:?}")),
+                ("\"server.py\"", &format!("{server:?}")),
+                (
+                    "\"--bug\", \"none\"",
+                    &format!("\"--bug\", \"none\", \"--refusals\", \"{form}\""),
+                ),
+                ("code_pointer = \"/code\"", errors),
+            ],
+            folder.path(),
+        );
+        check_json(&file, &[])
+    };
+    let json = run("json-text", "text_code_pointer = \"/error/code\"");
+    assert_every_point_passes(&json);
+    let plain = run("plain-text", r#"text_code_pattern = '^Error \[(\w+)\]'"#);
+    assert_every_point_passes(&plain);
+    let unseen = run("plain-text", "code_pointer = \"/code\"");
+    assert_eq!(verdict(&unseen, "changed-payload"), "FAIL");
+}

@@ -5,8 +5,18 @@
 //! chapter's `lab serve` line. The outputs it saw are the ones the chapter shows
 //! (`src/check-your-own-tool/*.txt`, rewritten with `LAB_BLESS=1`).
 //!
-//! Cargo runs offline, against the same `CARGO_HOME` as the build that runs this test, with a
-//! target folder of its own under the workspace's `target/` that later runs reuse.
+//! The registry is read twice. First the chapter's commands run once in a scratch crate with the
+//! network allowed, and `cargo fetch` downloads what the crate needs: that fills the cargo home,
+//! even an empty one, with exactly what the chapter uses. Then they run again, offline, in the
+//! crate the test checks, so the transcript holds no download lines. Versions are compared up to
+//! semver compatibility, and the lists that follow the registry's newest releases (the features
+//! of a version, the packages a lock adds) are shown but not compared: the chapter's text must
+//! not break because a dependency published a patch.
+//!
+//! The cargo home is the one of the build that runs this test, or, with
+//! `LAB_OUTSIDE_CARGO_HOME=DIR`, a fresh one at DIR, emptied first (the toolchain stays where it
+//! is). CI sets it, so a step that works only because something was cached earlier fails there.
+//! The target folder is one of its own under the workspace's `target/`, reused by later runs.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -138,7 +148,55 @@ fn bounded(mut command: Command) -> Output {
     child.wait_with_output().unwrap()
 }
 
-/// Compares `shown` with the chapter's file `name` (durations aside); `LAB_BLESS=1` rewrites it.
+/// `version` (`3.5.2`, `0.23.1-rc.1`) up to semver compatibility: `3.x`, `0.23.x`.
+fn compatible(version: &str) -> String {
+    let parts: Vec<&str> = version.split(['.', '-', '+']).collect();
+    match parts.as_slice() {
+        ["0", minor, ..] => format!("0.{minor}.x"),
+        [major, ..] => format!("{major}.x"),
+        [] => String::new(),
+    }
+}
+
+/// What of cargo's output the chapter must match: durations masked, every `vX.Y.Z` up to semver
+/// compatibility, the count of locked packages masked, and the lines that list what the
+/// registry's newest releases hold (a version's features, the packages a lock adds) left out.
+fn comparable(text: &str) -> String {
+    let mut out = String::new();
+    for line in without_durations(text).lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let listed_feature = words.len() == 2 && words[0] == "-";
+        let locked_package = words.len() == 3
+            && words[0] == "Adding"
+            && words[2].starts_with('v')
+            && words[2][1..].starts_with(|c: char| c.is_ascii_digit());
+        if listed_feature || locked_package {
+            continue;
+        }
+        let masked: Vec<String> = words
+            .iter()
+            .enumerate()
+            .map(|(at, word)| {
+                let version = word.strip_prefix('v').unwrap_or("");
+                let counted = at > 0 && words[at - 1] == "Locking";
+                if counted && word.parse::<u64>().is_ok() {
+                    "#".to_owned()
+                } else if version.starts_with(|c: char| c.is_ascii_digit()) {
+                    let bare = version.trim_end_matches(':');
+                    format!("v{}{}", compatible(bare), &version[bare.len()..])
+                } else {
+                    (*word).to_owned()
+                }
+            })
+            .collect();
+        out.push_str(&masked.join(" "));
+        out.push('\n');
+    }
+    out
+}
+
+/// Compares `shown` with the chapter's file `name` (as [`comparable`] reads both);
+/// `LAB_BLESS=1` rewrites it.
 fn compare_with_the_chapter(shown: &str, name: &str) {
     let path = repository_root().join("src/check-your-own-tool").join(name);
     if std::env::var("LAB_BLESS").as_deref() == Ok("1") {
@@ -147,8 +205,8 @@ fn compare_with_the_chapter(shown: &str, name: &str) {
     }
     let written = std::fs::read_to_string(&path).unwrap_or_default();
     assert_eq!(
-        without_durations(&written),
-        without_durations(shown),
+        comparable(&written),
+        comparable(shown),
         "{} differs from the run; rerun with LAB_BLESS=1 and review the diff",
         path.display()
     );
@@ -157,6 +215,101 @@ fn compare_with_the_chapter(shown: &str, name: &str) {
 /// The block a chapter shows for a command and what it printed.
 fn console(command: &str, output: &str) -> String {
     format!("```console\n$ {command}\n{}\n```\n", output.trim_end())
+}
+
+/// Whether a cargo command may reach the registry.
+#[derive(Clone, Copy, PartialEq)]
+enum Network {
+    /// It may: the scratch run that fills the cargo home.
+    Allowed,
+    /// It may not: the checked run, whose transcript the chapter shows.
+    Offline,
+}
+
+/// The cargo that the reader's crate is built with: the toolchain's own, a target folder under
+/// the workspace's `target/`, and the cargo home the module's documentation describes.
+struct OutsideCargo {
+    cargo: std::ffi::OsString,
+    target: PathBuf,
+    home: Option<PathBuf>,
+}
+
+impl OutsideCargo {
+    fn new(root: &Path) -> OutsideCargo {
+        let home = std::env::var_os("LAB_OUTSIDE_CARGO_HOME").map(PathBuf::from);
+        if let Some(home) = &home {
+            // Fresh and empty: whatever the crate needs must be fetched by this test.
+            if home.exists() {
+                std::fs::remove_dir_all(home).unwrap();
+            }
+            std::fs::create_dir_all(home).unwrap();
+        }
+        OutsideCargo {
+            cargo: std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()),
+            target: root.join("target").join("outside-crate"),
+            home,
+        }
+    }
+
+    fn command(&self, args: &[&str], here: &Path, network: Network) -> Command {
+        let mut command = Command::new(&self.cargo);
+        command
+            .args(args)
+            .current_dir(here)
+            .env("CARGO_TARGET_DIR", &self.target)
+            .env_remove("CARGO_MANIFEST_DIR")
+            .env_remove("CARGO_NET_OFFLINE");
+        if network == Network::Offline {
+            command.env("CARGO_NET_OFFLINE", "true");
+        }
+        if let Some(home) = &self.home {
+            command.env("CARGO_HOME", home);
+        }
+        command
+    }
+
+    /// Carries out the introduction's `setup` from `folder` (the reader's), then the chapter's
+    /// `steps` from `folder` again ("in the folder that holds tool-retries-lab"). Returns the
+    /// folder the last step left the reader in, and the transcript of every cargo command.
+    fn walk(
+        &self,
+        root: &Path,
+        folder: &Path,
+        setup: &[Step],
+        steps: &[Step],
+        network: Network,
+    ) -> (PathBuf, String) {
+        let mut here: PathBuf = folder.to_owned();
+        let mut transcript = String::new();
+        for (at, step) in setup.iter().chain(steps).enumerate() {
+            if at == setup.len() {
+                here = folder.to_owned();
+            }
+            match step {
+                Step::Clone(dir) => std::os::unix::fs::symlink(root, here.join(dir)).unwrap(),
+                Step::Install => assert!(here.ends_with(CLONE), "the install runs from the clone"),
+                Step::Cd(dir) => here = here.join(dir),
+                Step::Mkdir(dir) => std::fs::create_dir(here.join(dir)).unwrap(),
+                Step::Cargo(args) => {
+                    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                    let output = bounded(self.command(&args, &here, network));
+                    let printed: String = format!(
+                        "{}{}",
+                        String::from_utf8_lossy(&output.stdout),
+                        String::from_utf8_lossy(&output.stderr)
+                    )
+                    .lines()
+                    // Another cargo on the machine, not something the reader's would print.
+                    .filter(|line| !line.contains("Blocking waiting for file lock"))
+                    .map(|line| format!("{line}\n"))
+                    .collect();
+                    assert!(output.status.success(), "cargo {args:?} failed:\n{printed}");
+                    transcript.push_str(&console(&format!("cargo {}", args.join(" ")), &printed));
+                }
+            }
+        }
+        (here, transcript)
+    }
 }
 
 #[test]
@@ -221,53 +374,23 @@ fn the_chapters_adapter_passes_in_a_crate_outside_the_repository() {
     let server = LabServer::spawn(&serve);
     let port = server.url.rsplit(':').next().unwrap().to_owned();
 
-    // Outside the repository: a folder of the system's temporary area.
+    // Outside the repository: folders of the system's temporary area.
+    let cargo = OutsideCargo::new(&root);
+    // First with the network, in a scratch folder: this fills the cargo home with what the
+    // chapter's crate needs, so the checked run below can be offline.
+    let scratch = tempfile::tempdir().unwrap();
+    let crate_folder = cargo
+        .walk(&root, scratch.path(), &setup, &steps, Network::Allowed)
+        .0;
+    let fetched = bounded(cargo.command(&["fetch"], &crate_folder, Network::Allowed));
+    assert!(
+        fetched.status.success(),
+        "cargo fetch in the scratch crate failed:\n{}",
+        String::from_utf8_lossy(&fetched.stderr)
+    );
     let home = tempfile::tempdir().unwrap();
     assert!(!home.path().starts_with(&root));
-    let target = root.join("target").join("outside-crate");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut here: PathBuf = home.path().to_owned();
-    let mut transcript = String::new();
-    // The introduction's steps from the reader's folder; the chapter's from a second terminal,
-    // "in the folder that holds tool-retries-lab".
-    let chapter_starts = setup.len();
-    for (at, step) in setup.iter().chain(&steps).enumerate() {
-        if at == chapter_starts {
-            here = home.path().to_owned();
-        }
-        match step {
-            Step::Clone(dir) => {
-                std::os::unix::fs::symlink(&root, here.join(dir)).unwrap();
-            }
-            Step::Install => {
-                assert!(here.ends_with(CLONE), "the install runs from the clone");
-            }
-            Step::Cd(dir) => here = here.join(dir),
-            Step::Mkdir(dir) => std::fs::create_dir(here.join(dir)).unwrap(),
-            Step::Cargo(args) => {
-                let mut command = Command::new(&cargo);
-                command
-                    .args(args)
-                    .current_dir(&here)
-                    .env("CARGO_NET_OFFLINE", "true")
-                    .env("CARGO_TARGET_DIR", &target)
-                    .env_remove("CARGO_MANIFEST_DIR");
-                let output = bounded(command);
-                let printed: String = format!(
-                    "{}{}",
-                    String::from_utf8_lossy(&output.stdout),
-                    String::from_utf8_lossy(&output.stderr)
-                )
-                .lines()
-                // Another cargo on the machine, not something the reader's would print.
-                .filter(|line| !line.contains("Blocking waiting for file lock"))
-                .map(|line| format!("{line}\n"))
-                .collect();
-                assert!(output.status.success(), "cargo {args:?} failed:\n{printed}");
-                transcript.push_str(&console(&format!("cargo {}", args.join(" ")), &printed));
-            }
-        }
-    }
+    let (here, transcript) = cargo.walk(&root, home.path(), &setup, &steps, Network::Offline);
     assert!(
         here.join("Cargo.toml").exists(),
         "the chapter's commands made no crate"
@@ -279,14 +402,9 @@ fn the_chapters_adapter_passes_in_a_crate_outside_the_repository() {
     );
     std::fs::write(here.join("tests").join("acceptance.rs"), &listing).unwrap();
 
-    let mut command = Command::new(&cargo);
-    command
-        .args(test_line.split_whitespace().skip(1))
-        .current_dir(&here)
-        .env("CARGO_NET_OFFLINE", "true")
-        .env("CARGO_TARGET_DIR", &target)
-        .env("TICKETS_URL", &server.url)
-        .env_remove("CARGO_MANIFEST_DIR");
+    let test_args: Vec<&str> = test_line.split_whitespace().skip(1).collect();
+    let mut command = cargo.command(&test_args, &here, Network::Offline);
+    command.env("TICKETS_URL", &server.url);
     let output = bounded(command);
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(
@@ -325,8 +443,8 @@ fn the_chapters_adapter_passes_in_a_crate_outside_the_repository() {
 fn a_command_the_test_cannot_carry_out_fails_it() {
     assert_eq!(step("cd my-tool-check"), Step::Cd("my-tool-check".into()));
     assert_eq!(
-        step("cargo add --dev ureq@2"),
-        Step::Cargo(vec!["add".into(), "--dev".into(), "ureq@2".into()])
+        step("cargo add --dev ureq@3"),
+        Step::Cargo(vec!["add".into(), "--dev".into(), "ureq@3".into()])
     );
     let refused = std::panic::catch_unwind(|| step("curl -sS http://127.0.0.1:8080"));
     assert!(refused.is_err());
@@ -338,4 +456,18 @@ fn durations_are_masked_and_nothing_else() {
         without_durations("finished in 12.34s; 17 passed in 0.5 s; port 8080"),
         "finished in #s; 17 passed in #s; port 8080"
     );
+}
+
+#[test]
+fn versions_are_compared_up_to_semver_compatibility_and_registry_lists_are_left_out() {
+    let day_one = "      Adding ureq v3 to dev-dependencies\n             Features as of v3.0.0:\n             - gzip\n     Locking 9 packages to latest Rust 1.95.0 compatible versions\n      Adding base64 v0.23.1\n";
+    let day_two = "      Adding ureq v3 to dev-dependencies\n             Features as of v3.5.2:\n             - brotli\n             - gzip\n     Locking 11 packages to latest Rust 1.95.0 compatible versions\n      Adding base64 v0.23.4\n      Adding bytes v1.12.2\n";
+    assert_eq!(comparable(day_one), comparable(day_two));
+    // Another major version, or another command's outcome, is a difference.
+    let other_major = day_one.replace("Features as of v3.0.0", "Features as of v2.12.1");
+    assert_ne!(comparable(day_one), comparable(&other_major));
+    let other_client = day_one.replace("Adding ureq v3", "Adding reqwest v3");
+    assert_ne!(comparable(day_one), comparable(&other_client));
+    assert_eq!(compatible("0.23.1-rc.1"), "0.23.x");
+    assert_eq!(compatible("12.0.3"), "12.x");
 }

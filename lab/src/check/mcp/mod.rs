@@ -6,6 +6,7 @@
 //!
 //! - [`target`]: the `[mcp]` section and its validation.
 //! - [`http`]: the Streamable HTTP client (JSON answers and event streams).
+//! - [`init`]: the commented `[mcp]` starting file `--init-mcp` writes from `tools/list`.
 //! - [`probe`]: sessions, recorded calls, a cancelled call, counting.
 //! - [`points`]: the points.
 //! - [`calibration`]: before any point, the proof that the `[mcp]` section describes the
@@ -13,6 +14,7 @@
 
 pub mod calibration;
 pub mod http;
+pub mod init;
 pub mod points;
 pub mod probe;
 pub mod target;
@@ -35,7 +37,7 @@ its rules carried from the header to the tool's key argument), the MCP specifica
 /// # Errors
 /// [`Error::Io`] when the runtime cannot start; [`Error::TargetMismatch`] when the file names a
 /// command that cannot be started, or the calibration shows that it does not describe the
-/// server (nothing is graded then); [`Error::Http`] when the server cannot be reached.
+/// server (nothing is graded then); [`Error::Mcp`] when the server cannot be reached.
 pub fn run(target: McpTarget) -> Result<Report> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -50,7 +52,7 @@ pub fn run(target: McpTarget) -> Result<Report> {
     let (points, elapsed, (history, counts), calibration) = runtime.block_on(async {
         let probe = probe::McpProbe::start(target)
             .await
-            .map_err(|problem| not_started(problem).into_error(&file, &place))?;
+            .map_err(|problem| mcp_error(not_started(problem), &file, &place))?;
         let probe = Arc::new(probe);
         let calibrated = calibration::calibrate(&probe).await;
         let calibration = match calibrated {
@@ -59,7 +61,7 @@ pub fn run(target: McpTarget) -> Result<Report> {
                 if let Ok(probe) = Arc::try_unwrap(probe) {
                     probe.finish().await;
                 }
-                return Err(stop.into_error(&file, &place));
+                return Err(mcp_error(stop, &file, &place));
             }
         };
         let points = points::all(&probe).await;
@@ -80,6 +82,18 @@ pub fn run(target: McpTarget) -> Result<Report> {
 
 /// A server that could not be started or reached: the file's fault when its command cannot be
 /// started (a program that is not there); the server's otherwise.
+/// A stop as the error the command line prints: a server that could not be reached is named by
+/// its transport (`MCP stdio: ...`), never as HTTP.
+fn mcp_error(stop: Stop, file: &str, place: &str) -> Error {
+    match stop {
+        Stop::Unreachable { problem, .. } => Error::Mcp {
+            place: place.to_owned(),
+            problem,
+        },
+        mismatch => mismatch.into_error(file, place),
+    }
+}
+
 fn not_started(problem: String) -> Stop {
     if problem.starts_with("mcp.command") {
         return Stop::mismatch("mcp.command", super::calibration::trimmed(&problem));

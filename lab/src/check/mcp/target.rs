@@ -438,7 +438,8 @@ fn headers(map: BTreeMap<String, String>, field: &str) -> Checked<Vec<(String, S
         .collect()
 }
 
-fn http_url(url: &str, field: &str, allow_remote: bool) -> Checked<()> {
+/// An `http://` URL on loopback (or anywhere, with `allow_remote`); `field` names it.
+pub(crate) fn http_url(url: &str, field: &str, allow_remote: bool) -> Checked<()> {
     let rest = url.strip_prefix("http://").ok_or_else(|| {
         format!(
             "{field}: {url:?}: expected http://HOST:PORT/PATH (https is not spoken by the check)"
