@@ -12,15 +12,20 @@
 //! - [`points`]: the points, each reporting every sub-check it made.
 //! - [`history`]: what was sent and what came back, "no answer" included.
 //! - [`report`]: the graded report, as text and JSON.
+//! - [`junit`], [`html`]: the report as JUnit XML for a CI system, and as one page for a person,
+//!   each failed point drawn from [`excerpt`]: its exchanges and the counts around them.
 //! - [`init`]: the commented starting file `--init` writes.
 //! - [`mcp`] (feature `mcp`): the same check against an MCP server, from a file with an `[mcp]`
 //!   section.
 
 pub mod calibration;
+pub mod excerpt;
 pub mod fields;
 pub mod history;
+pub mod html;
 pub mod http;
 pub mod init;
+pub mod junit;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 pub mod points;
@@ -122,6 +127,7 @@ pub fn run(target: Target) -> Result<Report> {
     let elapsed = probe.history.elapsed();
     let mut report = Report::new(file, base_url, points, elapsed, probe.history.exchanges());
     report.calibration = calibration;
+    report.counts = probe.history.counts();
     Ok(report)
 }
 

@@ -559,11 +559,20 @@ impl Probe {
         Ok(())
     }
 
-    /// The number of effects now, as `[count]` says.
+    /// The number of effects now, as `[count]` says, recorded in the history among the
+    /// exchanges (the reports draw it).
     ///
     /// # Errors
     /// The reason, when the count cannot be read.
     pub async fn count(&self) -> Result<i64, String> {
+        let counted = self.count_unrecorded().await;
+        if let Ok(value) = counted {
+            self.history.record_count(value);
+        }
+        counted
+    }
+
+    async fn count_unrecorded(&self) -> Result<i64, String> {
         match &self.target.count {
             Count::Request {
                 request,

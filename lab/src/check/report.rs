@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::calibration::Calibration;
-use super::history::Exchange;
+use super::history::{CountRead, Exchange};
 use crate::contract::Checker;
 
 /// The draft this check grades against, with its section numbers: the newest revision whose
@@ -273,6 +273,8 @@ pub struct Report {
     pub elapsed: Duration,
     /// Every exchange, in order.
     pub history: Vec<Exchange>,
+    /// Every reading of the effect count, placed among the exchanges.
+    pub counts: Vec<CountRead>,
     /// Whether every MUST and LAB sub-check passed.
     pub passed: bool,
 }
@@ -300,6 +302,7 @@ impl Report {
             points,
             elapsed,
             history,
+            counts: Vec::new(),
             passed,
         };
         report.name_promises(Checker::Http);

@@ -10,6 +10,7 @@ use lab::Error;
 use lab::check::{Overrides, TargetFile};
 use lab::conformance::Options;
 
+use super::check_reports::ReportFiles;
 use super::run::{BackendArgs, BackendName, backend};
 use super::value::{self, LoopbackUrl};
 use super::{Finished, bad_arguments};
@@ -63,6 +64,16 @@ pub struct CheckArgs {
     /// With --target: print the report, with every exchange, as JSON
     #[arg(long, requires = "target_file")]
     pub json: bool,
+
+    /// With --target: also write the report as JUnit XML to PATH, for a CI system's test tab (a
+    /// test suite per point, a test case per sub-check); written whole, even when a point fails
+    #[arg(long, value_name = "PATH", requires = "target_file")]
+    pub junit: Option<PathBuf>,
+
+    /// With --target: also write the report as one self-contained HTML page to PATH, each
+    /// failed point drawn as the sequence of its exchanges; written whole, even when a point fails
+    #[arg(long, value_name = "PATH", requires = "target_file")]
+    pub html: Option<PathBuf>,
 
     /// With --target: allow a service (or an MCP URL) that is not on loopback (the check
     /// creates real effects)
@@ -129,9 +140,9 @@ fn check_target(args: &CheckArgs, file: &std::path::Path) -> lab::Result<Finishe
         )));
     }
     if let Some(url) = &args.init {
-        if args.json || args.target.url.is_some() {
+        if args.json || args.target.url.is_some() || args.junit.is_some() || args.html.is_some() {
             return Err(bad_arguments(
-                "--init writes a file and checks nothing: no --json, no --url",
+                "--init writes a file and checks nothing: no --json, --url, --junit or --html",
             ));
         }
         if !args.allow_remote {
@@ -159,12 +170,15 @@ fn check_target(args: &CheckArgs, file: &std::path::Path) -> lab::Result<Finishe
             .map(|url: &LoopbackUrl| url.text.clone()),
         allow_remote: args.allow_remote,
     };
+    // Claimed before anything is sent: an unwritable path stops the check first.
+    let reports = ReportFiles::claim(args.junit.as_deref(), args.html.as_deref())?;
     let report = TargetFile::from_file(file, &overrides)?.run()?;
     if args.json {
         println!("{}", report.to_json());
     } else {
         println!("{report}");
     }
+    reports.write(&report)?;
     if report.passed {
         return Ok(Finished::Succeeded);
     }

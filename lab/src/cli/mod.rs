@@ -15,6 +15,7 @@ pub mod bench;
 pub mod bench_postgres;
 pub mod bench_probe;
 pub mod check;
+pub mod check_reports;
 pub mod mcp;
 pub mod model;
 pub mod proxy;

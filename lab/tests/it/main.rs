@@ -32,6 +32,7 @@ mod outside;
 mod postgres;
 mod proxy;
 mod refusals;
+mod reports;
 mod retention;
 mod runner;
 mod sim;

@@ -30,7 +30,7 @@ enum Runtime {
 }
 
 /// One service of `lab/tests/blackbox/`.
-struct Service {
+pub(crate) struct Service {
     /// Its folder.
     name: &'static str,
     runtime: Runtime,
@@ -44,7 +44,7 @@ struct Service {
     confirmed: &'static [(&'static str, &'static str)],
 }
 
-const ASGI: Service = Service {
+pub(crate) const ASGI: Service = Service {
     name: "asgi-idempotency-header",
     runtime: Runtime::Python,
     module: "idempotency_header_middleware",
@@ -209,7 +209,7 @@ fn runtime_program(service: &Service) -> Result<PathBuf, String> {
 }
 
 /// Whether `service` can run; says so loudly when not, or fails under `LAB_REQUIRE_BLACKBOX`.
-fn available(test: &str, service: &Service) -> Option<PathBuf> {
+pub(crate) fn available(test: &str, service: &Service) -> Option<PathBuf> {
     match runtime_program(service) {
         Ok(program) => Some(program),
         Err(why) => {
@@ -229,10 +229,10 @@ fn available(test: &str, service: &Service) -> Option<PathBuf> {
 
 /// A running service, killed when dropped; its folder holds the target file, the database and
 /// the service's log.
-struct Running {
+pub(crate) struct Running {
     child: Child,
-    url: String,
-    folder: tempfile::TempDir,
+    pub(crate) url: String,
+    pub(crate) folder: tempfile::TempDir,
 }
 
 impl Drop for Running {
@@ -243,13 +243,13 @@ impl Drop for Running {
 }
 
 impl Running {
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(self.folder.path().join("service.log")).unwrap_or_default()
     }
 }
 
 /// Starts `service` with `program` and `env`, in a fresh folder with a copy of its target file.
-fn start(service: &Service, program: &Path, env: &[(&str, &str)]) -> Running {
+pub(crate) fn start(service: &Service, program: &Path, env: &[(&str, &str)]) -> Running {
     let source = blackbox_folder().join(service.name);
     let folder = tempfile::tempdir().unwrap();
     std::fs::copy(

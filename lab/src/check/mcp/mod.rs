@@ -49,7 +49,7 @@ pub fn run(target: McpTarget) -> Result<Report> {
         })?;
     let file = target.path.display().to_string();
     let place = target.describe();
-    let (points, elapsed, history, calibration) = runtime.block_on(async {
+    let (points, elapsed, (history, counts), calibration) = runtime.block_on(async {
         let probe = probe::McpProbe::start(target)
             .await
             .map_err(|problem| mcp_error(not_started(problem), &file, &place))?;
@@ -66,7 +66,7 @@ pub fn run(target: McpTarget) -> Result<Report> {
         };
         let points = points::all(&probe).await;
         let elapsed = probe.history.elapsed();
-        let history = probe.history.exchanges();
+        let history = (probe.history.exchanges(), probe.history.counts());
         if let Ok(probe) = Arc::try_unwrap(probe) {
             probe.finish().await;
         }
@@ -76,6 +76,7 @@ pub fn run(target: McpTarget) -> Result<Report> {
     report.graded_against = GRADED_AGAINST.to_owned();
     report.calibration = calibration;
     report.name_promises(crate::contract::Checker::Mcp);
+    report.counts = counts;
     debug_assert!(report.draft == DRAFT);
     Ok(report)
 }
