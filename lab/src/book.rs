@@ -32,6 +32,7 @@ chapters! {
     ModelChecking => "model-checking.md",
     Performance => "performance.md",
     PerformanceDetails => "performance-details.md",
+    TargetFileReference => "target-file-reference.md",
     HttpDetails => "http-details.md",
     HttpBoundary => "http-boundary.md",
     HttpRunner => "http-runner.md",

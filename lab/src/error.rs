@@ -165,6 +165,17 @@ pub enum Error {
         problem: String,
     },
 
+    /// An MCP server could not be started or reached, or a call whose outcome does not matter
+    /// (the handshake, the first count) failed; named by its transport and where it is
+    /// (`stdio: lab mcp ...`, `Streamable HTTP: http://...`), never as HTTP when it is stdio.
+    #[error("MCP {place}: {problem}")]
+    Mcp {
+        /// The transport and the command or URL.
+        place: String,
+        /// What went wrong.
+        problem: String,
+    },
+
     /// A scenario check failed: the tool under test broke the retry contract.
     #[error("{scenario}: expected {expected}, observed {observed}")]
     ScenarioFailed {
@@ -191,6 +202,19 @@ pub enum Error {
         /// What holds the wrong input: the file's path, or the option's name (`--caller`).
         subject: String,
         /// What is wrong, naming the field at fault.
+        problem: String,
+    },
+
+    /// A `lab check --target` file does not describe the service it names: the check's own
+    /// exchanges (its calibration, before any point, or a later count or reset) met an answer
+    /// that only a fault in the file explains. Nothing was graded; exit status 2.
+    #[error("{file} does not describe the service: {field}: {problem}")]
+    TargetMismatch {
+        /// The target file's path.
+        file: String,
+        /// The field at fault (`identity.json_pointer`, `count.sql.sqlite`, `key.shape`).
+        field: String,
+        /// The exchange (method, path, status), what came back (trimmed), and the likely fix.
         problem: String,
     },
 
@@ -230,6 +254,7 @@ impl Error {
             | Error::PayloadText { .. }
             | Error::InputUnreadable { .. }
             | Error::InputInvalid { .. }
+            | Error::TargetMismatch { .. }
             | Error::OutputUnwritable { .. } => true,
             #[cfg(feature = "postgres")]
             Error::DatabaseUrl { .. } => true,

@@ -68,6 +68,8 @@
 //!   resumes what is unfinished.
 //! - [`backend`]: which store the `lab` command runs against; [`database_file`]: whether a path
 //!   can be the SQLite file a command opens.
+//! - [`contract`]: the retry contract as data: every promise with a stable id, and which point of
+//!   which checker covers it; every report names the ids beside its own point names.
 //! - [`Error`]: the one error type.
 //!
 //! ## Features
@@ -94,6 +96,7 @@ pub mod bench;
 #[cfg(feature = "http")]
 pub mod check;
 pub mod conformance;
+pub mod contract;
 pub mod database_file;
 pub mod error;
 pub mod evidence;

@@ -277,6 +277,7 @@ pub struct Runner<T> {
     pause: Option<PausePoint>,
     first_send_fault: Fault,
     check: Option<Box<dyn ServiceCheck>>,
+    before_send: Option<Box<dyn Fn()>>,
 }
 
 impl<T: TicketTool> Runner<T> {
@@ -311,6 +312,7 @@ impl<T: TicketTool> Runner<T> {
             pause: None,
             first_send_fault: Fault::None,
             check: None,
+            before_send: None,
         })
     }
 
@@ -341,6 +343,15 @@ impl<T: TicketTool> Runner<T> {
     pub fn with_first_send_fault(self, fault: Fault) -> Runner<T> {
         Runner {
             first_send_fault: fault,
+            ..self
+        }
+    }
+
+    /// The same runner, calling `hook` before it counts each send: the point between two sends
+    /// (for the model's replays, which stop a runner there or crash it there).
+    pub fn with_before_send(self, hook: impl Fn() + 'static) -> Runner<T> {
+        Runner {
+            before_send: Some(Box::new(hook)),
             ..self
         }
     }
@@ -513,6 +524,9 @@ impl<T: TicketTool> Runner<T> {
                     break;
                 }
                 std::thread::sleep(wait);
+            }
+            if let Some(hook) = &self.before_send {
+                hook();
             }
             saved.attempts += 1;
             self.count_send(&saved)?;

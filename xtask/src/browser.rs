@@ -44,6 +44,11 @@ const ALLOWED_HOSTS: &[&str] = &[
 /// Where Debian's `chromium` package puts the browser.
 const CHROMIUM: &str = "/usr/bin/chromium";
 
+/// The browser the checks drive: `LAB_CHROMIUM`, or Debian's.
+pub fn chromium() -> PathBuf {
+    std::env::var_os("LAB_CHROMIUM").map_or_else(|| PathBuf::from(CHROMIUM), Into::into)
+}
+
 /// The chapter the negative control removes, and the broken anchor it adds to another page.
 const REMOVED_CHAPTER: &str = "operation-key.html";
 const BROKEN_ON: &str = "glossary.html";
@@ -192,6 +197,8 @@ pub fn run(root: &Path) -> Result<()> {
     }
 
     negative_control(root, &book, &script_dir, &chromium)?;
+    // The report pages the book shows, which the chapter checks above leave to their own check.
+    crate::report_check::run(root, &chromium)?;
     let pages = html_files(&book)?.len();
     println!("browser: {} passed, 0 failed", pages + external + 1);
     Ok(())
@@ -428,14 +435,15 @@ fn attribute_values(html: &str) -> Vec<&str> {
 }
 
 /// A static file server on 127.0.0.1 with an ephemeral port, for one folder. Stops when dropped.
-struct Server {
-    address: SocketAddr,
+pub(crate) struct Server {
+    pub(crate) address: SocketAddr,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Server {
-    fn start(folder: &Path) -> Result<Server> {
+    /// Serves `folder` on 127.0.0.1, on a port the system picks.
+    pub(crate) fn start(folder: &Path) -> Result<Server> {
         let listener = TcpListener::bind("127.0.0.1:0").context("binding 127.0.0.1")?;
         let address = listener.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));

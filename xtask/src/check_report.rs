@@ -170,20 +170,32 @@ fn start_server(binary: &Path, serve_args: &[&str], folder: &Path) -> Result<(Se
     Ok((server, line))
 }
 
-/// The report's lines: all of them, or for a summary the heading lines and the table, then the
-/// closing line.
+/// The report's lines: all of them, or for a summary the heading lines, the calibration's
+/// heading (its steps left out) and the table, then the closing line.
 fn report_lines(out: &str, summary: bool) -> Vec<String> {
     let all: Vec<&str> = out.lines().collect();
     if !summary {
         return all.iter().map(|line| (*line).to_owned()).collect();
     }
+    let table_start = all
+        .iter()
+        .position(|line| line.starts_with("point "))
+        .unwrap_or(all.len().min(3));
     let table_end = all
         .iter()
         .enumerate()
-        .skip(3)
+        .skip(table_start)
         .find(|(_, line)| line.is_empty())
         .map_or(all.len(), |(i, _)| i);
-    let mut lines: Vec<String> = all[..table_end].iter().map(|l| (*l).to_owned()).collect();
+    let mut lines: Vec<String> = all[..all.len().min(3)]
+        .iter()
+        .map(|l| (*l).to_owned())
+        .collect();
+    if let Some(calibration) = all.iter().find(|line| line.starts_with("calibration: ")) {
+        lines.push((*calibration).to_owned());
+        lines.push(String::new());
+    }
+    lines.extend(all[table_start..table_end].iter().map(|l| (*l).to_owned()));
     lines.push("...".to_owned());
     lines.extend(all.last().map(|l| (*l).to_owned()));
     lines
@@ -291,6 +303,10 @@ mod tests {
             "{block}"
         );
         assert!(!block.contains("\nFAIL "), "{block}");
+        assert!(
+            block.contains("\ncalibration: the file describes the service ("),
+            "{block}"
+        );
     }
 
     #[test]
@@ -301,6 +317,11 @@ mod tests {
             "{stdio}"
         );
         assert!(stdio.contains("\nreconnect "), "{stdio}");
+        assert!(
+            stdio.contains("\ncalibration: the file describes the service ("),
+            "{stdio}"
+        );
+        assert!(!stdio.contains("count-rises"), "{stdio}");
         assert!(!stdio.contains("PASS reconnect:"), "{stdio}");
         assert!(
             stdio.contains("every MUST and LAB sub-check passed"),

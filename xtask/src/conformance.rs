@@ -65,7 +65,8 @@ pub fn report(name: &str) -> Result<String> {
 fn failures(report: &Report) -> String {
     let mut out = String::new();
     for (point, failure) in report.failures() {
-        let _ = writeln!(out, "FAIL {}: {}", point.name, point.promise);
+        let ids = lab::contract::label(lab::contract::Checker::Conformance, point.name);
+        let _ = writeln!(out, "FAIL {} {ids}: {}", point.name, point.promise);
         let _ = writeln!(out, "     expected {}", failure.expected);
         let _ = writeln!(out, "     observed {}", failure.observed);
         let _ = writeln!(out, "     likely cause: {}", failure.likely_cause);

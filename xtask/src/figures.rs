@@ -11,6 +11,8 @@
 //!   `http`).
 //! - `{{#lab-conformance NAME}}` becomes the report of a conformance run: `sqlite` for the lab's
 //!   store, or the name of a bug switched on in the tests' in-memory adapter.
+//! - `{{#lab-contract promises}}` and `{{#lab-contract matrix}}` become the contract's promises
+//!   and the coverage matrix, from `lab::contract` (see `contract.rs`).
 //! - `{{#lab-check-findings}}` becomes the table of what `lab check --target` found in the
 //!   middleware services, from their `findings.json` (see `check_findings.rs`).
 //! - `{{#lab-grader NAME}}` becomes the client grader's report on a scripted loop, or `table`
@@ -298,6 +300,7 @@ fn expand_in(text: &str, results: &Results, map: Option<&str>) -> Result<String>
             Some(("timeline", name)) => crate::timeline::draw(name.trim())?,
             Some(("model", arguments)) => crate::model::directive(arguments)?,
             Some(("conformance", name)) => crate::conformance::report(name.trim())?,
+            Some(("contract", name)) => crate::contract::expand(name.trim())?,
             None if directive == "check-findings" => crate::check_findings::table(&crate::root())?,
             Some(("grader", name)) => crate::grader::expand(name.trim())?,
             Some(("shell", command)) => crate::shell::run(command)?,
@@ -319,7 +322,7 @@ fn expand_in(text: &str, results: &Results, map: Option<&str>) -> Result<String>
             _ => bail!(
                 "unknown directive `{{{{#lab-{directive}}}}}` (known: lab-output, lab-value PATH, \
                  lab-bench PATH, lab-bench-ratio A / B, lab-plot NAME, lab-table NAME, lab-timeline NAME, \
-                 lab-conformance NAME, lab-grader NAME, lab-model KIND VARIANT, \
+                 lab-conformance NAME, lab-contract promises|matrix, lab-grader NAME, lab-model KIND VARIANT, \
                  lab-shell [status=N] lab ARGS, lab-session NAME, lab-check-report NAME, lab-check-findings, \
                  lab-outside TEXT | SOURCE, lab-rust-version, lab-map, lab-schemathesis-baseline, \
                  lab-conformance-bugs)"

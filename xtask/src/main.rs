@@ -12,10 +12,15 @@
 //! - `cargo xtask book-deps`: fill `target/book-deps` for a plain `mdbook test -L target/book-deps`.
 //! - `cargo xtask browser-check`: build the book, serve it on 127.0.0.1 and check every page in
 //!   Chromium (see `browser.rs`); screenshots go to `target/browser-screenshots/`.
+//! - `cargo xtask report-check`: the HTML reports of `lab check --target --html` the book shows,
+//!   in Chromium at both widths and colour schemes (see `report_check.rs`); `browser-check` runs it
+//!   too.
 //! - `cargo xtask overflow-control REV`: the browser check's overflow measurement on the book of
 //!   another revision (the first edition: `6570236`), for the negative control's record.
 //! - `cargo xtask function-lengths [N]`: the N (default ten) longest functions in `lab/src` and
 //!   `xtask/src`; the repository checks refuse one over `lengths::LIMIT` lines.
+//! - `cargo xtask model-depth`: `lab model` at each bound the book names, on a release build,
+//!   into `model-depth.json` (see `model_depth.rs`).
 //! - `cargo xtask preprocess`: the `lab` preprocessor, as the `mdbook` command line calls it.
 
 mod bench;
@@ -26,6 +31,7 @@ mod check_report;
 mod checks;
 mod claims;
 mod conformance;
+mod contract;
 mod copyable;
 mod deps;
 mod diagram;
@@ -38,9 +44,11 @@ mod listings;
 mod map;
 mod markdown;
 mod model;
+mod model_depth;
 mod numbers;
 mod plots;
 mod postgres;
+mod report_check;
 mod session;
 mod shell;
 mod timeline;
@@ -52,7 +60,7 @@ use anyhow::{Context, Result, bail};
 use mdbook_driver::MDBook;
 use mdbook_driver::config::Config;
 
-const USAGE: &str = "usage: cargo xtask <book | test | book-test | copy-check | book-deps | bench [--http] [--quick] | browser-check | overflow-control REV | function-lengths [N] | preprocess [supports RENDERER]>";
+const USAGE: &str = "usage: cargo xtask <book | test | book-test | copy-check | book-deps | bench [--http] [--quick] | browser-check | report-check | overflow-control REV | model-depth | function-lengths [N] | preprocess [supports RENDERER]>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -69,10 +77,12 @@ fn main() -> ExitCode {
         ["bench", "--http"] => bench::run_http(&root(), false),
         ["bench", "--http", "--quick"] => bench::run_http(&root(), true),
         ["browser-check"] => browser::run(&root()),
+        ["report-check"] => report_check::run(&root(), &browser::chromium()),
         ["overflow-control", revision] => browser::overflow_control(&root(), revision),
         ["book-deps"] => {
             deps::library_folder(&root()).map(|folder| println!("{}", folder.display()))
         }
+        ["model-depth"] => model_depth::run(&root()),
         ["function-lengths"] => lengths::run(&root(), 10),
         ["function-lengths", most] => match most.parse() {
             Ok(most) => lengths::run(&root(), most),

@@ -10,6 +10,15 @@
 //!   (lanes for each runner, the network and the service; an SVG without script, text in
 //!   `currentColor`, a title, a description and a table as its text alternative), after its text.
 //!
+//! - `{{#lab-model depth}}`: the table of bounds, states and times of `model-depth.json`, the
+//!   release-build run `cargo xtask model-depth` recorded.
+//!
+//! - `{{#lab-model replays}}`: each anti-pattern's counterexample replayed on the real runners and
+//!   service ([`lab::model::replay`]), as a table: its steps, the property the model breaks, and
+//!   those broken in the real system.
+//! - `{{#lab-model replay VARIANT}}`: one replay, the model's steps beside the real system's, as
+//!   a table, and the counterexample's drawing with the real system's words on its arrows.
+//!
 //! Each variant is explored once per build; the directives share the run.
 
 use std::collections::HashMap;
@@ -51,6 +60,9 @@ pub fn directive(arguments: &str) -> Result<String> {
     match words.as_slice() {
         ["report", name] => Ok(format!("```text\n{}```", run(variant(name)?)?.text(true))),
         ["value", name, field] => value(&run(variant(name)?)?, field),
+        ["depth"] => crate::model_depth::table(&crate::root()),
+        ["replays"] => replays(),
+        ["replay", name] => replay_drawn(variant(name)?),
         ["timeline", name] => {
             let report = run(variant(name)?)?;
             let found = report
@@ -65,8 +77,8 @@ pub fn directive(arguments: &str) -> Result<String> {
             ))
         }
         _ => bail!(
-            "lab-model takes `report VARIANT`, `value VARIANT FIELD` or `timeline VARIANT`, not \
-             `{arguments}`"
+            "lab-model takes `report VARIANT`, `value VARIANT FIELD`, `timeline VARIANT`, \
+             `depth`, `replays` or `replay VARIANT`, not `{arguments}`"
         ),
     }
 }
@@ -91,6 +103,90 @@ fn value(report: &Report, field: &str) -> Result<String> {
              steps, property, bounds)"
         ),
     })
+}
+
+/// The counterexample of `variant` replayed on the real system.
+fn replayed(variant: Variant) -> Result<(Report, lab::model::replay::Replayed)> {
+    let report = run(variant)?;
+    let found = report
+        .counterexample
+        .as_ref()
+        .with_context(|| format!("lab-model: {variant} has no counterexample to replay"))?;
+    let protocol = lab::model::Protocol::new(report.bounds, variant);
+    let replayed = lab::model::replay::replay(&protocol, &found.actions())
+        .map_err(|mismatch| anyhow::anyhow!("replaying {variant}'s counterexample: {mismatch}"))?;
+    Ok((report, replayed))
+}
+
+fn replays() -> Result<String> {
+    let mut out = String::from(
+        "| Anti-pattern | Real service | Steps | The model breaks | Broken in the real system |\n\
+         | --- | --- | ---: | --- | --- |\n",
+    );
+    for variant in Variant::ANTI_PATTERNS {
+        let (report, replayed) = replayed(variant)?;
+        let found = report
+            .counterexample
+            .as_ref()
+            .with_context(|| format!("{variant}: no counterexample"))?;
+        let served = match lab::model::replay::Served::of(variant) {
+            lab::model::replay::Served::LabServe => "`lab serve`",
+            lab::model::replay::Served::CheckThenWrite => "the simulator's check-then-write store",
+            lab::model::replay::Served::RawPayload => "the simulator's raw-text store",
+        };
+        let broken = if replayed.broken.is_empty() {
+            "nothing".to_owned()
+        } else {
+            replayed.broken.join("; ")
+        };
+        let _ = writeln!(
+            out,
+            "| {variant} | {served} | {} | {} | {broken} |",
+            found.steps(),
+            found.property
+        );
+    }
+    Ok(out)
+}
+
+fn replay_drawn(variant: Variant) -> Result<String> {
+    let (report, replayed) = replayed(variant)?;
+    let found = report
+        .counterexample
+        .as_ref()
+        .with_context(|| format!("{variant}: no counterexample"))?;
+    let mut out = format!(
+        "The shortest counterexample for {variant}, {} steps, replayed: in the real system it \
+         broke {}.\n\n| Step | The model | The real system |\n| --- | --- | --- |\n",
+        found.steps(),
+        replayed.broken.join("; ")
+    );
+    for (i, (moment, real)) in found.moments.iter().zip(&replayed.real).enumerate() {
+        let _ = writeln!(
+            out,
+            "| {i} | {}: {} | {} |",
+            lane_name(moment.from),
+            moment.text.replace('|', "\\|"),
+            real.replace('|', "\\|")
+        );
+    }
+    let real_moments = found
+        .moments
+        .iter()
+        .zip(&replayed.real)
+        .map(|(m, real)| Moment {
+            text: real.clone(),
+            ..m.clone()
+        })
+        .collect();
+    let drawn = Counterexample {
+        moments: real_moments,
+        ..found.clone()
+    };
+    out.push('\n');
+    out.push_str(&svg(variant, &drawn));
+    out.push('\n');
+    Ok(out)
 }
 
 const LANE_WIDTH: f64 = 150.0;
@@ -294,6 +390,29 @@ mod tests {
         let table = text_alternative(Variant::FreshKey, &found);
         // The header, its rule, and one row per step.
         assert_eq!(table.matches("\n| ").count(), found.steps() + 2);
+    }
+
+    #[test]
+    fn the_depth_table_has_a_row_per_named_bound_from_the_recorded_run() {
+        let table = directive("depth").unwrap();
+        for (name, bounds) in Bounds::NAMED {
+            let row = table
+                .lines()
+                .find(|l| l.starts_with(&format!("| {name} |")))
+                .unwrap_or_else(|| panic!("no row for {name}:\n{table}"));
+            assert!(row.contains(&bounds.arguments()), "{row}");
+        }
+        assert!(table.contains("load average"), "{table}");
+    }
+
+    #[test]
+    fn a_replay_is_drawn_beside_its_model_path_with_one_row_per_step() {
+        let drawn = directive("replay memory-key").unwrap();
+        let found = run(Variant::MemoryKey).unwrap().counterexample.unwrap();
+        // The header, its rule, and one row per step, each with the real system's words.
+        assert_eq!(drawn.matches("\n| ").count(), found.steps() + 2, "{drawn}");
+        assert!(drawn.contains("starts again"), "{drawn}");
+        assert!(drawn.contains("<svg class=\"lab-timeline\""));
     }
 
     #[test]

@@ -63,7 +63,8 @@ pub enum Answer {
     ToolResult {
         /// `isError: true`.
         is_error: bool,
-        /// The error code, when the result is an error and the file says where its code is.
+        /// The refusal code, where the file says a result holds one (an error result's
+        /// structured content, or any result's text).
         code: Option<String>,
         /// The result (content and `structuredContent`) as JSON text, cut to a readable length.
         body: String,
@@ -104,6 +105,11 @@ impl Answer {
             Answer::NoAnswer { reason } => format!("no answer ({reason})"),
             Answer::HungUp { moment } => format!("hung up {moment}"),
             Answer::ToolResult {
+                is_error: false,
+                code: Some(code),
+                ..
+            } => format!("a refusal (code {code:?}) in a result not marked isError"),
+            Answer::ToolResult {
                 is_error: false, ..
             } => "a tool result".to_owned(),
             Answer::ToolResult {
@@ -142,11 +148,23 @@ pub fn cut(text: &str) -> String {
     format!("{}… ({} bytes in all)", &text[..end], text.len())
 }
 
+/// One reading of the effect count, placed among the exchanges: the reports draw a point's
+/// count before its first exchange and after its last.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct CountRead {
+    /// How many exchanges were recorded when the count was read (it was read after exchange
+    /// `after`, and before exchange `after + 1`).
+    pub after: usize,
+    /// The count.
+    pub value: i64,
+}
+
 /// The run's history, shared by the points and their concurrent callers.
 #[derive(Debug)]
 pub struct History {
     started: Instant,
     exchanges: Mutex<Vec<Exchange>>,
+    counts: Mutex<Vec<CountRead>>,
 }
 
 impl Default for History {
@@ -180,6 +198,7 @@ impl History {
         History {
             started: Instant::now(),
             exchanges: Mutex::new(Vec::new()),
+            counts: Mutex::new(Vec::new()),
         }
     }
 
@@ -212,6 +231,27 @@ impl History {
             took_ms,
         });
         id
+    }
+
+    /// Records a count read now, after the exchanges recorded so far.
+    pub fn record_count(&self, value: i64) {
+        let after = self
+            .exchanges
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len();
+        self.counts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(CountRead { after, value });
+    }
+
+    /// Every count read so far, in order.
+    pub fn counts(&self) -> Vec<CountRead> {
+        self.counts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// Every exchange so far, in order.

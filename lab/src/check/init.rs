@@ -62,9 +62,15 @@ method = "POST"
 path = "/tickets"
 headers = { "Content-Type" = "application/json" }
 # The JSON body. A text that is exactly "{{name}}" takes the field's value (a number stays a
-# number); "{{name}}" inside a longer text takes its text. Every point varies the text fields.
+# number); "{{name}}" inside a longer text takes its text.
 body = { title = "{{title}}", priority = "{{priority}}" }
 fields = { title = "Printer on floor three is jammed", priority = "high" }
+# The fields the check may change, and how: "text" (free text: it appends " (check RUN-N)"), or
+# a list of values the service accepts (the field's own among them; a list with values a loose
+# comparison would merge, such as 1024 and "1024", checks each such pair). Every other field is
+# sent exactly as given. Without any, the changed-payload point is not covered.
+vary = { title = "text" }
+# vary = { title = "text", priority = ["high", "low"] }
 # Which statuses mean success (default: any 2xx).
 # success = [201]
 
@@ -72,6 +78,12 @@ fields = { title = "Printer on floor three is jammed", priority = "high" }
 header = "Idempotency-Key"
 # "sf-string" sends "KEY" (the draft's syntax); "token" sends KEY bare.
 form = "sf-string"
+# The keys the check makes: "uuid" (a fresh random UUID, which most middlewares accept) or
+# "text" (chk-RUN-N).
+shape = "uuid"
+# false when the key is optional: a request without one is then a plain request, and
+# statuses.missing_key may be [].
+required = true
 
 [identity]
 # Where a success names what it created: a JSON pointer into the body, or a header.
@@ -79,7 +91,8 @@ json_pointer = "/id"
 # header = "Location"
 
 [replay]
-# How a replay is recognised: a header (with an optional value), a status, or neither.
+# How a replay is recognised: a header (with an optional value), a status, or neither. A status
+# may be any one (409 with the stored body, when the body names the first effect).
 # header = "Idempotent-Replayed"
 # value = "true"
 # status = 200
@@ -106,7 +119,8 @@ headers = { Authorization = "Bearer bob-token" }
 # counts) or a number; caller = "each" sums the count over the callers (a list that shows each
 # caller its own), a caller's name sends it as that caller, "none" sends no credentials.
 request = { method = "GET", path = "/tickets", json_pointer = "", caller = "each" }
-# sql = { sqlite = "/tmp/service.sqlite", query = "SELECT COUNT(*) FROM tickets" }
+# A relative path is read from this file's folder; commands run in it too.
+# sql = { sqlite = "service.sqlite", query = "SELECT COUNT(*) FROM tickets" }
 # sql = { postgres = "postgresql://user@127.0.0.1/db", query = "SELECT COUNT(*) FROM tickets" }
 # command = ["sh", "-c", "sqlite3 /tmp/service.sqlite 'SELECT COUNT(*) FROM tickets'"]
 
@@ -121,8 +135,17 @@ request = { method = "GET", path = "/tickets", json_pointer = "", caller = "each
 [errors]
 # How to provoke a validation 4xx (fields laid over the create's, or a raw body).
 validation = { fields = { title = "" } }
-# Optional: how to provoke a handled 5xx (a test hook); without it the point is not covered.
+# Optional: how to provoke a handled 5xx (a test hook), one table or a list of them, each its
+# own sub-checks; without it the point is not covered.
 # server = { headers = { "X-Test-Fail" = "500" } }
+# server = [{ headers = { "X-Test-Fail" = "500" } }, { fields = { title = "boom" } }]
+
+# Optional: how to read one effect back by its identity, so an overwrite in place is seen (a
+# changed payload that changed the first effect): a request with {{id}} in its path (the
+# pointer names the effect in the answer), a read-only SQLite query with ?1 the identity, or both.
+# [read]
+# request = { method = "GET", path = "/tickets/{{id}}", json_pointer = "" }
+# sql = { sqlite = "service.sqlite", query = "SELECT title, priority FROM tickets WHERE id = ?1" }
 
 # Optional: a hook that fails the service after its effect and before the key's record.
 # [faults]
@@ -146,6 +169,20 @@ mod tests {
         let target = Target::parse(&text, Path::new("init.toml"), &Overrides::default()).unwrap();
         assert_eq!(target.service.port, 8000);
         assert!(target.errors.validation_given);
+        assert!(!target.create.vary.is_empty());
+        // The commented [read] and the list of server errors parse once uncommented.
+        let uncommented = text
+            .replace("# [read]\n# request", "[read]\nrequest")
+            .replace(
+                "# sql = { sqlite = \"service.sqlite\", query = \"SELECT title",
+                "sql = { sqlite = \"service.sqlite\", query = \"SELECT title",
+            )
+            .replace("# server = [", "server = [");
+        let target =
+            Target::parse(&uncommented, Path::new("init.toml"), &Overrides::default()).unwrap();
+        let read = target.read.expect("[read] uncommented");
+        assert!(read.request.is_some() && read.sql.is_some());
+        assert_eq!(target.errors.server.len(), 2);
     }
 
     #[test]

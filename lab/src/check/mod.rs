@@ -4,18 +4,28 @@
 //! each observation by the IETF draft (MUST, SHOULD) or the lab's stricter contract (LAB).
 //!
 //! - [`target`]: the file and its validation (every refusal names its field).
+//! - [`fields`]: every field the parser accepts, read from the parser (the book's reference).
+//! - [`calibration`]: before any point, the proof that the file describes the service; a
+//!   mismatch stops the check with exit status 2, naming the field at fault.
 //! - [`http`]: the check's own client on hyper, with client-side lost replies and hang-ups.
 //! - [`probe`]: fresh keys and fields, sending, reading replies, counting effects.
 //! - [`points`]: the points, each reporting every sub-check it made.
 //! - [`history`]: what was sent and what came back, "no answer" included.
 //! - [`report`]: the graded report, as text and JSON.
+//! - [`junit`], [`html`]: the report as JUnit XML for a CI system, and as one page for a person,
+//!   each failed point drawn from [`excerpt`]: its exchanges and the counts around them.
 //! - [`init`]: the commented starting file `--init` writes.
 //! - [`mcp`] (feature `mcp`): the same check against an MCP server, from a file with an `[mcp]`
 //!   section.
 
+pub mod calibration;
+pub mod excerpt;
+pub mod fields;
 pub mod history;
+pub mod html;
 pub mod http;
 pub mod init;
+pub mod junit;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 pub mod points;
@@ -84,11 +94,14 @@ impl TargetFile {
 }
 
 /// Runs every point against the target and returns the report. Call it only with a validated
-/// [`Target`]: validation is where bad input is refused, before anything is sent.
+/// [`Target`]: validation is where bad input is refused, before anything is sent. The file's
+/// reset runs first, then the calibration; a file that does not describe the service stops
+/// there, before any point.
 ///
 /// # Errors
-/// [`Error::Io`] when the check's own runtime cannot start; [`Error::Http`] when the file's
-/// reset or the first count fails (nothing is judged then).
+/// [`Error::Io`] when the check's own runtime cannot start; [`Error::TargetMismatch`] when the
+/// reset or the calibration shows that the file does not describe the service (nothing is
+/// graded then); [`Error::Http`] when the service does not answer them.
 pub fn run(target: Target) -> Result<Report> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -101,31 +114,65 @@ pub fn run(target: Target) -> Result<Report> {
     let file = target.path.display().to_string();
     let base_url = target.service.base_url.clone();
     let probe = Arc::new(probe::Probe::new(target));
-    let points = runtime.block_on(async {
-        probe.reset().await.map_err(|problem| Error::Http {
-            method: "reset",
-            url: base_url.clone(),
-            // The problem text carries the status, when there was one.
-            status: None,
-            problem,
-        })?;
-        // One count first: a service that is not there is one clear error, not a failed point
-        // after another.
-        probe.count().await.map_err(|problem| Error::Http {
-            method: "count",
-            url: base_url.clone(),
-            // The problem text carries the status, when there was one.
-            status: None,
-            problem,
-        })?;
-        Ok::<_, Error>(points::all(&probe).await)
+    let (points, calibration) = runtime.block_on(async {
+        probe
+            .reset()
+            .await
+            .map_err(|problem| reset_failed(problem).into_error(&file, &base_url))?;
+        let calibration = calibration::calibrate(&probe)
+            .await
+            .map_err(|stop| stop.into_error(&file, &base_url))?;
+        Ok::<_, Error>((points::all(&probe).await, calibration))
     })?;
     let elapsed = probe.history.elapsed();
-    Ok(Report::new(
-        file,
-        base_url,
-        points,
-        elapsed,
-        probe.history.exchanges(),
-    ))
+    let mut report = Report::new(file, base_url, points, elapsed, probe.history.exchanges());
+    report.calibration = calibration;
+    report.counts = probe.history.counts();
+    Ok(report)
+}
+
+/// A failed reset: the file's fault (a request the service refuses, a command that fails),
+/// unless the service did not answer at all.
+fn reset_failed(problem: String) -> calibration::Stop {
+    if problem.contains("no answer (") {
+        return calibration::Stop::Unreachable {
+            asked: "reset",
+            problem,
+        };
+    }
+    let field = if problem.starts_with("service.reset_command") {
+        "service.reset_command"
+    } else {
+        "service.reset"
+    };
+    calibration::Stop::mismatch(field, calibration::trimmed(&problem))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reset_the_service_refuses_is_the_files_fault_and_one_it_never_answers_is_not() {
+        let refused = reset_failed("service.reset POST /admin/reset: 404".to_owned());
+        assert!(matches!(
+            refused,
+            calibration::Stop::Mismatch { ref field, .. } if field == "service.reset"
+        ));
+        let command = reset_failed("service.reset_command: exited with exit status: 3".into());
+        assert!(matches!(
+            command,
+            calibration::Stop::Mismatch { ref field, .. } if field == "service.reset_command"
+        ));
+        let silent = reset_failed(
+            "service.reset POST /admin/reset: no answer (connection refused)".to_owned(),
+        );
+        assert!(matches!(silent, calibration::Stop::Unreachable { .. }));
+        let err = refused.into_error("t.toml", "http://127.0.0.1:1");
+        assert!(err.is_bad_input());
+        assert!(
+            err.to_string()
+                .starts_with("t.toml does not describe the service: service.reset:")
+        );
+    }
 }

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::history::Answer;
 use super::http::HangUp;
-use super::probe::{BodyForm, Call, KeyWire, Probe, Read, Seen};
+use super::probe::{BodyForm, Call, Change, KeyWire, Probe, Read, Seen, same_effect};
 use super::report::{Grade, PointReport, SubCheck};
 use super::target::{KeyForm, Provocation, Replay};
 
@@ -104,6 +104,7 @@ pub async fn all(probe: &Arc<Probe>) -> Vec<PointReport> {
         server_error_then_corrected(probe).await,
         fault_between(probe).await,
     ];
+    blame_the_file_for_an_unseen_replay_mark(probe, &mut points);
     points.push(PointReport::not_covered(
         "crash",
         "A crash of the service between its effect and its answer",
@@ -114,6 +115,40 @@ pub async fn all(probe: &Arc<Probe>) -> Vec<PointReport> {
             .to_owned(),
     ));
     points
+}
+
+/// A replay header the file declares that no answer of the whole run carried (or never with
+/// the declared value) is a mismatch only the file can cause: the failed sub-checks that rest
+/// on it say the target file is at fault, instead of blaming the service.
+fn blame_the_file_for_an_unseen_replay_mark(probe: &Probe, points: &mut [PointReport]) {
+    let Replay::Header { name, value } = &probe.target.replay else {
+        return;
+    };
+    let exchanges = probe.history.exchanges();
+    let seen: Vec<&str> = exchanges
+        .iter()
+        .filter_map(|exchange| exchange.answer.header(name))
+        .collect();
+    let fault = match value {
+        _ if seen.is_empty() => format!(
+            "no answer of this run carried a {name} header at all: replay.header in the target \
+             file is likely wrong (the file is at fault, not the service); name the header the \
+             service marks replays with, or say replay.inferred = true"
+        ),
+        Some(wanted) if !seen.iter().any(|v| v.trim().eq_ignore_ascii_case(wanted)) => format!(
+            "{name} came with {:?}, never with {wanted:?}: replay.value in the target file is \
+             likely wrong (the file is at fault, not the service)",
+            seen.iter().take(3).collect::<Vec<_>>()
+        ),
+        _ => return,
+    };
+    for point in points.iter_mut() {
+        for check in point.checks.iter_mut() {
+            if !check.passed && check.what.contains("as [replay] says") {
+                check.observed = fault.clone();
+            }
+        }
+    }
 }
 
 macro_rules! count_or_stop {
@@ -190,8 +225,13 @@ fn retry_matches(
     grade: Grade,
 ) -> bool {
     let read = probe.read(&retry.answer, false);
-    let passed = read.success && read.identity == first.identity;
-    let observed = if read.success && read.identity != first.identity {
+    let passed = read.success && same_effect(&read.identity, &first.identity);
+    let observed = if read.success && (read.identity.is_none() || first.identity.is_none()) {
+        format!(
+            "{}: no identity on one side, so which effect it names cannot be told",
+            probe.describe(&retry.answer)
+        )
+    } else if read.success && !passed {
         format!(
             "{}: another effect than the first ({})",
             probe.describe(&retry.answer),
@@ -478,62 +518,86 @@ async fn retries_after_hang_up(
 async fn changed_payload(probe: &Probe) -> PointReport {
     const NAME: &str = "changed-payload";
     const TITLE: &str = "The same key with another payload is refused and the first effect stands";
+    let changes = probe.changes(&probe.fresh_fields(false));
+    if changes.is_empty() {
+        return PointReport::not_covered(
+            NAME,
+            TITLE,
+            "create.vary names no field the check may change, so it cannot send another \
+             payload under one key. Name one: vary = { title = \"text\" } for free text, or a \
+             list of values the service accepts (vary = { priority = [\"low\", \"high\"] })."
+                .to_owned(),
+        );
+    }
     let mut checks = Checks::new();
-    changed_payload_checks(probe, &mut checks, NAME).await;
+    for change in &changes {
+        changed_payload_checks(probe, &mut checks, NAME, change).await;
+    }
     PointReport::covered(NAME, TITLE, checks.0)
 }
 
-/// The changed-payload point's sub-checks; `None` where it stopped.
+/// The changed-payload point's sub-checks for one change; `None` where it stopped. The plain
+/// change keeps the point's sentences; a pair of values a loose comparison merges names itself.
 async fn changed_payload_checks(
     probe: &Probe,
     checks: &mut Checks,
     name: &'static str,
+    change: &Change,
 ) -> Option<()> {
+    let pair = if change.loose {
+        format!(" ({}, values a loose comparison merges)", change.what)
+    } else {
+        String::new()
+    };
     let key = probe.fresh_key();
-    let fields = probe.fresh_fields(false);
     let before = checks.count(probe).await?;
-    let call = probe.call("the first request", KeyWire::Normal(key.clone()), &fields);
+    let call = probe.call(
+        "the first request",
+        KeyWire::Normal(key.clone()),
+        &change.first,
+    );
     let (first_seen, first_read) = first(probe, name, checks, &call).await?;
     let after_first = checks.count(probe).await?;
+    let effect_before = read_back(probe, checks, &first_read).await;
     let changed = probe.call(
-        "the same key with another payload",
+        &format!("the same key with another payload ({})", change.what),
         KeyWire::Normal(key),
-        &probe.changed(&fields),
+        &change.changed,
     );
     let seen = probe.send_settled(name, &changed).await;
-    changed_refused(probe, checks, &first_read, &seen);
+    changed_refused(probe, checks, &first_read, &seen, &pair);
     let after_changed = checks.count(probe).await?;
+    let overwrite = match &effect_before {
+        Some(before) => overwritten(probe, &first_read, before, change).await,
+        None => None,
+    };
     checks.add(
         Grade::must(section::ERRORS),
-        "the changed payload made no effect",
-        after_changed == after_first,
-        "no new effect",
-        effects(after_changed - after_first),
+        format!("the changed payload made no effect{pair}"),
+        after_changed == after_first && overwrite.is_none(),
+        "no new effect, and the first effect as it was",
+        match &overwrite {
+            Some(how) => format!(
+                "{}, but the first effect was changed in place (an overwrite, read back by \
+                 [read]): {how}",
+                effects(after_changed - after_first).replace("0 effects", "no new effect")
+            ),
+            None => effects(after_changed - after_first),
+        },
         &ids(&seen),
     );
-    let mut again = call.clone();
-    again.step = "the first payload again".to_owned();
-    let replayed = probe.send_settled(name, &again).await;
-    retry_matches(
+    changed_then_first_again(
         probe,
         checks,
-        "the key still names the first effect with the first payload",
-        &first_read,
-        last(&replayed),
-        lab26(),
-    );
-    checks.add(
-        Grade::should(section::ENFORCEMENT),
-        "and answers the first body",
-        same_json(&first_seen.answer, &last(&replayed).answer),
-        "the first body",
-        "another body",
-        &[first_seen.id, last(&replayed).id],
-    );
+        name,
+        (&call, &first_seen, &first_read),
+        &pair,
+    )
+    .await?;
     let after = checks.count(probe).await?;
     checks.add(
         Grade::lab(),
-        "one effect in all",
+        format!("one effect in all{pair}"),
         after - before == 1,
         "one effect",
         effects(after - before),
@@ -542,11 +606,120 @@ async fn changed_payload_checks(
     Some(())
 }
 
+/// The first payload again after the changed one: the key still names the first effect, with
+/// the first body.
+async fn changed_then_first_again(
+    probe: &Probe,
+    checks: &mut Checks,
+    name: &'static str,
+    first: (&Call, &Seen, &Read),
+    pair: &str,
+) -> Option<()> {
+    let (call, first_seen, first_read) = first;
+    let mut again = call.clone();
+    again.step = "the first payload again".to_owned();
+    let replayed = probe.send_settled(name, &again).await;
+    retry_matches(
+        probe,
+        checks,
+        &format!("the key still names the first effect with the first payload{pair}"),
+        first_read,
+        last(&replayed),
+        lab26(),
+    );
+    checks.add(
+        Grade::should(section::ENFORCEMENT),
+        format!("and answers the first body{pair}"),
+        same_json(&first_seen.answer, &last(&replayed).answer),
+        "the first body",
+        "another body",
+        &[first_seen.id, last(&replayed).id],
+    );
+    Some(())
+}
+
+/// The first effect as `[read]` reads it back, when the file gives a `[read]` and the first
+/// answer named its effect; a read that fails is a failed sub-check of its own.
+async fn read_back(probe: &Probe, checks: &mut Checks, first: &Read) -> Option<Value> {
+    let identity = first.identity.as_deref()?;
+    match probe.read_effect(identity).await? {
+        Ok(effect) => Some(effect),
+        Err(problem) => {
+            checks.add(
+                Grade::lab(),
+                "the first effect can be read back as [read] says",
+                false,
+                format!("the effect {identity}"),
+                problem,
+                &[],
+            );
+            None
+        }
+    }
+}
+
+/// How the first effect changed after the changed payload, read by the fields the change
+/// varied; `None` when it stands as it was (or cannot be read again).
+async fn overwritten(
+    probe: &Probe,
+    first: &Read,
+    before: &Value,
+    change: &Change,
+) -> Option<String> {
+    let identity = first.identity.as_deref()?;
+    let after = probe.read_effect(identity).await?.ok()?;
+    let names: Vec<&String> = change
+        .changed
+        .iter()
+        .filter(|(name, value)| change.first.get(*name) != Some(*value))
+        .map(|(name, _)| name)
+        .collect();
+    let (was, now) = (effect_view(before, &names), effect_view(&after, &names));
+    (was != now).then(|| format!("it was {was}, now {now}"))
+}
+
+/// What of a read-back effect is compared: the properties named like the varied fields, where
+/// the answer has them (anywhere in it), else all of it; a SQL row whole.
+pub fn effect_view(effect: &Value, names: &[&String]) -> Value {
+    fn find<'v>(value: &'v Value, name: &str) -> Option<&'v Value> {
+        match value {
+            Value::Object(map) => map
+                .get(name)
+                .or_else(|| map.values().find_map(|v| find(v, name))),
+            Value::Array(items) => items.iter().find_map(|v| find(v, name)),
+            _ => None,
+        }
+    }
+    let mut view = serde_json::Map::new();
+    if let Some(answer) = effect.get("request") {
+        let named: serde_json::Map<String, Value> = names
+            .iter()
+            .filter_map(|name| find(answer, name).map(|v| ((*name).clone(), v.clone())))
+            .collect();
+        let part = if named.is_empty() {
+            answer.clone()
+        } else {
+            Value::Object(named)
+        };
+        view.insert("request".to_owned(), part);
+    }
+    if let Some(row) = effect.get("sql") {
+        view.insert("sql".to_owned(), row.clone());
+    }
+    Value::Object(view)
+}
+
 /// The answers to the changed payload: refused, with the file's conflict status.
-fn changed_refused(probe: &Probe, checks: &mut Checks, first_read: &Read, seen: &[Seen]) {
+fn changed_refused(
+    probe: &Probe,
+    checks: &mut Checks,
+    first_read: &Read,
+    seen: &[Seen],
+    pair: &str,
+) {
     let changed_seen = last(seen);
     let read = probe.read(&changed_seen.answer, false);
-    let observed = if read.success && read.identity == first_read.identity {
+    let observed = if read.success && same_effect(&read.identity, &first_read.identity) {
         format!(
             "{}: the changed payload was answered as a replay of the first request",
             probe.describe(&changed_seen.answer)
@@ -561,7 +734,7 @@ fn changed_refused(probe: &Probe, checks: &mut Checks, first_read: &Read, seen: 
     };
     checks.add(
         Grade::must(section::ERRORS),
-        "the changed payload is refused",
+        format!("the changed payload is refused{pair}"),
         !read.success && changed_seen.answer.status().is_some(),
         "an error status",
         observed,
@@ -570,7 +743,7 @@ fn changed_refused(probe: &Probe, checks: &mut Checks, first_read: &Read, seen: 
     let status = changed_seen.answer.status();
     checks.add(
         Grade::should(section::ERRORS),
-        "it is refused with the file's conflict status (statuses.conflict)",
+        format!("it is refused with the file's conflict status (statuses.conflict){pair}"),
         status.is_some_and(|s| probe.target.statuses.conflict.contains(&s)),
         format!("{:?}", probe.target.statuses.conflict),
         changed_seen.answer.summary(),
@@ -602,7 +775,7 @@ async fn reordered(probe: &Probe) -> PointReport {
     checks.add(
         Grade::lab(),
         "the reordered payload replays the first effect",
-        read.success && read.identity == first_read.identity,
+        read.success && same_effect(&read.identity, &first_read.identity),
         "a success naming the first effect",
         if conflict {
             format!(
@@ -650,9 +823,11 @@ async fn new_key(probe: &Probe) -> PointReport {
     checks.add(
         Grade::lab_over_should(section::UNIQUENESS),
         "the new key makes a new effect, not a replay of the first",
-        read.success && read.identity != first_read.identity,
+        read.success
+            && read.identity.is_some()
+            && !same_effect(&read.identity, &first_read.identity),
         "a success with another identity",
-        if read.success && read.identity == first_read.identity {
+        if read.success && same_effect(&read.identity, &first_read.identity) {
             format!(
                 "{}: the first effect, found by its payload alone",
                 probe.describe(&last(&seen).answer)
@@ -946,7 +1121,7 @@ async fn completed_round(
     let seen = probe.send_together(name, calls).await;
     for one in &seen {
         let read = probe.read(&one.answer, false);
-        if read.success && read.identity == first_read.identity {
+        if read.success && same_effect(&read.identity, &first_read.identity) {
             continue;
         }
         match &one.answer {
@@ -1119,11 +1294,16 @@ fn second_caller(
     let (first_name, second_name) = (&callers[0].name, &callers[1].name);
     let other_seen = last(seen);
     let read = probe.read(&other_seen.answer, false);
-    let leak = read.success && read.identity == first_read.identity;
+    // An identity found on neither side is no evidence: two absent identities never name one
+    // effect, and two equal bodies without one say nothing of whose effect it is.
+    let leak = read.success && same_effect(&read.identity, &first_read.identity);
+    let same_body = read.success
+        && first_read.identity.is_some()
+        && same_json(&first_seen.answer, &other_seen.answer);
     checks.add(
         scope_grade(),
         format!("{second_name} is not given {first_name}'s effect"),
-        !(leak || read.success && same_json(&first_seen.answer, &other_seen.answer)),
+        !(leak || same_body),
         format!("{second_name}'s own effect"),
         if leak {
             format!(
@@ -1192,7 +1372,7 @@ async fn other_endpoint(probe: &Probe) -> PointReport {
     let read = probe.read(answer, true);
     let replayed_first = read.success
         && (same_json(answer, &first_seen.answer)
-            || (read.identity.is_some() && read.identity == first_read.identity));
+            || same_effect(&read.identity, &first_read.identity));
     checks.add(
         Grade::lab(),
         format!("{} {} accepts the key as its own", other.method, other.path),
@@ -1245,24 +1425,28 @@ struct Refused<'a> {
 /// The key-forms point's sub-checks; `None` where it stopped.
 async fn key_forms_checks(probe: &Probe, checks: &mut Checks, name: &'static str) -> Option<()> {
     let statuses = &probe.target.statuses;
-    let refused = [
-        Refused {
+    let mut refused = Vec::new();
+    if probe.target.key.required {
+        refused.push(Refused {
             step: "a request with no key",
             wire: KeyWire::Absent,
             grade: Grade::should(section::ERRORS),
             what: "a request with no key is refused with statuses.missing_key",
             statuses: &statuses.missing_key,
             no_effect: "the request with no key made no effect",
-        },
-        Refused {
-            step: "a request with a malformed key (an unclosed quote)",
-            wire: KeyWire::Raw("\"unterminated".to_owned()),
-            grade: Grade::should(section::SYNTAX),
-            what: "a malformed key is refused with statuses.bad_key",
-            statuses: &statuses.bad_key,
-            no_effect: "the request with a malformed key made no effect",
-        },
-    ];
+        });
+    } else {
+        optional_key(probe, checks, name).await?;
+    }
+    refused.push(Refused {
+        step: "a request with a malformed key (an unclosed quote)",
+        // Built around a fresh key, so a second run never meets the first run's record.
+        wire: KeyWire::Raw(probe.malformed_key()),
+        grade: Grade::should(section::SYNTAX),
+        what: "a malformed key is refused with statuses.bad_key",
+        statuses: &statuses.bad_key,
+        no_effect: "the request with a malformed key made no effect",
+    });
     let mut before = checks.count(probe).await?;
     for case in refused {
         let seen = probe
@@ -1295,6 +1479,43 @@ async fn key_forms_checks(probe: &Probe, checks: &mut Checks, name: &'static str
     other_key_form(probe, checks, name).await
 }
 
+/// `key.required = false`: a request without a key is a plain request. The draft's section 2.7
+/// asks for a 400 only when the key is missing "for a documented idempotent operation requiring
+/// this header"; an endpoint where the key is optional processes the request once, as any
+/// request (or refuses it with a status the file lists in statuses.missing_key).
+async fn optional_key(probe: &Probe, checks: &mut Checks, name: &'static str) -> Option<()> {
+    let before = checks.count(probe).await?;
+    let call = probe.call(
+        "a request with no key (the key is optional: key.required = false)",
+        KeyWire::Absent,
+        &probe.fresh_fields(false),
+    );
+    let seen = probe.send(name, &call).await;
+    let read = probe.read(&seen.answer, false);
+    let listed = seen
+        .answer
+        .status()
+        .is_some_and(|s| probe.target.statuses.missing_key.contains(&s));
+    let after = checks.count(probe).await?;
+    let grade = Grade {
+        section: Some(section::ERRORS),
+        ..Grade::lab()
+    };
+    checks.add(
+        grade,
+        "a request with no key, where the key is optional, is processed as a plain request",
+        (read.success && after - before == 1) || (listed && after == before),
+        "a success and one effect (or a statuses.missing_key refusal and none)",
+        format!(
+            "{}; {}",
+            probe.describe(&seen.answer),
+            effects(after - before)
+        ),
+        &[seen.id],
+    );
+    Some(())
+}
+
 /// The key in the file's form, then the same key in the other form: refused or the same effect.
 async fn other_key_form(probe: &Probe, checks: &mut Checks, name: &'static str) -> Option<()> {
     let key = probe.fresh_key();
@@ -1318,7 +1539,7 @@ async fn other_key_form(probe: &Probe, checks: &mut Checks, name: &'static str) 
     let read = probe.read(answer, false);
     let after = checks.count(probe).await?;
     let refused = answer.status().is_some_and(|s| (400..=499).contains(&s));
-    let same = read.success && read.identity == first_read.identity;
+    let same = read.success && same_effect(&read.identity, &first_read.identity);
     checks.add(
         Grade {
             section: Some(section::SYNTAX),
@@ -1510,30 +1731,44 @@ async fn error_then_corrected(probe: &Probe) -> PointReport {
 async fn server_error_then_corrected(probe: &Probe) -> PointReport {
     const NAME: &str = "server-error-then-corrected";
     const TITLE: &str = "A handled server error (5xx) does not burn the key for the retry";
-    match &probe.target.errors.server {
-        Some(provocation) => {
-            error_then_fix(
-                probe,
-                NAME,
-                TITLE,
-                &Provoked {
-                    provocation,
-                    given: true,
-                    kind: "server error (5xx)",
-                    statuses: 500..=599,
-                },
-            )
-            .await
-        }
-        None => PointReport::not_covered(
+    let provocations = &probe.target.errors.server;
+    if provocations.is_empty() {
+        return PointReport::not_covered(
             NAME,
             TITLE,
             "The target file gives no [errors.server]. Name a header or field values that make \
              the service answer a handled 5xx (a test hook), to check that the retry is \
              processed rather than answered with the saved error."
                 .to_owned(),
-        ),
+        );
     }
+    let mut checks = Checks::new();
+    for (i, provocation) in provocations.iter().enumerate() {
+        // One provocation keeps the plain wording; several name theirs, each graded on its own.
+        let kind = if provocations.len() == 1 {
+            "server error (5xx)".to_owned()
+        } else {
+            format!("server error (5xx) of errors.server[{i}]")
+        };
+        let provoked = Provoked {
+            provocation,
+            given: true,
+            kind: &kind,
+            statuses: 500..=599,
+        };
+        error_then_fix_checks(probe, &mut checks, NAME, &provoked).await;
+    }
+    PointReport::covered(NAME, TITLE, checks.0)
+}
+
+/// The effects a failed attempt and its retry made, with why more than one is a failure.
+fn stayed_without_record(made: i64) -> String {
+    let why = if made > 1 {
+        ": the failed attempt's effect stayed without its record"
+    } else {
+        ""
+    };
+    format!("{}{why}", effects(made))
 }
 
 async fn fault_between(probe: &Probe) -> PointReport {
@@ -1562,18 +1797,21 @@ async fn fault_between(probe: &Probe) -> PointReport {
     faulted.body = probe.provoked(&fields, hook);
     faulted.extra = hook.headers.clone();
     let seen = probe.send(NAME, &faulted).await;
-    // A 4xx is the hook refused, not the fault: only a 5xx or no answer shows it fired.
+    // A 4xx is the hook refused, not the fault: only a 5xx or no answer shows it fired. When it
+    // did not, the point goes on: what the retry then does (a duplicate, a key stuck in
+    // progress) is still what a client meets.
     let fired = seen.answer.status().is_none_or(|s| s >= 500);
-    if !checks.add(
+    checks.add(
         Grade::lab(),
         "the fault hook fired: a 5xx or no answer",
         fired,
         "a 5xx or no answer",
-        probe.describe(&seen.answer),
+        format!(
+            "{}; the point goes on to show what the retry does",
+            probe.describe(&seen.answer)
+        ),
         &[seen.id],
-    ) {
-        return PointReport::covered(NAME, TITLE, checks.0);
-    }
+    );
     let retry = probe.call("the retry without the hook", KeyWire::Normal(key), &fields);
     let settled = probe.send_settled(NAME, &retry).await;
     let retry_read = probe.read(&last(&settled).answer, false);
@@ -1591,15 +1829,7 @@ async fn fault_between(probe: &Probe) -> PointReport {
         "the failed attempt and its retry made exactly one effect",
         after - before == 1,
         "one effect",
-        format!(
-            "{}{}",
-            effects(after - before),
-            if after - before > 1 {
-                ": the failed attempt's effect stayed without its record"
-            } else {
-                ""
-            }
-        ),
+        stayed_without_record(after - before),
         &[seen.id],
     );
     if retry_read.success {

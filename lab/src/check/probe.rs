@@ -11,7 +11,8 @@ use serde_json::Value;
 use super::history::{Answer, History, Sent};
 use super::http::{HangUp, Outgoing, Wire, recorded};
 use super::target::{
-    Count, CountCallers, Endpoint, Identity, KeyForm, Provocation, Replay, Target,
+    Count, CountCallers, Endpoint, Identity, KeyForm, KeyShape, Provocation, ReadBack, Replay,
+    Target, Vary, program_in,
 };
 
 /// How the key is written in one request.
@@ -53,6 +54,111 @@ pub struct Call {
     pub extra: Vec<(String, String)>,
     /// The other endpoint instead of the create.
     pub other_endpoint: bool,
+}
+
+/// A changed payload: the first request's fields and the changed ones.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Change {
+    /// What changed, for the report (`title: "a" → "b"`).
+    pub what: String,
+    /// The first request's fields.
+    pub first: BTreeMap<String, Value>,
+    /// The changed request's fields.
+    pub changed: BTreeMap<String, Value>,
+    /// Whether the two values are ones a loose comparison would merge (`"1024"` and `1024`).
+    pub loose: bool,
+}
+
+/// `fields` with each free-text field tagged `(check TAG-N)`.
+pub fn tagged(
+    fields: &BTreeMap<String, Value>,
+    vary: &BTreeMap<String, Vary>,
+    run: &str,
+    n: usize,
+) -> BTreeMap<String, Value> {
+    fields
+        .iter()
+        .map(|(name, value)| {
+            let value = match (value, vary.get(name)) {
+                (Value::String(text), Some(Vary::Text)) => {
+                    Value::String(format!("{text} (check {run}-{n})"))
+                }
+                (other, _) => other.clone(),
+            };
+            (name.clone(), value)
+        })
+        .collect()
+}
+
+/// The changed payloads `vary` allows from `fields`; `tag` makes a free text new.
+pub fn changes(
+    fields: &BTreeMap<String, Value>,
+    vary: &BTreeMap<String, Vary>,
+    tag: &str,
+) -> Vec<Change> {
+    let mut found = Vec::new();
+    let with = |name: &str, value: &Value| {
+        let mut out = fields.clone();
+        out.insert(name.to_owned(), value.clone());
+        out
+    };
+    let plain = vary.iter().find_map(|(name, how)| {
+        let current = fields.get(name)?;
+        let other = match how {
+            Vary::Text => Value::String(format!(
+                "{} (check {tag})",
+                current.as_str().unwrap_or_default()
+            )),
+            Vary::OneOf(values) => values
+                .iter()
+                .find(|v| *v != current && loose_key(v) != loose_key(current))?
+                .clone(),
+        };
+        Some(Change {
+            what: format!("{name}: {current} → {other}"),
+            first: fields.clone(),
+            changed: with(name, &other),
+            loose: false,
+        })
+    });
+    found.extend(plain);
+    for (name, how) in vary {
+        let Vary::OneOf(values) = how else { continue };
+        for (i, a) in values.iter().enumerate() {
+            for b in &values[i + 1..] {
+                if a != b && loose_key(a) == loose_key(b) {
+                    found.push(Change {
+                        what: format!("{name}: {a} → {b}"),
+                        first: with(name, a),
+                        changed: with(name, b),
+                        loose: true,
+                    });
+                }
+            }
+        }
+    }
+    found
+}
+
+/// What a loose comparison (JavaScript's `==`, a form field read as text) makes of a value:
+/// `1`, `1.0` and `"1"` are one number, `true` and `"true"` one boolean.
+pub fn loose_key(value: &Value) -> String {
+    match value {
+        Value::Number(n) => n.as_f64().map_or(n.to_string(), |f| format!("number {f}")),
+        Value::Bool(b) => format!("boolean {b}"),
+        Value::String(text) => match (text.trim().parse::<f64>(), text.trim()) {
+            (Ok(f), _) if f.is_finite() => format!("number {f}"),
+            (_, word @ ("true" | "false")) => format!("boolean {word}"),
+            _ => format!("text {text}"),
+        },
+        other => other.to_string(),
+    }
+}
+
+/// Whether two identities name the same effect: both found and equal. An identity not found is
+/// never the same as another not found.
+pub fn same_effect(a: &Option<String>, b: &Option<String>) -> bool {
+    matches!((a, b), (Some(a), Some(b)) if a == b)
 }
 
 /// An answer and the number of its exchange.
@@ -115,37 +221,35 @@ impl Probe {
         self.serial.fetch_add(1, Ordering::Relaxed) + 1
     }
 
-    /// A key no request of any run has used: `chk-RUN-N`, valid as a token and an sf-string.
+    /// A key no request of any run has used, in the file's `key.shape`: a random UUID v4, or
+    /// `chk-RUN-N`; either is valid as a token and an sf-string.
     pub fn fresh_key(&self) -> String {
-        format!("chk-{}-{}", self.run, self.next())
+        match self.target.key.shape {
+            KeyShape::Uuid => uuid::Uuid::new_v4().to_string(),
+            KeyShape::Text => format!("chk-{}-{}", self.run, self.next()),
+        }
     }
 
-    /// The endpoint's fields, each text one tagged so that this request's effect is its own.
+    /// A malformed key around a fresh one (an unclosed sf-string quote, and a quote is no token
+    /// character either), so no run ever meets another run's malformed key.
+    pub fn malformed_key(&self) -> String {
+        format!("\"{}", self.fresh_key())
+    }
+
+    /// The endpoint's fields as the file gives them, each free-text field (`vary = "text"`)
+    /// tagged so that this request's effect is its own; every other field exactly as given.
     pub fn fresh_fields(&self, other_endpoint: bool) -> BTreeMap<String, Value> {
         let endpoint = self.endpoint(other_endpoint);
         let n = self.next();
-        endpoint
-            .fields
-            .iter()
-            .map(|(name, value)| {
-                let value = match value {
-                    Value::String(text) => {
-                        Value::String(format!("{text} (check {}-{n})", self.run))
-                    }
-                    other => other.clone(),
-                };
-                (name.clone(), value)
-            })
-            .collect()
+        tagged(&endpoint.fields, &endpoint.vary, &self.run, n)
     }
 
-    /// `fields` with one text field given another fresh value: a changed payload.
-    pub fn changed(&self, fields: &BTreeMap<String, Value>) -> BTreeMap<String, Value> {
-        let mut changed = fields.clone();
-        if let Some((_, value)) = changed.iter_mut().find(|(_, v)| v.is_string()) {
-            *value = Value::String(format!("changed (check {}-{})", self.run, self.next()));
-        }
-        changed
+    /// The changed payloads the file allows, from `fields` (the first request's): one change of
+    /// the first field that can change, then every pair of listed values a loose comparison
+    /// would merge. Empty when `vary` names no field that can change.
+    pub fn changes(&self, fields: &BTreeMap<String, Value>) -> Vec<Change> {
+        let vary = &self.target.create.vary;
+        changes(fields, vary, &format!("{}-{}", self.run, self.next()))
     }
 
     /// `fields` with a provocation's fields laid over them.
@@ -302,7 +406,8 @@ impl Probe {
             let waiting = one
                 .answer
                 .status()
-                .is_some_and(|s| self.target.statuses.in_progress.contains(&s));
+                .is_some_and(|s| self.target.statuses.in_progress.contains(&s))
+                && !self.read(&one.answer, call.other_endpoint).success;
             let wait = one
                 .answer
                 .header("retry-after")
@@ -350,7 +455,7 @@ impl Probe {
             };
         };
         let endpoint = self.endpoint(other_endpoint);
-        let success = if endpoint.success.is_empty() {
+        let declared = if endpoint.success.is_empty() {
             (200..=299).contains(status)
         } else {
             endpoint.success.contains(status)
@@ -366,6 +471,10 @@ impl Probe {
                 }),
             Identity::Header(name) => answer.header(name).map(str::to_owned),
         };
+        // A replay answered with the file's replay status and the stored body (a 409 that names
+        // the first effect) is the first request's success, replayed.
+        let replayed = matches!(self.target.replay, Replay::Status(s) if s == *status);
+        let success = declared || (replayed && identity.is_some());
         let marked_replay = match &self.target.replay {
             Replay::Header { name, value } => Some(answer.header(name).is_some_and(|v| {
                 value
@@ -433,9 +542,11 @@ impl Probe {
             }
         }
         if let Some(argv) = self.target.service.reset_command.clone() {
+            let folder = self.target.folder.clone();
             let status = tokio::task::spawn_blocking(move || {
-                std::process::Command::new(&argv[0])
+                std::process::Command::new(program_in(&folder, &argv[0]))
                     .args(&argv[1..])
+                    .current_dir(folder)
                     .status()
             })
             .await
@@ -448,11 +559,20 @@ impl Probe {
         Ok(())
     }
 
-    /// The number of effects now, as `[count]` says.
+    /// The number of effects now, as `[count]` says, recorded in the history among the
+    /// exchanges (the reports draw it).
     ///
     /// # Errors
     /// The reason, when the count cannot be read.
     pub async fn count(&self) -> Result<i64, String> {
+        let counted = self.count_unrecorded().await;
+        if let Ok(value) = counted {
+            self.history.record_count(value);
+        }
+        counted
+    }
+
+    async fn count_unrecorded(&self) -> Result<i64, String> {
         match &self.target.count {
             Count::Request {
                 request,
@@ -487,9 +607,109 @@ impl Probe {
             }
             Count::Sqlite { file, query } => sqlite_count(file.clone(), query.clone()).await,
             Count::Postgres { url, query } => postgres_count(url.clone(), query.clone()).await,
-            Count::Command(argv) => command_count(argv.clone()).await,
+            Count::Command(argv) => command_count(argv.clone(), self.target.folder.clone()).await,
         }
     }
+}
+
+impl Probe {
+    /// The effect named `identity`, read back as `[read]` says: the request's answer at its
+    /// pointer and the query's first row, as JSON (`None` without a `[read]`).
+    ///
+    /// # Errors
+    /// The reason, naming `read.request` or `read.sql`.
+    pub async fn read_effect(&self, identity: &str) -> Option<Result<Value, String>> {
+        let read = self.target.read.as_ref()?;
+        Some(self.read_back(read, identity).await)
+    }
+
+    async fn read_back(&self, read: &ReadBack, identity: &str) -> Result<Value, String> {
+        let mut parts = serde_json::Map::new();
+        if let Some(request) = &read.request {
+            let mut headers = self.target.callers[0].headers.clone();
+            headers.extend(request.headers.iter().cloned());
+            let path = request.path.replace("{{id}}", &path_segment(identity));
+            let outgoing = Outgoing {
+                method: request.method.clone(),
+                path: path.clone(),
+                headers,
+                body: Vec::new(),
+            };
+            let answer = self.wire.send(&outgoing).await;
+            let found = match &answer {
+                Answer::Reply { status, body, .. } if (200..=299).contains(status) => {
+                    serde_json::from_str::<Value>(body)
+                        .map_err(|err| format!("the answer is not JSON: {err}"))
+                        .and_then(|json| {
+                            json.pointer(&request.pointer).cloned().ok_or_else(|| {
+                                format!(
+                                    "nothing at read.request.json_pointer {:?}",
+                                    request.pointer
+                                )
+                            })
+                        })
+                }
+                other => Err(other.summary()),
+            };
+            let value = found
+                .map_err(|problem| format!("read.request {} {path}: {problem}", request.method))?;
+            parts.insert("request".to_owned(), value);
+        }
+        if let Some(sql) = &read.sql {
+            let row = sqlite_row(sql.file.clone(), sql.query.clone(), identity.to_owned()).await?;
+            parts.insert("sql".to_owned(), row);
+        }
+        Ok(Value::Object(parts))
+    }
+}
+
+/// An identity as one path segment: unreserved characters as they are, others percent-encoded.
+fn path_segment(identity: &str) -> String {
+    let mut out = String::new();
+    for byte in identity.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+/// The first row of a read-only SQLite query with `?1` bound to `identity`, as a JSON list.
+async fn sqlite_row(
+    file: std::path::PathBuf,
+    query: String,
+    identity: String,
+) -> Result<Value, String> {
+    tokio::task::spawn_blocking(move || {
+        let flags =
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let connection = rusqlite::Connection::open_with_flags(&file, flags)
+            .map_err(|err| format!("read.sql.sqlite {}: {err}", file.display()))?;
+        let mut statement = connection
+            .prepare(&query)
+            .map_err(|err| format!("read.sql.query: {err}"))?;
+        let columns = statement.column_count();
+        statement
+            .query_row([identity.as_str()], |row| {
+                (0..columns)
+                    .map(|i| {
+                        row.get::<_, rusqlite::types::Value>(i).map(|v| match v {
+                            rusqlite::types::Value::Null => Value::Null,
+                            rusqlite::types::Value::Integer(n) => Value::from(n),
+                            rusqlite::types::Value::Real(f) => Value::from(f),
+                            rusqlite::types::Value::Text(t) => Value::from(t),
+                            rusqlite::types::Value::Blob(b) => Value::from(format!("{b:?}")),
+                        })
+                    })
+                    .collect::<rusqlite::Result<Vec<Value>>>()
+            })
+            .map(Value::Array)
+            .map_err(|err| format!("read.sql.query (?1 = {identity:?}): {err}"))
+    })
+    .await
+    .map_err(|err| err.to_string())?
 }
 
 /// The first column of a read-only SQLite query: a count. The file is opened read-only, through
@@ -511,14 +731,15 @@ pub async fn sqlite_count(file: std::path::PathBuf, query: String) -> Result<i64
     .map_err(|err| err.to_string())?
 }
 
-/// The one number a command prints.
+/// The one number a command prints, run in `folder` (the target file's).
 ///
 /// # Errors
 /// The reason, naming `count.command`.
-pub async fn command_count(argv: Vec<String>) -> Result<i64, String> {
+pub async fn command_count(argv: Vec<String>, folder: std::path::PathBuf) -> Result<i64, String> {
     tokio::task::spawn_blocking(move || {
-        let output = std::process::Command::new(&argv[0])
+        let output = std::process::Command::new(program_in(&folder, &argv[0]))
             .args(&argv[1..])
+            .current_dir(folder)
             .stdin(std::process::Stdio::null())
             .output()
             .map_err(|err| format!("count.command {:?}: {err}", argv[0]))?;
@@ -680,6 +901,86 @@ mod tests {
         assert_ne!(compact, reordered);
         assert!(reordered.find("\"b\"") < reordered.find("\"a\""));
         assert_eq!(serde_json::from_str::<Value>(&reordered).unwrap(), value);
+    }
+
+    #[test]
+    fn only_free_text_fields_are_tagged_and_others_are_sent_as_given() {
+        let fields: BTreeMap<String, Value> = [
+            ("title".to_owned(), json!("Jam")),
+            ("priority".to_owned(), json!("high")),
+        ]
+        .into();
+        let vary = BTreeMap::from([("title".to_owned(), Vary::Text)]);
+        let sent = tagged(&fields, &vary, "r", 4);
+        assert_eq!(sent["title"], json!("Jam (check r-4)"));
+        assert_eq!(sent["priority"], json!("high"));
+        assert_eq!(tagged(&fields, &BTreeMap::new(), "r", 4), fields);
+    }
+
+    #[test]
+    fn each_pair_a_loose_comparison_merges_is_a_change_of_its_own() {
+        let fields: BTreeMap<String, Value> = [
+            ("size".to_owned(), json!(1024)),
+            ("priority".to_owned(), json!("low")),
+        ]
+        .into();
+        let vary = BTreeMap::from([
+            (
+                "priority".to_owned(),
+                Vary::OneOf(vec![json!("low"), json!("high")]),
+            ),
+            (
+                "size".to_owned(),
+                Vary::OneOf(vec![json!(1024), json!("1024"), json!(1024.0), json!(7)]),
+            ),
+        ]);
+        let found = changes(&fields, &vary, "t");
+        // The plain change first: the first field that can change, to a value no loose
+        // comparison merges with its own.
+        assert!(!found[0].loose);
+        assert_eq!(found[0].changed["priority"], json!("high"));
+        assert_eq!(found[0].changed["size"], json!(1024));
+        let pairs: Vec<(Value, Value)> = found[1..]
+            .iter()
+            .map(|c| (c.first["size"].clone(), c.changed["size"].clone()))
+            .collect();
+        assert_eq!(
+            pairs,
+            vec![
+                (json!(1024), json!("1024")),
+                (json!(1024), json!(1024.0)),
+                (json!("1024"), json!(1024.0)),
+            ]
+        );
+        assert!(found[1..].iter().all(|c| c.loose));
+        assert_eq!(loose_key(&json!(true)), loose_key(&json!("true")));
+        assert_ne!(loose_key(&json!(1)), loose_key(&json!(true)));
+        assert!(changes(&fields, &BTreeMap::new(), "t").is_empty());
+    }
+
+    #[test]
+    fn a_free_text_change_keeps_the_fields_own_text_and_changes_nothing_else() {
+        let fields: BTreeMap<String, Value> = [
+            ("title".to_owned(), json!("Jam (check r-1)")),
+            ("priority".to_owned(), json!("high")),
+        ]
+        .into();
+        let vary = BTreeMap::from([("title".to_owned(), Vary::Text)]);
+        let found = changes(&fields, &vary, "r-2");
+        assert_eq!(found.len(), 1);
+        assert_eq!(
+            found[0].changed["title"],
+            json!("Jam (check r-1) (check r-2)")
+        );
+        assert_eq!(found[0].changed["priority"], json!("high"));
+    }
+
+    #[test]
+    fn an_absent_identity_never_names_the_same_effect() {
+        assert!(!same_effect(&None, &None));
+        assert!(!same_effect(&Some("1".to_owned()), &None));
+        assert!(!same_effect(&Some("1".to_owned()), &Some("2".to_owned())));
+        assert!(same_effect(&Some("1".to_owned()), &Some("1".to_owned())));
     }
 
     #[test]

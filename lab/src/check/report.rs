@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::history::Exchange;
+use super::calibration::Calibration;
+use super::history::{CountRead, Exchange};
+use crate::contract::Checker;
 
 /// The draft this check grades against, with its section numbers: the newest revision whose
 /// full text could be read when the check was written (the working group's repository and the
@@ -193,6 +195,8 @@ pub struct PointReport {
     pub name: &'static str,
     /// What it checks, as a sentence.
     pub title: &'static str,
+    /// The contract's promises it covers (ids of [`crate::contract`]), set by [`Report::new`].
+    pub promises: &'static [&'static str],
     /// Whether it could be checked.
     #[serde(flatten)]
     pub coverage: Coverage,
@@ -215,6 +219,7 @@ impl PointReport {
         PointReport {
             name,
             title,
+            promises: &[],
             coverage: Coverage::Covered,
             checks,
             verdict,
@@ -226,6 +231,7 @@ impl PointReport {
         PointReport {
             name,
             title,
+            promises: &[],
             coverage: Coverage::NotCovered { reason },
             checks: Vec::new(),
             verdict: Verdict::NotCovered,
@@ -258,6 +264,8 @@ pub struct Report {
     /// What the grades rest on, as the report's second line says it.
     #[serde(skip)]
     pub graded_against: String,
+    /// What the check proved about the target file before it graded any point.
+    pub calibration: Calibration,
     /// Every point, in the order they ran.
     pub points: Vec<PointReport>,
     /// How long the run took.
@@ -265,6 +273,8 @@ pub struct Report {
     pub elapsed: Duration,
     /// Every exchange, in order.
     pub history: Vec<Exchange>,
+    /// Every reading of the effect count, placed among the exchanges.
+    pub counts: Vec<CountRead>,
     /// Whether every MUST and LAB sub-check passed.
     pub passed: bool,
 }
@@ -283,21 +293,46 @@ impl Report {
         history: Vec<Exchange>,
     ) -> Report {
         let passed = points.iter().all(|p| p.verdict != Verdict::Fail);
-        Report {
+        let mut report = Report {
             target,
             base_url,
             draft: DRAFT,
             graded_against: format!("{DRAFT} (MUST, SHOULD) and the lab's contract (LAB)"),
+            calibration: Calibration::default(),
             points,
             elapsed,
             history,
+            counts: Vec::new(),
             passed,
+        };
+        report.name_promises(Checker::Http);
+        report
+    }
+
+    /// Names, beside each point, the promises `checker`'s table says it covers.
+    pub fn name_promises(&mut self, checker: Checker) {
+        for point in &mut self.points {
+            point.promises = crate::contract::promises_of(checker, point.name);
         }
     }
 
     /// The points that failed.
     pub fn failed(&self) -> impl Iterator<Item = &PointReport> {
         self.points.iter().filter(|p| p.verdict == Verdict::Fail)
+    }
+
+    /// The keys the exchanges carried, as sent (`#3 "…" #4 no key`), for a failed sub-check's
+    /// lines; `None` without exchanges. Every exchange in `--json` carries its key too.
+    fn keys_of(&self, ids: &[usize]) -> Option<String> {
+        let keys: Vec<String> = ids
+            .iter()
+            .filter_map(|id| self.history.iter().find(|e| e.id == *id))
+            .map(|e| match &e.key {
+                Some(key) => format!("#{} {key}", e.id),
+                None => format!("#{} no key", e.id),
+            })
+            .collect();
+        (!keys.is_empty()).then(|| keys.join(", "))
     }
 
     /// The report as pretty JSON, history included.
@@ -312,6 +347,9 @@ impl fmt::Display for Report {
         writeln!(f, "lab check --target {} ({})", self.target, self.base_url)?;
         writeln!(f, "Graded against {}.", self.graded_against)?;
         writeln!(f)?;
+        if !self.calibration.steps.is_empty() {
+            writeln!(f, "{}", self.calibration)?;
+        }
         let width = self
             .points
             .iter()
@@ -345,23 +383,21 @@ impl fmt::Display for Report {
         }
         writeln!(f)?;
         for point in &self.points {
-            writeln!(f, "{} {}: {}", point.verdict, point.name, point.title)?;
+            let ids = format!("[{}]", point.promises.join(", "));
+            writeln!(f, "{} {}: {} {ids}", point.verdict, point.name, point.title)?;
             if let Coverage::NotCovered { reason } = &point.coverage {
                 writeln!(f, "  {reason}")?;
             }
             for check in &point.checks {
                 let mark = if check.passed { "ok  " } else { "FAIL" };
-                let exchanges = if check.exchanges.is_empty() {
-                    String::new()
-                } else {
-                    let ids: Vec<String> =
-                        check.exchanges.iter().map(|id| format!("#{id}")).collect();
-                    format!(" [{}]", ids.join(" "))
-                };
+                let exchanges = exchange_ids(&check.exchanges);
                 writeln!(f, "  {mark} {} — {}{exchanges}", check.grade, check.what)?;
                 if !check.passed {
                     writeln!(f, "       expected: {}", check.expected)?;
                     writeln!(f, "       observed: {}", check.observed)?;
+                    if let Some(keys) = self.keys_of(&check.exchanges) {
+                        writeln!(f, "       keys: {keys}")?;
+                    }
                 }
             }
         }
@@ -378,6 +414,43 @@ impl fmt::Display for Report {
             self.history.len(),
             self.elapsed.as_secs_f64()
         )
+    }
+}
+
+/// The exchanges a line rests on: ` [#1 #2]`, or nothing.
+fn exchange_ids(ids: &[usize]) -> String {
+    if ids.is_empty() {
+        return String::new();
+    }
+    let ids: Vec<String> = ids.iter().map(|id| format!("#{id}")).collect();
+    format!(" [{}]", ids.join(" "))
+}
+
+impl fmt::Display for Calibration {
+    /// The calibration's heading and one line per step, then an empty line.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.passed {
+            writeln!(
+                f,
+                "calibration: the file describes the service ({} step{}, before any point)",
+                self.steps.len(),
+                if self.steps.len() == 1 { "" } else { "s" }
+            )?;
+        } else {
+            writeln!(f, "calibration: the file does not describe the service")?;
+        }
+        for step in &self.steps {
+            let mark = if step.passed { "ok  " } else { "FAIL" };
+            writeln!(
+                f,
+                "  {mark} {} — {}: {}{}",
+                step.name,
+                step.field,
+                step.detail,
+                exchange_ids(&step.exchanges)
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -422,6 +495,66 @@ mod tests {
         );
         assert!(!report.passed);
         assert!(report.to_string().contains("failed: b"));
+    }
+
+    #[test]
+    fn the_calibration_is_printed_before_the_points_and_carried_in_the_json() {
+        let mut report = Report::new(
+            "f".into(),
+            "u".into(),
+            vec![PointReport::covered(
+                "a",
+                "t",
+                vec![check(Grade::lab(), true)],
+            )],
+            Duration::ZERO,
+            vec![],
+        );
+        report
+            .calibration
+            .held("identity", "identity.json_pointer", "found: 7", &[3]);
+        report.calibration.passed = true;
+        let text = report.to_string();
+        let calibration = text.find("calibration: the file describes the service (1 step, ");
+        let table = text.find("\npoint ");
+        assert!(calibration.is_some() && calibration < table, "{text}");
+        assert!(text.contains("  ok   identity — identity.json_pointer: found: 7 [#3]\n"));
+        let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+        assert_eq!(json["calibration"]["passed"], serde_json::json!(true));
+        assert_eq!(
+            json["calibration"]["steps"][0]["field"],
+            serde_json::json!("identity.json_pointer")
+        );
+    }
+
+    #[test]
+    fn a_failed_sub_check_shows_the_keys_its_exchanges_carried() {
+        let exchange = |id: usize, key: Option<&str>| Exchange {
+            id,
+            point: "replay",
+            step: "s".into(),
+            caller: None,
+            key: key.map(str::to_owned),
+            method: "POST".into(),
+            path: "/t".into(),
+            body: String::new(),
+            answer: super::super::history::Answer::NoAnswer { reason: "r".into() },
+            at_ms: 0,
+            took_ms: 0,
+        };
+        let mut failed = check(Grade::lab(), false);
+        failed.exchanges = vec![1, 2];
+        let report = Report::new(
+            "f".into(),
+            "u".into(),
+            vec![PointReport::covered("a", "t", vec![failed])],
+            Duration::ZERO,
+            vec![exchange(1, Some("\"k-1\"")), exchange(2, None)],
+        );
+        assert!(
+            report.to_string().contains("keys: #1 \"k-1\", #2 no key"),
+            "{report}"
+        );
     }
 
     #[test]

@@ -44,6 +44,11 @@ pub struct Target {
     pub faults: Faults,
     /// How much concurrency the concurrent points use.
     pub load: Load,
+    /// How one effect is read back by its identity, to see an overwrite counting cannot see.
+    pub read: Option<ReadBack>,
+    /// The target file's folder: relative paths in the file are read from it, and every command
+    /// the file names runs in it.
+    pub folder: PathBuf,
 }
 
 /// `[service]`.
@@ -78,10 +83,31 @@ pub struct Endpoint {
     pub headers: Vec<(String, String)>,
     /// The JSON body, with `"{{field}}"` placeholders; `None` sends no body.
     pub body: Option<Value>,
-    /// The fields' values; a point varies the text ones so its effects are its own.
+    /// The fields' values, sent exactly as given unless `vary` names the field.
     pub fields: BTreeMap<String, Value>,
+    /// The fields the check may vary, and how (`vary = { title = "text" }`).
+    pub vary: BTreeMap<String, Vary>,
     /// The statuses that mean success (default: any 2xx).
     pub success: Vec<u16>,
+}
+
+/// How the check may vary one field.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Vary {
+    /// Free text: the check may append ` (check RUN-N)`.
+    Text,
+    /// Only these values (the field's own value among them): the check sends nothing else.
+    OneOf(Vec<Value>),
+}
+
+/// The characters of every key the check makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyShape {
+    /// A fresh random UUID v4, lowercase with hyphens: what middlewares that require UUIDs
+    /// accept, and those that take any string.
+    Uuid,
+    /// `chk-RUN-N`.
+    Text,
 }
 
 /// The key's wire form.
@@ -100,6 +126,11 @@ pub struct KeySpec {
     pub header: String,
     /// How the key is written in it.
     pub form: KeyForm,
+    /// The characters of the keys the check makes (`key.shape`).
+    pub shape: KeyShape,
+    /// Whether the endpoint requires a key (`key.required`); when not, a request without one is
+    /// a plain request, which the draft's section 2.7 leaves unrefused.
+    pub required: bool,
 }
 
 /// Where a success names what it created.
@@ -121,7 +152,8 @@ pub enum Replay {
         /// The value it must have, or any value.
         value: Option<String>,
     },
-    /// The answer has this status (the first answer has another success status).
+    /// The answer has this status, with the stored body (any status: `409` with the first
+    /// answer's body is a replay when the body names the first effect).
     Status(u16),
     /// Nothing marks a replay; it is known by the identity alone.
     Inferred,
@@ -206,8 +238,9 @@ pub struct Errors {
     pub validation: Provocation,
     /// Whether `validation` came from the file or is the default.
     pub validation_given: bool,
-    /// A request the service answers with a handled 5xx; without it the point is not covered.
-    pub server: Option<Provocation>,
+    /// Requests the service answers with a handled 5xx, each graded on its own; none, and the
+    /// point is not covered.
+    pub server: Vec<Provocation>,
 }
 
 /// `[faults]`: hooks a black box cannot do without.
@@ -215,6 +248,37 @@ pub struct Errors {
 pub struct Faults {
     /// Makes the service fail after the effect and before its record is saved.
     pub between_effect_and_record: Option<Provocation>,
+}
+
+/// `[read]`: how one effect is read back by its identity.
+#[derive(Clone, Debug)]
+pub struct ReadBack {
+    /// A request by identity (`{{id}}` in its path), sent as the first caller.
+    pub request: Option<ReadRequest>,
+    /// A read-only query with `?1` bound to the identity.
+    pub sql: Option<ReadSql>,
+}
+
+/// `read.request`.
+#[derive(Clone, Debug)]
+pub struct ReadRequest {
+    /// The method (default `GET`).
+    pub method: String,
+    /// The path, with `{{id}}` where the identity goes.
+    pub path: String,
+    /// Headers added to the first caller's.
+    pub headers: Vec<(String, String)>,
+    /// Where the effect is in the answer (default: the whole body).
+    pub pointer: String,
+}
+
+/// `read.sql`: a read-only SQLite query whose first row is the effect as stored.
+#[derive(Clone, Debug)]
+pub struct ReadSql {
+    /// The file (relative to the target file's folder).
+    pub file: PathBuf,
+    /// The query, `?1` the identity.
+    pub query: String,
 }
 
 /// `[load]`: the concurrent points' size.
@@ -256,6 +320,24 @@ struct File {
     errors: Option<ErrorsFile>,
     faults: Option<FaultsFile>,
     load: Option<LoadFile>,
+    read: Option<ReadFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReadFile {
+    request: Option<ReadRequestFile>,
+    sql: Option<SqlFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReadRequestFile {
+    method: Option<String>,
+    path: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    json_pointer: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -277,6 +359,8 @@ struct EndpointFile {
     body: Option<Value>,
     #[serde(default)]
     fields: BTreeMap<String, Value>,
+    #[serde(default)]
+    vary: BTreeMap<String, Value>,
     success: Option<Vec<u16>>,
 }
 
@@ -285,6 +369,8 @@ struct EndpointFile {
 struct KeyFile {
     header: Option<String>,
     form: Option<String>,
+    shape: Option<String>,
+    required: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -351,7 +437,8 @@ struct SqlFile {
 #[serde(deny_unknown_fields)]
 struct ErrorsFile {
     validation: Option<ProvocationFile>,
-    server: Option<ProvocationFile>,
+    /// One table or a list of tables: read as JSON first, so a fault in the second names it.
+    server: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -411,10 +498,13 @@ impl Target {
             let message = err.to_string();
             bad(message.split_whitespace().collect::<Vec<_>>().join(" "))
         })?;
-        file.validate(overrides).map_err(bad).map(|mut target| {
-            target.path = path.to_owned();
-            target
-        })
+        let folder = folder_of(path);
+        file.validate(overrides, &folder)
+            .map_err(bad)
+            .map(|mut target| {
+                target.path = path.to_owned();
+                target
+            })
     }
 
     /// The caller index named `name`.
@@ -425,15 +515,44 @@ impl Target {
 
 type Checked<T> = std::result::Result<T, String>;
 
+/// The folder a target file's relative paths and commands start from: the file's own, made
+/// absolute (from the working directory) so that a command run in it can still be named by it.
+pub fn folder_of(path: &Path) -> PathBuf {
+    let folder = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    std::path::absolute(&folder).unwrap_or(folder)
+}
+
+/// A command's program as the target file names it: a bare name is looked up on `PATH`; a
+/// relative path (`./count.sh`, `bin/x`) is the file's folder's.
+pub fn program_in(folder: &Path, program: &str) -> PathBuf {
+    if program.contains('/') {
+        in_folder(folder, Path::new(program))
+    } else {
+        PathBuf::from(program)
+    }
+}
+
+/// `file` read from `folder` when it is relative.
+pub fn in_folder(folder: &Path, file: &Path) -> PathBuf {
+    if file.is_absolute() {
+        file.to_owned()
+    } else {
+        folder.join(file)
+    }
+}
+
 fn required<T>(value: Option<T>, field: &str) -> Checked<T> {
     value.ok_or_else(|| format!("{field}: missing (required)"))
 }
 
 impl File {
-    fn validate(self, overrides: &Overrides) -> Checked<Target> {
+    fn validate(self, overrides: &Overrides, folder: &Path) -> Checked<Target> {
         let service_file = required(self.service, "[service]")?;
         let service = service(service_file, overrides)?;
-        let create = endpoint(required(self.create, "[create]")?, "create", true)?;
+        let create = endpoint(required(self.create, "[create]")?, "create")?;
         let key = key_spec(required(self.key, "[key]")?)?;
         let identity = identity(required(self.identity, "[identity]")?, "identity")?;
         let replay = match self.replay {
@@ -442,13 +561,13 @@ impl File {
         };
         let statuses = match self.statuses {
             None => Statuses::default(),
-            Some(file) => statuses(file)?,
+            Some(file) => statuses(file, key.required)?,
         };
         let callers = callers(self.callers)?;
-        let count = count(required(self.count, "[count]")?, &callers)?;
+        let count = count(required(self.count, "[count]")?, &callers, folder)?;
         let other_endpoint = self
             .other_endpoint
-            .map(|file| endpoint(file, "other_endpoint", false))
+            .map(|file| endpoint(file, "other_endpoint"))
             .transpose()?;
         let errors = errors(self.errors, &create)?;
         let faults = match self.faults {
@@ -464,6 +583,7 @@ impl File {
             None => Load::default(),
             Some(file) => load(file)?,
         };
+        let read = self.read.map(|file| read_back(file, folder)).transpose()?;
         Ok(Target {
             path: PathBuf::new(),
             service,
@@ -478,6 +598,8 @@ impl File {
             errors,
             faults,
             load,
+            read,
+            folder: folder.to_owned(),
         })
     }
 }
@@ -510,9 +632,20 @@ fn default_validation() -> Provocation {
     }
 }
 
-/// `[key]`: the header (`Idempotency-Key` unless named) and the form of its value.
+/// `[key]`: the header (`Idempotency-Key` unless named), the form of its value, the shape of
+/// the keys the check makes (a UUID unless named) and whether the endpoint requires one.
 fn key_spec(file: KeyFile) -> Checked<KeySpec> {
     Ok(KeySpec {
+        shape: match file.shape.as_deref() {
+            None | Some("uuid") => KeyShape::Uuid,
+            Some("text") => KeyShape::Text,
+            Some(other) => {
+                return Err(format!(
+                    "key.shape: {other:?}: expected \"uuid\" or \"text\""
+                ));
+            }
+        },
+        required: file.required.unwrap_or(true),
         header: header_name(
             &file.header.unwrap_or_else(|| "Idempotency-Key".to_owned()),
             "key.header",
@@ -572,7 +705,7 @@ fn errors(file: Option<ErrorsFile>, create: &Endpoint) -> Checked<Errors> {
         None => Errors {
             validation: default_validation(),
             validation_given: false,
-            server: None,
+            server: Vec::new(),
         },
         Some(file) => Errors {
             validation_given: file.validation.is_some(),
@@ -580,12 +713,38 @@ fn errors(file: Option<ErrorsFile>, create: &Endpoint) -> Checked<Errors> {
                 Some(p) => provocation(p, "errors.validation", create)?,
                 None => default_validation(),
             },
-            server: file
-                .server
-                .map(|p| provocation(p, "errors.server", create))
-                .transpose()?,
+            server: server_errors(file.server, create)?,
         },
     })
+}
+
+/// `errors.server`: one table, or a list of tables, each its own provocation.
+fn server_errors(value: Option<Value>, create: &Endpoint) -> Checked<Vec<Provocation>> {
+    let tables = match value {
+        None => return Ok(Vec::new()),
+        Some(Value::Array(items)) if items.is_empty() => {
+            return Err("errors.server: an empty list (leave it out instead)".to_owned());
+        }
+        Some(Value::Array(items)) => items
+            .into_iter()
+            .enumerate()
+            .map(|(i, item)| (format!("errors.server[{i}]"), item))
+            .collect::<Vec<_>>(),
+        Some(table @ Value::Object(_)) => vec![("errors.server".to_owned(), table)],
+        Some(other) => {
+            return Err(format!(
+                "errors.server: {other}: a table, or a list of tables"
+            ));
+        }
+    };
+    tables
+        .into_iter()
+        .map(|(field, table)| {
+            let file: ProvocationFile =
+                serde_json::from_value(table).map_err(|err| format!("{field}: {err}"))?;
+            provocation(file, &field, create)
+        })
+        .collect()
 }
 
 /// `[load]`: each count the file gives within its bounds, the default for one it leaves out.
@@ -642,7 +801,7 @@ fn service(file: ServiceFile, overrides: &Overrides) -> Checked<Service> {
     }
     let reset = file
         .reset
-        .map(|r| endpoint(r, "service.reset", false))
+        .map(|r| endpoint(r, "service.reset"))
         .transpose()?;
     if let Some(command) = &file.reset_command
         && command.first().is_none_or(String::is_empty)
@@ -759,7 +918,7 @@ fn headers(map: BTreeMap<String, String>, field: &str) -> Checked<Vec<(String, S
         .collect()
 }
 
-fn endpoint(file: EndpointFile, field: &str, needs_fields: bool) -> Checked<Endpoint> {
+fn endpoint(file: EndpointFile, field: &str) -> Checked<Endpoint> {
     let method = method(file.method, &format!("{field}.method"), "POST")?;
     let path = request_path(file.path, &format!("{field}.path"))?;
     let headers = headers(file.headers, &format!("{field}.headers"))?;
@@ -790,12 +949,7 @@ fn endpoint(file: EndpointFile, field: &str, needs_fields: bool) -> Checked<Endp
             ));
         }
     }
-    if needs_fields && !file.fields.values().any(Value::is_string) {
-        return Err(format!(
-            "{field}.fields: name at least one text field used in {field}.body; the check \
-             varies it so that each point's effects are its own"
-        ));
-    }
+    let vary = vary(file.vary, &file.fields, field)?;
     let success = file.success.unwrap_or_default();
     if let Some(bad) = success.iter().find(|s| !(100..=599).contains(*s)) {
         return Err(format!("{field}.success: {bad} is not an HTTP status"));
@@ -806,8 +960,111 @@ fn endpoint(file: EndpointFile, field: &str, needs_fields: bool) -> Checked<Endp
         headers,
         body: file.body,
         fields: file.fields,
+        vary,
         success,
     })
+}
+
+/// `{field}.vary`: each name a field of `fields`, varied as free text (`"text"`, a text field
+/// only) or within a list of values that holds the field's own value.
+pub fn vary(
+    file: BTreeMap<String, Value>,
+    fields: &BTreeMap<String, Value>,
+    field: &str,
+) -> Checked<BTreeMap<String, Vary>> {
+    let mut vary = BTreeMap::new();
+    for (name, how) in file {
+        let at = format!("{field}.vary.{name}");
+        let Some(value) = fields.get(&name) else {
+            return Err(format!("{at}: names no entry of {field}.fields"));
+        };
+        let how = match how {
+            Value::String(word) if word == "text" => {
+                if !value.is_string() {
+                    return Err(format!(
+                        "{at}: \"text\" varies a text, and {field}.fields.{name} is {value}; give \
+                         a list of the values the service accepts instead"
+                    ));
+                }
+                Vary::Text
+            }
+            Value::Array(values) => {
+                if values.len() < 2 {
+                    return Err(format!(
+                        "{at}: a list of at least two values the service accepts (one to \
+                         create with, another to change the payload)"
+                    ));
+                }
+                if let Some(bad) = values
+                    .iter()
+                    .find(|v| !(v.is_string() || v.is_number() || v.is_boolean()))
+                {
+                    return Err(format!("{at}: {bad}: a text, a number or a boolean"));
+                }
+                if !values.contains(value) {
+                    return Err(format!(
+                        "{at}: the list does not hold {field}.fields.{name} = {value}; the check \
+                         sends only values from the list"
+                    ));
+                }
+                Vary::OneOf(values)
+            }
+            other => {
+                return Err(format!(
+                    "{at}: {other}: \"text\" (free text), or a list of the values the service \
+                     accepts"
+                ));
+            }
+        };
+        vary.insert(name, how);
+    }
+    Ok(vary)
+}
+
+/// `[read]`: a request by identity (`{{id}}` in its path), a query (`?1` the identity), or both.
+fn read_back(file: ReadFile, folder: &Path) -> Checked<ReadBack> {
+    let request = file
+        .request
+        .map(|request| {
+            let method = method(request.method, "read.request.method", "GET")?;
+            let path = request_path(request.path, "read.request.path")?;
+            if !path.contains("{{id}}") {
+                return Err(format!(
+                    "read.request.path: {path:?} has no {{{{id}}}} where the identity goes"
+                ));
+            }
+            Ok(ReadRequest {
+                method,
+                path,
+                headers: headers(request.headers, "read.request.headers")?,
+                pointer: json_pointer(
+                    request.json_pointer.unwrap_or_default(),
+                    "read.request.json_pointer",
+                )?,
+            })
+        })
+        .transpose()?;
+    let sql = file
+        .sql
+        .map(|sql| {
+            let query = required(sql.query, "read.sql.query")?;
+            match (sql.sqlite, sql.postgres) {
+                (Some(file), None) => Ok(ReadSql {
+                    file: in_folder(folder, &file),
+                    query,
+                }),
+                (_, Some(_)) => Err(
+                    "read.sql.postgres: not read back yet; use read.sql.sqlite or read.request"
+                        .to_owned(),
+                ),
+                (None, None) => Err("read.sql.sqlite: missing (required)".to_owned()),
+            }
+        })
+        .transpose()?;
+    if request.is_none() && sql.is_none() {
+        return Err("[read]: give request, sql, or both".to_owned());
+    }
+    Ok(ReadBack { request, sql })
 }
 
 /// The `{{name}}` placeholders in the text values of `value`.
@@ -863,10 +1120,13 @@ fn replay(file: ReplayFile) -> Checked<Replay> {
             value: file.value,
         }),
         (None, Some(status), None | Some(false)) if file.value.is_none() => {
-            if (200..=299).contains(&status) {
+            if (200..=599).contains(&status) {
                 Ok(Replay::Status(status))
             } else {
-                Err(format!("replay.status: {status}: a success status (2xx)"))
+                Err(format!(
+                    "replay.status: {status}: an HTTP status from 200 to 599 (a replay's status, \
+                     with the stored body)"
+                ))
             }
         }
         (None, None, Some(true)) if file.value.is_none() => Ok(Replay::Inferred),
@@ -878,12 +1138,19 @@ fn replay(file: ReplayFile) -> Checked<Replay> {
     }
 }
 
-fn statuses(file: StatusesFile) -> Checked<Statuses> {
+fn statuses(file: StatusesFile, key_required: bool) -> Checked<Statuses> {
     let default = Statuses::default();
     let list = |value: Option<Vec<u16>>, field: &str, default: Vec<u16>| {
         let list = value.unwrap_or(default);
-        if list.is_empty() {
-            return Err(format!("statuses.{field}: an empty list"));
+        if list.is_empty() && (field != "missing_key" || key_required) {
+            return Err(format!(
+                "statuses.{field}: an empty list{}",
+                if field == "missing_key" {
+                    " (it may be empty when key.required = false: the key is optional)"
+                } else {
+                    ""
+                }
+            ));
         }
         match list.iter().find(|s| !(400..=599).contains(*s)) {
             Some(bad) => Err(format!(
@@ -900,7 +1167,7 @@ fn statuses(file: StatusesFile) -> Checked<Statuses> {
     })
 }
 
-fn count(file: CountFile, callers: &[Caller]) -> Checked<Count> {
+fn count(file: CountFile, callers: &[Caller], folder: &Path) -> Checked<Count> {
     match (file.request, file.sql, file.command) {
         (Some(request), None, None) => {
             let pointer = json_pointer(
@@ -927,7 +1194,6 @@ fn count(file: CountFile, callers: &[Caller]) -> Checked<Count> {
                     ..EndpointFile::default()
                 },
                 "count.request",
-                false,
             )?;
             Ok(Count::Request {
                 request: endpoint,
@@ -938,7 +1204,10 @@ fn count(file: CountFile, callers: &[Caller]) -> Checked<Count> {
         (None, Some(sql), None) => {
             let query = required(sql.query, "count.sql.query")?;
             match (sql.sqlite, sql.postgres) {
-                (Some(file), None) => Ok(Count::Sqlite { file, query }),
+                (Some(file), None) => Ok(Count::Sqlite {
+                    file: in_folder(folder, &file),
+                    query,
+                }),
                 (None, Some(url)) => Ok(Count::Postgres { url, query }),
                 _ => {
                     Err("count.sql: give exactly one of sqlite (a file) or postgres (a URL)".into())
@@ -979,6 +1248,12 @@ fn provocation(file: ProvocationFile, field: &str, create: &Endpoint) -> Checked
     })
 }
 
+/// Every field a `[service]` target file may hold (`create.path`, `callers[].headers`), read from the parser's
+/// own structs: the book's reference table is compared with this list.
+pub fn accepted_fields() -> Vec<String> {
+    crate::check::fields::accepted::<File>()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -990,6 +1265,7 @@ base_url = "http://127.0.0.1:8000"
 path = "/tickets"
 body = { title = "{{title}}", n = "{{n}}" }
 fields = { title = "Jammed", n = 3 }
+vary = { title = "text" }
 [key]
 form = "sf-string"
 [identity]
@@ -1044,7 +1320,34 @@ request = { path = "/tickets", json_pointer = "/tickets" }
             ),
             (
                 GOOD.replace("title = \"Jammed\", ", "title = 7, "),
-                "create.fields",
+                "create.vary.title",
+            ),
+            (
+                GOOD.replace("vary = { title = \"text\" }", "vary = { n = [4, 5] }"),
+                "create.vary.n",
+            ),
+            (
+                GOOD.replace("vary = { title = \"text\" }", "vary = { m = \"text\" }"),
+                "create.vary.m",
+            ),
+            (
+                GOOD.replace("form = \"sf-string\"", "shape = \"ulid\""),
+                "key.shape",
+            ),
+            (
+                format!("{GOOD}\n[statuses]\nmissing_key = []\n"),
+                "key.required = false",
+            ),
+            (format!("{GOOD}\n[replay]\nstatus = 99\n"), "replay.status"),
+            (
+                format!(
+                    "{GOOD}\n[errors]\nserver = [{{ headers = {{ X = \"1\" }} }}, {{ fields = {{ z = 1 }} }}]\n"
+                ),
+                "errors.server[1].fields.z",
+            ),
+            (
+                format!("{GOOD}\n[read]\nrequest = {{ path = \"/tickets\" }}\n"),
+                "read.request.path",
             ),
             (format!("{GOOD}\n[load]\ncallers = 1000\n"), "load.callers"),
             (
@@ -1056,6 +1359,82 @@ request = { path = "/tickets", json_pointer = "/tickets" }
             let err = parse(&text).unwrap_err();
             assert!(err.contains(field), "expected {field} in: {err}");
         }
+    }
+
+    #[test]
+    fn keys_are_uuids_required_unless_the_file_says_otherwise() {
+        let target = parse(GOOD).unwrap();
+        assert_eq!(target.key.shape, KeyShape::Uuid);
+        assert!(target.key.required);
+        let text = GOOD.replace(
+            "form = \"sf-string\"",
+            "form = \"sf-string\"\nshape = \"text\"\nrequired = false",
+        );
+        let target = parse(&format!("{text}\n[statuses]\nmissing_key = []\n")).unwrap();
+        assert_eq!(target.key.shape, KeyShape::Text);
+        assert!(!target.key.required);
+        assert!(target.statuses.missing_key.is_empty());
+    }
+
+    #[test]
+    fn only_the_fields_named_in_vary_are_varied_and_lists_keep_their_values() {
+        let target = parse(GOOD).unwrap();
+        assert_eq!(
+            target.create.vary,
+            BTreeMap::from([("title".to_owned(), Vary::Text)])
+        );
+        let listed = GOOD.replace(
+            "vary = { title = \"text\" }",
+            "vary = { n = [3, \"3\", 3.0] }",
+        );
+        let target = parse(&listed).unwrap();
+        assert_eq!(
+            target.create.vary["n"],
+            Vary::OneOf(vec![Value::from(3), Value::from("3"), Value::from(3.0)])
+        );
+        let none = GOOD.replace("vary = { title = \"text\" }\n", "");
+        assert!(parse(&none).unwrap().create.vary.is_empty());
+    }
+
+    #[test]
+    fn a_replay_status_may_be_any_status_and_server_errors_a_list() {
+        let text = format!(
+            "{GOOD}\n[replay]\nstatus = 409\n[errors]\nserver = [{{ headers = {{ X = \"a\" }} }}, \
+             {{ fields = {{ n = 500 }} }}]\n"
+        );
+        let target = parse(&text).unwrap();
+        assert_eq!(target.replay, Replay::Status(409));
+        assert_eq!(target.errors.server.len(), 2);
+        let one = format!("{GOOD}\n[errors]\nserver = {{ headers = {{ X = \"a\" }} }}\n");
+        assert_eq!(parse(&one).unwrap().errors.server.len(), 1);
+    }
+
+    #[test]
+    fn relative_paths_are_read_from_the_target_files_folder() {
+        let text = GOOD.replace(
+            "request = { path = \"/tickets\", json_pointer = \"/tickets\" }",
+            "sql = { sqlite = \"db/t.sqlite\", query = \"SELECT COUNT(*) FROM t\" }",
+        );
+        let text = format!(
+            "{text}\n[read]\nsql = {{ sqlite = \"/abs/t.sqlite\", query = \"SELECT 1 WHERE ?1\" }}\n"
+        );
+        let target =
+            Target::parse(&text, Path::new("some/where/t.toml"), &Overrides::default()).unwrap();
+        let here = std::env::current_dir().unwrap();
+        assert_eq!(target.folder, here.join("some/where"));
+        match &target.count {
+            Count::Sqlite { file, .. } => assert_eq!(file, &here.join("some/where/db/t.sqlite")),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(program_in(&target.folder, "sh"), Path::new("sh"));
+        assert_eq!(
+            program_in(&target.folder, "./c.sh"),
+            here.join("some/where/./c.sh")
+        );
+        let read = target.read.and_then(|r| r.sql).unwrap();
+        assert_eq!(read.file, Path::new("/abs/t.sqlite"));
+        let plain = Target::parse(GOOD, Path::new("t.toml"), &Overrides::default()).unwrap();
+        assert_eq!(plain.folder, here.join("."));
     }
 
     #[test]

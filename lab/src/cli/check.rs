@@ -10,6 +10,7 @@ use lab::Error;
 use lab::check::{Overrides, TargetFile};
 use lab::conformance::Options;
 
+use super::check_reports::ReportFiles;
 use super::run::{BackendArgs, BackendName, backend};
 use super::value::{self, LoopbackUrl};
 use super::{Finished, bad_arguments};
@@ -49,9 +50,30 @@ pub struct CheckArgs {
     #[arg(long, value_name = "URL", requires = "target_file")]
     pub init: Option<String>,
 
+    /// With --target FILE: write a commented [mcp] starting file to FILE from the tools/list of
+    /// SERVER, an http:// URL (Streamable HTTP) or a command line (stdio), never replacing a
+    /// file, and check nothing
+    #[arg(
+        long,
+        value_name = "SERVER",
+        requires = "target_file",
+        conflicts_with = "init"
+    )]
+    pub init_mcp: Option<String>,
+
     /// With --target: print the report, with every exchange, as JSON
     #[arg(long, requires = "target_file")]
     pub json: bool,
+
+    /// With --target: also write the report as JUnit XML to PATH, for a CI system's test tab (a
+    /// test suite per point, a test case per sub-check); written whole, even when a point fails
+    #[arg(long, value_name = "PATH", requires = "target_file")]
+    pub junit: Option<PathBuf>,
+
+    /// With --target: also write the report as one self-contained HTML page to PATH, each
+    /// failed point drawn as the sequence of its exchanges; written whole, even when a point fails
+    #[arg(long, value_name = "PATH", requires = "target_file")]
+    pub html: Option<PathBuf>,
 
     /// With --target: allow a service (or an MCP URL) that is not on loopback (the check
     /// creates real effects)
@@ -118,9 +140,9 @@ fn check_target(args: &CheckArgs, file: &std::path::Path) -> lab::Result<Finishe
         )));
     }
     if let Some(url) = &args.init {
-        if args.json || args.target.url.is_some() {
+        if args.json || args.target.url.is_some() || args.junit.is_some() || args.html.is_some() {
             return Err(bad_arguments(
-                "--init writes a file and checks nothing: no --json, no --url",
+                "--init writes a file and checks nothing: no --json, --url, --junit or --html",
             ));
         }
         if !args.allow_remote {
@@ -137,6 +159,9 @@ fn check_target(args: &CheckArgs, file: &std::path::Path) -> lab::Result<Finishe
         );
         return Ok(Finished::Succeeded);
     }
+    if let Some(server) = &args.init_mcp {
+        return init_mcp(args, file, server);
+    }
     let overrides = Overrides {
         base_url: args
             .target
@@ -145,12 +170,15 @@ fn check_target(args: &CheckArgs, file: &std::path::Path) -> lab::Result<Finishe
             .map(|url: &LoopbackUrl| url.text.clone()),
         allow_remote: args.allow_remote,
     };
+    // Claimed before anything is sent: an unwritable path stops the check first.
+    let reports = ReportFiles::claim(args.junit.as_deref(), args.html.as_deref())?;
     let report = TargetFile::from_file(file, &overrides)?.run()?;
     if args.json {
         println!("{}", report.to_json());
     } else {
         println!("{report}");
     }
+    reports.write(&report)?;
     if report.passed {
         return Ok(Finished::Succeeded);
     }
@@ -165,4 +193,27 @@ fn check_target(args: &CheckArgs, file: &std::path::Path) -> lab::Result<Finishe
             failed.join(", ")
         ),
     })
+}
+
+/// `--init-mcp SERVER`: the `[mcp]` starting file from the server's `tools/list`.
+fn init_mcp(args: &CheckArgs, file: &std::path::Path, server: &str) -> lab::Result<Finished> {
+    if args.json || args.target.url.is_some() {
+        return Err(bad_arguments(
+            "--init-mcp writes a file and checks nothing: no --json, no --url",
+        ));
+    }
+    let server =
+        lab::check::mcp::init::Server::parse(server, args.allow_remote).map_err(|problem| {
+            Error::InputInvalid {
+                subject: "--init-mcp".to_owned(),
+                problem,
+            }
+        })?;
+    lab::check::mcp::init::write(file, &server)?;
+    eprintln!(
+        "wrote {}: fit it to your server, then run lab check --target {}",
+        file.display(),
+        file.display()
+    );
+    Ok(Finished::Succeeded)
 }

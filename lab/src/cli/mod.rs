@@ -15,6 +15,7 @@ pub mod bench;
 pub mod bench_postgres;
 pub mod bench_probe;
 pub mod check;
+pub mod check_reports;
 pub mod mcp;
 pub mod model;
 pub mod proxy;
@@ -30,7 +31,8 @@ Exit status:
   0  every check passed; for `lab runner`, every operation it ran succeeded
   1  a check failed, or the run broke (a store or the runner's file failed)
   2  bad input: an argument, the fixture, --output, --database or a --target file; nothing was
-     created, changed or sent
+     created, changed or sent, except by `lab check --target`'s calibration, which found that
+     the file does not describe the service and graded nothing
   3  lab runner: an operation was rejected (its key was first used with another payload)
   4  lab runner: an operation needs review (its outcome is unknown; look on the service)
   5  lab runner: an operation was held by the runner's own configuration (nothing accepts

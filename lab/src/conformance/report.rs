@@ -181,14 +181,16 @@ impl Report {
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for point in &self.points {
+            // The contract's promise ids beside the point's own name, so reports line up.
+            let ids = crate::contract::label(crate::contract::Checker::Conformance, point.name);
             match &point.verdict {
-                Verdict::Passed => writeln!(f, "PASS {}", point.name)?,
+                Verdict::Passed => writeln!(f, "PASS {} {ids}", point.name)?,
                 Verdict::NotCovered { reason } => {
-                    writeln!(f, "NOT COVERED {}: {}", point.name, point.promise)?;
+                    writeln!(f, "NOT COVERED {} {ids}: {}", point.name, point.promise)?;
                     writeln!(f, "     the tool says: {reason}")?;
                 }
                 Verdict::Failed(failure) => {
-                    writeln!(f, "FAIL {}: {}", point.name, point.promise)?;
+                    writeln!(f, "FAIL {} {ids}: {}", point.name, point.promise)?;
                     writeln!(f, "     expected {}", failure.expected)?;
                     writeln!(f, "     observed {}", failure.observed)?;
                     writeln!(f, "     likely cause: {}", failure.likely_cause)?;

@@ -143,6 +143,27 @@ impl Bounds {
         ..Bounds::DEFAULT
     };
 
+    /// The bounds the book names, with a name each: the default, each of the two additions of
+    /// the deeper run alone, and the deeper run. `cargo xtask model-depth` measures each.
+    pub const NAMED: [(&'static str, Bounds); 4] = [
+        ("default", Bounds::DEFAULT),
+        (
+            "a duplicate",
+            Bounds {
+                duplicates: 1,
+                ..Bounds::DEFAULT
+            },
+        ),
+        (
+            "a third caller",
+            Bounds {
+                callers: 3,
+                ..Bounds::DEFAULT
+            },
+        ),
+        ("deeper", Bounds::DEEPER),
+    ];
+
     /// The most callers the model has intents for.
     pub const MAX_CALLERS: u8 = 3;
 

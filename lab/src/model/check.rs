@@ -1,5 +1,6 @@
-//! Runs the checker: breadth-first, on one thread, so the first counterexample found is a
-//! shortest one and the same bounds always print the same trace.
+//! Runs the checker: breadth-first over the reduced model ([`super::reduce`]), on every core for
+//! the whole search; a counterexample is then looked for again on one thread, cut at its length,
+//! so it is a shortest one and the same bounds always print the same trace.
 
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -10,6 +11,7 @@ use crate::error::{Error, Result};
 
 use super::bounds::{Bounds, Variant};
 use super::protocol::{Action, Protocol, State};
+use super::reduce::{Reduced, concrete_path};
 use super::timeline::{Moment, render};
 
 /// A shortest path to a state that breaks a property.
@@ -50,8 +52,12 @@ pub struct Report {
     pub states: usize,
     /// The deepest path explored, in states.
     pub depth: usize,
-    /// Wall-clock time of the search.
+    /// Wall-clock time of the search, every pass included.
     pub elapsed: Duration,
+    /// Distinct states per second of the first pass, the one over the whole state space.
+    pub rate: f64,
+    /// Threads of the first pass.
+    pub threads: usize,
     /// Each property, and whether it is an invariant (`always`) or liveness (`eventually`).
     pub properties: Vec<(&'static str, &'static str)>,
     /// The shortest counterexample, if any property broke.
@@ -64,23 +70,30 @@ pub struct Report {
 /// # Errors
 /// [`Error::InputInvalid`] naming the option whose bound is out of range.
 pub fn check(bounds: Bounds, variant: Variant) -> Result<Report> {
-    let mut report = explore(bounds, variant, None)?;
+    let threads = std::thread::available_parallelism().map_or(1, usize::from);
+    let first = explore(bounds, variant, None, threads)?;
+    let Some(mut steps) = first.counterexample.as_ref().map(Counterexample::steps) else {
+        return Ok(first);
+    };
     // Stateright's breadth-first search records a property's discovery when a state breaks it,
-    // but a deeper state of the same block of work that breaks it too can replace the record.
-    // So search again, cut below the counterexample's length, until a cut finds nothing: the
-    // last one found is then a shortest.
-    while let Some(steps) = report.counterexample.as_ref().map(Counterexample::steps) {
-        let Some(shorter) = steps
-            .checked_sub(1)
-            .map(|cut| explore(bounds, variant, Some(cut)))
-            .transpose()?
-            .and_then(|cut| cut.counterexample)
-        else {
-            break;
-        };
-        report.counterexample = Some(shorter);
+    // but a deeper state of the same block of work (or of another thread) that breaks it too can
+    // replace the record. So search again, cut below the counterexample's length, until a cut
+    // finds nothing; then once more on one thread, cut at that length, so the counterexample
+    // printed is always the same one.
+    let mut elapsed = first.elapsed;
+    while let Some(cut) = steps.checked_sub(1) {
+        let shorter = explore(bounds, variant, Some(cut), threads)?;
+        elapsed += shorter.elapsed;
+        match shorter.counterexample {
+            Some(found) => steps = found.steps(),
+            None => break,
+        }
     }
-    Ok(report)
+    let mut last = explore(bounds, variant, Some(steps), 1)?;
+    last.elapsed += elapsed;
+    last.rate = first.rate;
+    last.threads = first.threads;
+    Ok(last)
 }
 
 /// The same search, cut at paths of `steps` steps: a counterexample found by [`check`] in
@@ -89,10 +102,16 @@ pub fn check(bounds: Bounds, variant: Variant) -> Result<Report> {
 /// # Errors
 /// As [`check`].
 pub fn check_within(bounds: Bounds, variant: Variant, steps: usize) -> Result<Report> {
-    explore(bounds, variant, Some(steps))
+    let threads = std::thread::available_parallelism().map_or(1, usize::from);
+    explore(bounds, variant, Some(steps), threads)
 }
 
-fn explore(bounds: Bounds, variant: Variant, steps: Option<usize>) -> Result<Report> {
+fn explore(
+    bounds: Bounds,
+    variant: Variant,
+    steps: Option<usize>,
+    threads: usize,
+) -> Result<Report> {
     if let Some(problem) = bounds.problem() {
         return Err(Error::InputInvalid {
             subject: "command line".to_owned(),
@@ -113,9 +132,9 @@ fn explore(bounds: Bounds, variant: Variant, steps: Option<usize>) -> Result<Rep
         })
         .collect();
     let started = Instant::now();
-    let mut builder = protocol
+    let mut builder = Reduced(protocol)
         .checker()
-        .threads(1)
+        .threads(threads)
         .finish_when(HasDiscoveries::AnyFailures);
     if let Some(steps) = steps {
         // Depth counts states: the initial state is depth 1, and states at the target depth
@@ -125,28 +144,40 @@ fn explore(bounds: Bounds, variant: Variant, steps: Option<usize>) -> Result<Rep
     let checker = builder.spawn_bfs().join();
     let elapsed = started.elapsed();
     let discoveries = checker.discoveries();
-    // With one thread and a stop at the first failure there is at most one; if there were more,
-    // take the shortest, then by name, so the report does not depend on a map's order.
+    // With a stop at the first failure there is usually one; if there were more, take the
+    // shortest, then by name, so the report does not depend on a map's order.
     let found = discoveries
         .into_iter()
         .min_by_key(|(name, path)| (path.clone().into_vec().len(), *name));
-    let counterexample = found.map(|(property, path)| {
-        let path = path.into_vec();
-        let (timeline, moments) = render(&protocol, &path, property);
-        Counterexample {
-            property,
-            path,
-            timeline,
-            moments,
-        }
-    });
+    let counterexample = found
+        .map(|(property, path)| {
+            let path = concrete_path(&protocol, &path.into_vec()).ok_or_else(|| {
+                Error::ScenarioFailed {
+                    scenario: "model",
+                    expected: "every step of the reduced search to be a step of the protocol"
+                        .to_owned(),
+                    observed: format!("a path to {property} that the protocol cannot take"),
+                }
+            })?;
+            let (timeline, moments) = render(&protocol, &path, property);
+            Ok::<_, Error>(Counterexample {
+                property,
+                path,
+                timeline,
+                moments,
+            })
+        })
+        .transpose()?;
+    let states = checker.unique_state_count();
     Ok(Report {
         bounds,
         variant,
         generated: checker.state_count(),
-        states: checker.unique_state_count(),
+        states,
         depth: checker.max_depth(),
         elapsed,
+        rate: states as f64 / elapsed.as_secs_f64().max(1e-9),
+        threads,
         properties,
         counterexample,
     })
@@ -171,7 +202,12 @@ impl Report {
             self.bounds.arguments()
         );
         let time = if timed {
-            format!(" in {:.1} s", self.elapsed.as_secs_f64())
+            format!(
+                " in {:.1} s ({:.0} states per second on {} threads)",
+                self.elapsed.as_secs_f64(),
+                self.rate,
+                self.threads
+            )
         } else {
             String::new()
         };
@@ -183,7 +219,8 @@ impl Report {
             self.depth.saturating_sub(1)
         );
         for (name, kind) in &self.properties {
-            let _ = writeln!(out, "  {kind:<10} {name}");
+            let ids = crate::contract::label(crate::contract::Checker::Model, name);
+            let _ = writeln!(out, "  {kind:<10} {name} {ids}");
         }
         match &self.counterexample {
             None => {

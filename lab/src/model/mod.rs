@@ -20,11 +20,19 @@
 //!
 //! The service's step is tied to the real service by [`TRANSITIONS`]: the model's step answers
 //! every row of the table (a unit test), and so does `lab serve` on its SQLite store (a test in
-//! `lab/tests/it/model.rs`).
+//! `lab/tests/it/model.rs`). The runner's steps are tied to the real runner by replays
+//! ([`replay`], with the `http` feature): a path of the model done by real runners and a real
+//! `lab serve`, each step compared with the model's.
+//!
+//! The checker explores one representative of each class of states the protocol cannot tell
+//! apart ([`Reduced`]), on every core.
 
 mod bounds;
 mod check;
 mod protocol;
+mod reduce;
+#[cfg(feature = "http")]
+pub mod replay;
 mod service;
 mod timeline;
 
@@ -35,6 +43,7 @@ pub use protocol::{
     ORIGINAL_EFFECT, OWN_PAYLOAD, Process, Protocol, REJECTED_CHANGES_NOTHING, Row, RowState,
     Runner, State, UNKNOWN_IS_NOT_NOTHING, tag,
 };
+pub use reduce::Reduced;
 pub use service::{
     Answer, Before, Compare, Expect, FIRST, Key, Record, Request, ScopeId, Sent, Store,
     TRANSITIONS, Text, Ticket, Transition,

@@ -46,7 +46,7 @@ pub fn tag(index: u8) -> String {
 }
 
 /// Where an operation stands in the runner's file (`operations.state`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum RowState {
     /// Saved, no final answer yet.
     Pending,
@@ -72,20 +72,22 @@ impl RowState {
 }
 
 /// The runner's row: what survives its crash.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Row {
     /// The state.
     pub state: RowState,
     /// Sends so far, over every run (`operations.attempts`).
     pub attempts: u8,
-    /// Whether any send so far got past the connection, so that the service may have acted.
+    /// Whether any send so far may have reached the service, as the runner can tell: every
+    /// send it counted. A refused connection and a lost reply both come back as no answer
+    /// (`OutcomeUnknown`), so the runner counts neither as refused.
     pub reached: bool,
     /// The key, when the runner saves it (every variant but memory-key).
     pub key: Option<Key>,
 }
 
 /// What the runner process is doing; lost in a crash.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Process {
     /// It has not received its intent yet.
     Idle,
@@ -110,7 +112,7 @@ pub enum Process {
 }
 
 /// One runner: its durable row and its process.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Runner {
     /// The row in its file, once saved.
     pub row: Option<Row>,
@@ -156,7 +158,7 @@ pub struct Lookup {
 }
 
 /// Faults still allowed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Left {
     /// Requests the network may still lose.
     pub losses: u8,
@@ -169,7 +171,7 @@ pub struct Left {
 }
 
 /// Facts no participant keeps, recorded for the properties.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Ghost {
     /// A conflict answer came with a change to the store.
     pub conflict_changed: bool,
@@ -178,7 +180,7 @@ pub struct Ghost {
 }
 
 /// The whole system at one moment.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct State {
     /// The runners, by intent.
     pub runners: Vec<Runner>,
@@ -283,9 +285,9 @@ impl Protocol {
         }
         if !up {
             // ANCHOR: model_held
-            // Unreachable: nothing is sent this run. "Held" says nothing took effect, which is
-            // true only if no send of any run got past the connection; after one that did, the
-            // outcome is unknown and goes to a person.
+            // Unreachable: nothing is sent this run. "Held" says nothing took effect, which the
+            // runner knows only if no run has sent anything; after any send, the outcome is
+            // unknown and goes to a person.
             if variant == Variant::HeldAfterSend || !row.reached {
                 row.state = RowState::Held;
                 me.process = Process::Exited;
@@ -345,12 +347,15 @@ impl Protocol {
         // `count_send` commits before the request goes out.
         row.attempts += 1;
         let attempt = row.attempts;
+        // The runner cannot tell a refused connection from a lost reply: both are no answer,
+        // so from here on it may never say that nothing took effect. (The model once kept a
+        // refused send out of this, and a replay on the real runner caught the difference.)
+        row.reached = true;
         if !up {
-            // Connection refused: the service cannot have acted.
+            // Connection refused: the service cannot have acted, but the runner does not know.
             Protocol::end_send(me, sent + 1, budget);
             return Some(());
         }
-        row.reached = true;
         let key = match variant {
             Variant::FreshKey => Key(attempt),
             Variant::MemoryKey => me.key,
@@ -623,41 +628,57 @@ impl Model for Protocol {
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
-        vec![
-            Property::always(ONE_EFFECT, |_, s: &State| {
-                (0..s.runners.len() as u8).all(|i| s.store.tickets_of(i).count() <= 1)
-            }),
-            Property::always(ORIGINAL_EFFECT, |_, s: &State| {
-                s.runners.iter().enumerate().all(|(i, r)| match r.row {
-                    Some(Row {
-                        state: RowState::Succeeded(id),
-                        ..
-                    }) => s.store.tickets_of(i as u8).next().map(|t| t.id) == Some(id),
-                    _ => true,
-                })
-            }),
-            Property::always(REJECTED_CHANGES_NOTHING, |_, s: &State| {
-                !s.ghost.conflict_changed
-            }),
-            Property::always(OWN_PAYLOAD, |_, s: &State| !s.ghost.own_payload_rejected),
-            Property::always(UNKNOWN_IS_NOT_NOTHING, |_, s: &State| {
-                s.runners.iter().enumerate().all(|(i, r)| {
-                    !matches!(
-                        r.row,
-                        Some(Row {
-                            state: RowState::Held,
-                            ..
-                        })
-                    ) || s.store.tickets_of(i as u8).next().is_none()
-                })
-            }),
-            Property::eventually(FINAL_ANSWER, |_, s: &State| {
-                s.runners
-                    .iter()
-                    .all(|r| r.row.is_some_and(|row| row.state.is_final()))
-            }),
-        ]
+        properties()
     }
+}
+
+/// The contract's rules, for any model whose states are the protocol's: the protocol itself, and
+/// the reduced model the checker explores.
+pub(super) fn properties<M: Model<State = State>>() -> Vec<Property<M>> {
+    vec![
+        Property::always(ONE_EFFECT, |_: &M, s: &State| one_effect(s)),
+        Property::always(ORIGINAL_EFFECT, |_: &M, s: &State| original_effect(s)),
+        Property::always(REJECTED_CHANGES_NOTHING, |_: &M, s: &State| {
+            !s.ghost.conflict_changed
+        }),
+        Property::always(OWN_PAYLOAD, |_: &M, s: &State| {
+            !s.ghost.own_payload_rejected
+        }),
+        Property::always(UNKNOWN_IS_NOT_NOTHING, |_: &M, s: &State| {
+            unknown_is_not_nothing(s)
+        }),
+        Property::eventually(FINAL_ANSWER, |_: &M, s: &State| {
+            s.runners
+                .iter()
+                .all(|r| r.row.is_some_and(|row| row.state.is_final()))
+        }),
+    ]
+}
+
+fn one_effect(s: &State) -> bool {
+    (0..s.runners.len() as u8).all(|i| s.store.tickets_of(i).count() <= 1)
+}
+
+fn original_effect(s: &State) -> bool {
+    s.runners.iter().enumerate().all(|(i, r)| match r.row {
+        Some(Row {
+            state: RowState::Succeeded(id),
+            ..
+        }) => s.store.tickets_of(i as u8).next().map(|t| t.id) == Some(id),
+        _ => true,
+    })
+}
+
+fn unknown_is_not_nothing(s: &State) -> bool {
+    s.runners.iter().enumerate().all(|(i, r)| {
+        !matches!(
+            r.row,
+            Some(Row {
+                state: RowState::Held,
+                ..
+            })
+        ) || s.store.tickets_of(i as u8).next().is_none()
+    })
 }
 
 #[cfg(test)]

@@ -81,7 +81,7 @@ pub struct Ticket {
 }
 
 /// What the service's database holds: it survives a crash of the service.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Store {
     /// Operation records, sorted.
     pub records: Vec<Record>,

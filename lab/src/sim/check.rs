@@ -65,7 +65,8 @@ pub struct Violation {
 
 impl fmt::Display for Violation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.kind.name(), self.detail)
+        let ids = crate::contract::label(crate::contract::Checker::Simulator, self.kind.name());
+        write!(f, "{} {ids}: {}", self.kind.name(), self.detail)
     }
 }
 

@@ -55,7 +55,10 @@ fn lab_check_passes_every_contract_point_on_the_sqlite_store() {
     let points = lab::conformance::point_names();
     for name in &points {
         assert!(
-            stdout.contains(&format!("PASS {name}\n")),
+            stdout.contains(&format!(
+                "PASS {name} {}\n",
+                lab::contract::label(lab::contract::Checker::Conformance, name)
+            )),
             "{name} missing:\n{stdout}"
         );
     }

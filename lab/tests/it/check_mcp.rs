@@ -216,10 +216,11 @@ fn lab_mcp_over_streamable_http_passes_every_point_of_its_shipped_target_file() 
 }
 
 #[test]
-fn a_create_tool_without_a_key_is_the_first_finding_and_an_idempotent_hint_on_it_warns() {
-    // The lab's own create_ticket, described as if it took no key: the check then calls it
-    // without one, which the server refuses, and the tool's idempotentHint = true is a claim a
-    // key-less tool cannot back.
+fn a_file_that_calls_a_keyed_tool_without_its_key_stops_at_calibration_naming_key_argument() {
+    // The lab's own create_ticket, described as if it took no key: the server refuses every
+    // call without one. Before issue #32 the check graded that as the tool's findings (no key,
+    // a failed replay, ...); the file is at fault, and calibration says so before any point.
+    // (A tool that really takes no key is graded by the server-memory test below.)
     let folder = tempfile::tempdir().unwrap();
     let file = fitted(
         "lab/targets/lab-mcp-stdio.toml",
@@ -229,42 +230,13 @@ fn a_create_tool_without_a_key_is_the_first_finding_and_an_idempotent_hint_on_it
         ],
         folder.path(),
     );
-    let report = check_json(&file, &[]);
-    assert_eq!(report["passed"], false);
-    let first = &report["points"][0];
-    assert_eq!(first["name"], "key");
-    assert_eq!(first["verdict"], "FAIL");
-    assert!(
-        first["checks"][1]["observed"]
-            .as_str()
-            .unwrap()
-            .contains("cannot be retried safely")
-    );
-    assert_eq!(verdict(&report, "annotations"), "PASS_WITH_WARNINGS");
-    for point in [
-        "replay",
-        "changed-payload",
-        "new-key",
-        "concurrent",
-        "scope",
-        "key-forms",
-    ] {
-        assert_eq!(verdict(&report, point), "FAIL", "{point}");
-        let checks = report["points"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|p| p["name"] == point)
-            .unwrap()["checks"]
-            .clone();
-        assert!(
-            checks[0]["observed"]
-                .as_str()
-                .unwrap()
-                .contains("this point cannot pass"),
-            "{point}: {checks}"
-        );
-    }
+    let output = check_text(&file, &["--json"]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(output.stdout.is_empty(), "{}", text(&output.stdout));
+    assert!(stderr.contains("does not describe the service"), "{stderr}");
+    assert!(stderr.contains("mcp.tool.key_argument"), "{stderr}");
+    assert!(stderr.contains("\"operation_key\""), "{stderr}");
 }
 
 /// The clients' venv python (the official MCP SDK), or `None` after a loud skip; a failure when
@@ -300,10 +272,15 @@ fn python(test: &str) -> Option<PathBuf> {
 
 fn planted(python: &Path, bug: &str, folder: &Path) -> Value {
     let python = python.to_str().unwrap();
+    let server = repository_root().join("lab/tests/mcp-servers/planted/server.py");
+    let server = server.to_str().unwrap();
     let file = fitted(
         "lab/tests/mcp-servers/planted/target.toml",
         &[
             ("\"python3\"", &format!("{python:?}")),
+            // The copy lives in another folder than the server, which the file names relative
+            // to its own folder.
+            ("\"server.py\"", &format!("{server:?}")),
             ("\"--bug\", \"none\"", &format!("\"--bug\", \"{bug}\"")),
         ],
         folder,
@@ -513,8 +490,18 @@ fn over_streamable_http_with_event_streams_the_sdk_server_passes_and_its_planted
 /// The memory server's folder, with its `node_modules` from `npm ci`; `None` after a loud skip,
 /// a failure when `LAB_REQUIRE_MCP_SERVERS=1` (CI sets it).
 fn memory_server(test: &str) -> Option<PathBuf> {
-    let folder = repository_root().join("lab/tests/mcp-servers/server-memory");
-    let entry = folder.join("node_modules/@modelcontextprotocol/server-memory/dist/index.js");
+    npm_server(
+        test,
+        "server-memory",
+        "node_modules/@modelcontextprotocol/server-memory/dist/index.js",
+    )
+}
+
+/// The folder `lab/tests/mcp-servers/NAME`, when its server's `entry` (from `npm ci`) is there
+/// and node runs; `None` after a loud skip, a failure when `LAB_REQUIRE_MCP_SERVERS=1`.
+fn npm_server(test: &str, name: &str, entry: &str) -> Option<PathBuf> {
+    let folder = repository_root().join("lab/tests/mcp-servers").join(name);
+    let entry = folder.join(entry);
     let node = Command::new("node")
         .arg("--version")
         .output()
@@ -525,13 +512,13 @@ fn memory_server(test: &str) -> Option<PathBuf> {
     if std::env::var("LAB_REQUIRE_MCP_SERVERS").as_deref() == Ok("1") {
         panic!(
             "LAB_REQUIRE_MCP_SERVERS=1, but {} is missing or node is not on PATH: run npm ci in \
-             lab/tests/mcp-servers/server-memory (.ci/run does)",
+             lab/tests/mcp-servers/{name} (.ci/run does)",
             entry.display()
         );
     }
     let _ = writeln!(
         std::io::stderr(),
-        "\n*** SKIPPED: {test}: no node, or no npm ci in lab/tests/mcp-servers/server-memory; \
+        "\n*** SKIPPED: {test}: no node, or no npm ci in lab/tests/mcp-servers/{name}; \
          LAB_REQUIRE_MCP_SERVERS=1 makes this a failure ***\n"
     );
     None
@@ -539,7 +526,7 @@ fn memory_server(test: &str) -> Option<PathBuf> {
 
 /// What a findings file keeps of a report: each point's verdict and each failed sub-check's
 /// sentence and grade, never the observed values (they hold names and run tags).
-fn findings(report: &Value) -> Value {
+fn findings(report: &Value, server: &str, package: &str) -> Value {
     let points: Vec<Value> = report["points"]
         .as_array()
         .unwrap()
@@ -564,8 +551,8 @@ fn findings(report: &Value) -> Value {
         })
         .collect();
     json!({
-        "server": "server-memory",
-        "package": "@modelcontextprotocol/server-memory 2026.8.31 (npm)",
+        "server": server,
+        "package": package,
         "transport": "stdio",
         "passed": report["passed"],
         "points": points,
@@ -621,23 +608,110 @@ fn the_official_memory_server_keeps_its_pinned_verdicts() {
         table.push('\n');
     }
     compare_with_the_book(&table, "check-server-memory.txt");
-    let found = findings(&report);
-    let pinned_path = folder.join("findings.json");
+    let found = findings(
+        &report,
+        "server-memory",
+        "@modelcontextprotocol/server-memory 2026.8.31 (npm)",
+    );
+    compare_with_the_pinned_findings(&found, &folder.join("findings.json"));
+}
+
+/// Compares `found` with the findings file at `pinned_path`; `LAB_WRITE_FINDINGS=1` rewrites it
+/// first.
+fn compare_with_the_pinned_findings(found: &Value, pinned_path: &Path) {
     if std::env::var("LAB_WRITE_FINDINGS").as_deref() == Ok("1") {
         std::fs::write(
-            &pinned_path,
-            serde_json::to_string_pretty(&found).unwrap() + "\n",
+            pinned_path,
+            serde_json::to_string_pretty(found).unwrap() + "\n",
         )
         .unwrap();
     }
-    let pinned: Value =
-        serde_json::from_str(&std::fs::read_to_string(&pinned_path).unwrap()).unwrap();
+    let pinned: Value = serde_json::from_str(
+        &std::fs::read_to_string(pinned_path)
+            .unwrap_or_else(|e| panic!("{}: {e}", pinned_path.display())),
+    )
+    .unwrap();
     assert_eq!(
         found,
-        pinned,
-        "the memory server's verdicts drifted from {}; after a deliberate change rerun with \
+        &pinned,
+        "{}: this run's verdicts drifted from {}; after a deliberate change rerun with \
          LAB_WRITE_FINDINGS=1",
+        found["server"],
         pinned_path.display()
+    );
+}
+
+/// The Shrimp Task Manager (`mcp-shrimp-task-manager` from npm): its create tool refuses inside
+/// plain results, never marked `isError`; the target file reads the refusal from the text
+/// (`mcp.errors.text_code_pattern`) and the identity with a regex.
+#[test]
+fn the_shrimp_task_manager_keeps_its_pinned_verdicts() {
+    let test = "check_mcp::the_shrimp_task_manager_keeps_its_pinned_verdicts";
+    let Some(folder) = npm_server(
+        test,
+        "shrimp-task-manager",
+        "node_modules/mcp-shrimp-task-manager/dist/index.js",
+    ) else {
+        return;
+    };
+    let report = check_json(&folder.join("target.toml"), &[]);
+    let _ = writeln!(
+        std::io::stderr(),
+        "shrimp-task-manager: {} ms, {:?}",
+        report["elapsed_ms"],
+        verdicts(&report)
+    );
+    // Confirmed by hand (REPRODUCTION.md): no key (probe 1); a retry with the same arguments
+    // makes a second task and names it (probe 3); six tasks in flight together, one kept (probe 4).
+    assert_eq!(verdict(&report, "key"), "FAIL");
+    assert_eq!(verdict(&report, "lost-result"), "FAIL");
+    assert_eq!(verdict(&report, "concurrent-distinct"), "FAIL");
+    assert!(failed_observations(&report, "concurrent-distinct").contains("acknowledged lost"));
+    // The refusal in a plain result (probe 2) is read as a refusal, and the corrected call
+    // succeeds.
+    assert_eq!(verdict(&report, "error-then-corrected"), "PASS");
+    let found = findings(
+        &report,
+        "shrimp-task-manager",
+        "mcp-shrimp-task-manager 1.0.21 (npm)",
+    );
+    compare_with_the_pinned_findings(&found, &folder.join("findings.json"));
+
+    // The same file without the text pattern no longer describes the server: its refusal is a
+    // plain result, so the calibration stops the run (exit 2, the field named) before any point
+    // reads that refusal as a success.
+    let scratch = tempfile::tempdir().unwrap();
+    let entry = folder.join("node_modules/mcp-shrimp-task-manager/dist/index.js");
+    let without = fitted(
+        "lab/tests/mcp-servers/shrimp-task-manager/target.toml",
+        &[
+            (
+                "\"node_modules/mcp-shrimp-task-manager/dist/index.js\"",
+                &format!("{:?}", entry.display().to_string()),
+            ),
+            (
+                "\"count.js\"",
+                &format!("{:?}", folder.join("count.js").display().to_string()),
+            ),
+            (
+                "text_code_pattern = '^(Error occurred|tasks 參數格式錯誤|tasksRaw 參數格式錯誤)'\n",
+                "",
+            ),
+        ],
+        scratch.path(),
+    );
+    let output = check_text(&without, &[]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("does not describe the service")
+            && stderr.contains("mcp.errors.validation"),
+        "{stderr}"
+    );
+    assert!(
+        !text(&output.stdout).contains("error-then-corrected"),
+        "no point is graded: {}",
+        text(&output.stdout)
     );
 }
 
@@ -709,4 +783,101 @@ fn bad_mcp_target_files_are_refused_naming_the_field_with_nothing_started_or_sen
         listener.accept().is_err(),
         "a refused file connected to the server"
     );
+}
+
+#[test]
+fn init_mcp_writes_a_starting_file_from_the_servers_tools_list_that_validates() {
+    let folder = tempfile::tempdir().unwrap();
+    let file = folder.path().join("mine.toml");
+    let server = format!("{LAB} mcp --database {{{{dir}}}}/init.sqlite");
+    let output = Command::new(LAB)
+        .args([
+            "check",
+            "--target",
+            file.to_str().unwrap(),
+            "--init-mcp",
+            &server,
+        ])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let written = std::fs::read_to_string(&file).unwrap();
+    let target =
+        lab::check::mcp::McpTarget::parse(&written, &file, &lab::check::Overrides::default())
+            .unwrap_or_else(|err| panic!("{err}\n{written}"));
+    assert_eq!(target.tool.name, "create_ticket");
+    assert_eq!(target.tool.key_argument.as_deref(), Some("operation_key"));
+    assert!(written.contains("#   list_tickets()"), "{written}");
+    // A second time: refused, the file unchanged, exit 2.
+    let again = Command::new(LAB)
+        .args([
+            "check",
+            "--target",
+            file.to_str().unwrap(),
+            "--init-mcp",
+            &server,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(2));
+    assert!(text(&again.stderr).contains("never replaces"));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), written);
+}
+
+#[test]
+fn a_stdio_server_that_cannot_start_is_named_by_its_transport_not_as_http() {
+    let folder = tempfile::tempdir().unwrap();
+    let file = fitted(
+        "lab/targets/lab-mcp-stdio.toml",
+        &[(
+            "[\"lab\", \"mcp\", \"--database\", \"{{dir}}/lab.sqlite\"]",
+            "[\"sh\", \"-c\", \"exit 3\"]",
+        )],
+        folder.path(),
+    );
+    let output = check_text(&file, &[]);
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.starts_with("error: MCP stdio: sh -c exit 3"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("HTTP"), "{stderr}");
+}
+
+/// A server that refuses inside results not marked isError (its text JSON, or "Error [CODE]"
+/// plain text) is described by mcp.errors.text_code_pointer or text_code_pattern, and passes
+/// as the structured one does; described by code_pointer alone, its refusals are not seen.
+#[test]
+fn refusals_in_results_not_marked_as_errors_are_read_where_the_file_says() {
+    let Some(python) =
+        python("check_mcp::refusals_in_results_not_marked_as_errors_are_read_where_the_file_says")
+    else {
+        return;
+    };
+    let python = python.to_str().unwrap().to_owned();
+    let server = repository_root().join("lab/tests/mcp-servers/planted/server.py");
+    let server = server.to_str().unwrap().to_owned();
+    let run = |form: &str, errors: &str| {
+        let folder = tempfile::tempdir().unwrap();
+        let file = fitted(
+            "lab/tests/mcp-servers/planted/target.toml",
+            &[
+                ("\"python3\"", &format!("{python:?}")),
+                ("\"server.py\"", &format!("{server:?}")),
+                (
+                    "\"--bug\", \"none\"",
+                    &format!("\"--bug\", \"none\", \"--refusals\", \"{form}\""),
+                ),
+                ("code_pointer = \"/code\"", errors),
+            ],
+            folder.path(),
+        );
+        check_json(&file, &[])
+    };
+    let json = run("json-text", "text_code_pointer = \"/error/code\"");
+    assert_every_point_passes(&json);
+    let plain = run("plain-text", r#"text_code_pattern = '^Error \[(\w+)\]'"#);
+    assert_every_point_passes(&plain);
+    let unseen = run("plain-text", "code_pointer = \"/code\"");
+    assert_eq!(verdict(&unseen, "changed-payload"), "FAIL");
 }

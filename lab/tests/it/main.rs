@@ -4,9 +4,11 @@ mod backend;
 mod bad_input;
 mod bench;
 mod book;
+mod calibration;
 mod check;
 mod check_mcp;
 mod check_target;
+mod check_vocab;
 mod cli;
 mod clients;
 mod conformance;
@@ -23,11 +25,14 @@ mod mcp_grader;
 mod middlewares;
 #[cfg(feature = "model")]
 mod model;
+#[cfg(feature = "model")]
+mod model_replay;
 mod outside;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod proxy;
 mod refusals;
+mod reports;
 mod retention;
 mod runner;
 mod sim;

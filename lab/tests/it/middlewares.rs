@@ -30,7 +30,7 @@ enum Runtime {
 }
 
 /// One service of `lab/tests/blackbox/`.
-struct Service {
+pub(crate) struct Service {
     /// Its folder.
     name: &'static str,
     runtime: Runtime,
@@ -44,7 +44,7 @@ struct Service {
     confirmed: &'static [(&'static str, &'static str)],
 }
 
-const ASGI: Service = Service {
+pub(crate) const ASGI: Service = Service {
     name: "asgi-idempotency-header",
     runtime: Runtime::Python,
     module: "idempotency_header_middleware",
@@ -123,6 +123,53 @@ const NESTJS: Service = Service {
     ],
 };
 
+/// The middleware that takes only UUID keys (any other key is answered 500).
+const DRF: Service = Service {
+    name: "djangorestframework-idempotency-key",
+    runtime: Runtime::Python,
+    module: "rest_framework_idempotency_key",
+    package: "djangorestframework-idempotency-key 1.0.3 (PyPI)",
+    framework: "Django REST Framework 3.17.2",
+    confirmed: &[
+        ("replay", "PASS"),                                 // probe 8
+        ("scope", "FAIL"),                                  // probe 1: the data leak
+        ("changed-payload", "PASS_WITH_WARNINGS"),          // probe 2: refused with 409
+        ("reordered-fields", "FAIL"),                       // probe 3: refused with 409
+        ("concurrent-fresh-key", "PASS"),                   // probe 4, race.sh
+        ("error-then-corrected", "FAIL"),                   // probe 6: the 422 is saved
+        ("server-error-then-corrected", "FAIL"),            // probe 7: the 503 is saved
+        ("other-endpoint", "FAIL"),                         // probe 10: refused with 409
+        ("hang-up", "FAIL"),                                // probe 12: the partial body kept
+        ("key-forms", "FAIL"),                              // probes 13, 14: 500
+        ("fault-between-effect-and-record", "NOT_COVERED"), // probe 11: no window
+    ],
+};
+
+/// The middleware that answers a repeated key with 429 and a fixed body.
+const DUPLICATE: Service = Service {
+    name: "duplicate-requests",
+    runtime: Runtime::Node,
+    module: "duplicate-requests",
+    package: "duplicate-requests 1.1.2 (npm)",
+    framework: "Express 4.21.2",
+    confirmed: &[
+        ("replay", "FAIL"),                          // probe 8: 429, no ticket in it
+        ("lost-reply", "FAIL"),                      // probe 8
+        ("hang-up", "FAIL"),                         // probe 12: the next retry 429
+        ("changed-payload", "FAIL"),                 // probes 2, 8: 429, then 429
+        ("reordered-fields", "FAIL"),                // probe 3
+        ("new-key", "PASS"),                         // every probe's first request
+        ("concurrent-fresh-key", "FAIL"),            // probes 4, 8: its retry 429
+        ("concurrent-completed-key", "FAIL"),        // probe 8
+        ("scope", "FAIL"),                           // probe 1: bob refused
+        ("other-endpoint", "FAIL"),                  // probe 10: refused with 429
+        ("key-forms", "FAIL"),                       // probes 9, 13, 14
+        ("error-then-corrected", "FAIL"),            // probe 6: the key is burned
+        ("server-error-then-corrected", "FAIL"),     // probe 7
+        ("fault-between-effect-and-record", "FAIL"), // probe 11
+    ],
+};
+
 fn blackbox_folder() -> PathBuf {
     crate::repository_root().join("lab/tests/blackbox")
 }
@@ -162,7 +209,7 @@ fn runtime_program(service: &Service) -> Result<PathBuf, String> {
 }
 
 /// Whether `service` can run; says so loudly when not, or fails under `LAB_REQUIRE_BLACKBOX`.
-fn available(test: &str, service: &Service) -> Option<PathBuf> {
+pub(crate) fn available(test: &str, service: &Service) -> Option<PathBuf> {
     match runtime_program(service) {
         Ok(program) => Some(program),
         Err(why) => {
@@ -182,10 +229,10 @@ fn available(test: &str, service: &Service) -> Option<PathBuf> {
 
 /// A running service, killed when dropped; its folder holds the target file, the database and
 /// the service's log.
-struct Running {
+pub(crate) struct Running {
     child: Child,
-    url: String,
-    folder: tempfile::TempDir,
+    pub(crate) url: String,
+    pub(crate) folder: tempfile::TempDir,
 }
 
 impl Drop for Running {
@@ -196,13 +243,13 @@ impl Drop for Running {
 }
 
 impl Running {
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(self.folder.path().join("service.log")).unwrap_or_default()
     }
 }
 
 /// Starts `service` with `program` and `env`, in a fresh folder with a copy of its target file.
-fn start(service: &Service, program: &Path, env: &[(&str, &str)]) -> Running {
+pub(crate) fn start(service: &Service, program: &Path, env: &[(&str, &str)]) -> Running {
     let source = blackbox_folder().join(service.name);
     let folder = tempfile::tempdir().unwrap();
     std::fs::copy(
@@ -402,6 +449,22 @@ fn node_idempotency_nestjs_service_gets_its_pinned_verdicts() {
     check_against_the_pinned_findings(
         "node_idempotency_nestjs_service_gets_its_pinned_verdicts",
         &NESTJS,
+    );
+}
+
+#[test]
+fn djangorestframework_idempotency_key_service_gets_its_pinned_verdicts() {
+    check_against_the_pinned_findings(
+        "djangorestframework_idempotency_key_service_gets_its_pinned_verdicts",
+        &DRF,
+    );
+}
+
+#[test]
+fn duplicate_requests_service_gets_its_pinned_verdicts() {
+    check_against_the_pinned_findings(
+        "duplicate_requests_service_gets_its_pinned_verdicts",
+        &DUPLICATE,
     );
 }
 

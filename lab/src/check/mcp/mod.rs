@@ -6,16 +6,22 @@
 //!
 //! - [`target`]: the `[mcp]` section and its validation.
 //! - [`http`]: the Streamable HTTP client (JSON answers and event streams).
+//! - [`init`]: the commented `[mcp]` starting file `--init-mcp` writes from `tools/list`.
 //! - [`probe`]: sessions, recorded calls, a cancelled call, counting.
 //! - [`points`]: the points.
+//! - [`calibration`]: before any point, the proof that the `[mcp]` section describes the
+//!   server; a mismatch stops the check with exit status 2, naming the field at fault.
 
+pub mod calibration;
 pub mod http;
+pub mod init;
 pub mod points;
 pub mod probe;
 pub mod target;
 
 use std::sync::Arc;
 
+use super::calibration::Stop;
 use super::report::{DRAFT, Report};
 use crate::error::{Error, Result};
 pub use target::McpTarget;
@@ -26,10 +32,12 @@ its rules carried from the header to the tool's key argument), the MCP specifica
 (MCP), and the lab's contract (LAB)";
 
 /// Runs every MCP point and returns the report. Call it only with a validated [`McpTarget`].
+/// The calibration runs first; a file that does not describe the server stops there.
 ///
 /// # Errors
-/// [`Error::Io`] when the runtime cannot start; [`Error::Http`] when the server cannot be
-/// started or reached, or the first count fails (nothing is judged then).
+/// [`Error::Io`] when the runtime cannot start; [`Error::TargetMismatch`] when the file names a
+/// command that cannot be started, or the calibration shows that it does not describe the
+/// server (nothing is graded then); [`Error::Mcp`] when the server cannot be reached.
 pub fn run(target: McpTarget) -> Result<Report> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -41,25 +49,58 @@ pub fn run(target: McpTarget) -> Result<Report> {
         })?;
     let file = target.path.display().to_string();
     let place = target.describe();
-    let unreachable = |problem: String| Error::Http {
-        method: "MCP",
-        url: place.clone(),
-        status: None,
-        problem,
-    };
-    let (points, elapsed, history) = runtime.block_on(async {
-        let probe = Arc::new(probe::McpProbe::start(target).await.map_err(&unreachable)?);
-        probe.count().await.map_err(&unreachable)?;
+    let (points, elapsed, (history, counts), calibration) = runtime.block_on(async {
+        let probe = probe::McpProbe::start(target)
+            .await
+            .map_err(|problem| mcp_error(not_started(problem), &file, &place))?;
+        let probe = Arc::new(probe);
+        let calibrated = calibration::calibrate(&probe).await;
+        let calibration = match calibrated {
+            Ok(calibration) => calibration,
+            Err(stop) => {
+                if let Ok(probe) = Arc::try_unwrap(probe) {
+                    probe.finish().await;
+                }
+                return Err(mcp_error(stop, &file, &place));
+            }
+        };
         let points = points::all(&probe).await;
         let elapsed = probe.history.elapsed();
-        let history = probe.history.exchanges();
+        let history = (probe.history.exchanges(), probe.history.counts());
         if let Ok(probe) = Arc::try_unwrap(probe) {
             probe.finish().await;
         }
-        Ok::<_, Error>((points, elapsed, history))
+        Ok::<_, Error>((points, elapsed, history, calibration))
     })?;
     let mut report = Report::new(file, place, points, elapsed, history);
     report.graded_against = GRADED_AGAINST.to_owned();
+    report.calibration = calibration;
+    report.name_promises(crate::contract::Checker::Mcp);
+    report.counts = counts;
     debug_assert!(report.draft == DRAFT);
     Ok(report)
+}
+
+/// A server that could not be started or reached: the file's fault when its command cannot be
+/// started (a program that is not there); the server's otherwise.
+/// A stop as the error the command line prints: a server that could not be reached is named by
+/// its transport (`MCP stdio: ...`), never as HTTP.
+fn mcp_error(stop: Stop, file: &str, place: &str) -> Error {
+    match stop {
+        Stop::Unreachable { problem, .. } => Error::Mcp {
+            place: place.to_owned(),
+            problem,
+        },
+        mismatch => mismatch.into_error(file, place),
+    }
+}
+
+fn not_started(problem: String) -> Stop {
+    if problem.starts_with("mcp.command") {
+        return Stop::mismatch("mcp.command", super::calibration::trimmed(&problem));
+    }
+    Stop::Unreachable {
+        asked: "MCP",
+        problem,
+    }
 }

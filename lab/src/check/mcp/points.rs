@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::super::points::Checks;
+use super::super::probe::same_effect;
 use super::super::report::{Grade, Level, PointReport};
 use super::probe::{KeyArg, McpProbe, Seen, ToolCall};
 
@@ -266,7 +267,7 @@ fn retry_matches(
     grade: Grade,
 ) -> bool {
     let expected = first.read.identity.as_deref().unwrap_or("none");
-    let passed = retry.read.success && retry.read.identity == first.read.identity;
+    let passed = retry.read.success && same_effect(&retry.read.identity, &first.read.identity);
     let observed = if retry.read.success && retry.read.identity.is_some() && !passed {
         format!(
             "{}: another effect than the first ({expected})",
@@ -481,7 +482,10 @@ async fn cancelled(probe: &McpProbe) -> PointReport {
         probe.describe(retry),
         &[retry.id],
     );
-    judge_retry(probe, &mut checks, None, retry, before).await;
+    // The cancelled call's own result, when it came before the cancellation: the client never
+    // read it, the history keeps it, and the retry must name the effect it names.
+    let made = cancelled.read.identity.is_some().then_some(&cancelled);
+    judge_retry(probe, &mut checks, made, retry, before).await;
     PointReport::covered(NAME, TITLE, checks.0)
 }
 
@@ -556,22 +560,56 @@ async fn changed_payload(probe: &McpProbe) -> PointReport {
     if let Some(report) = cannot(probe, NAME, TITLE) {
         return report;
     }
+    let changes = probe.changes(&probe.fresh_fields());
+    if changes.is_empty() {
+        return PointReport::not_covered(
+            NAME,
+            TITLE,
+            "mcp.tool.vary names no field the check may change, so it cannot send other \
+             arguments under one key. Name one: vary = { title = \"text\" } for free text, or \
+             a list of values the tool accepts."
+                .to_owned(),
+        );
+    }
     let mut checks = Checks::new();
-    let before = count_or_stop!(probe, checks, NAME, TITLE);
-    let fields = probe.fresh_fields();
-    let call = probe.call("the first call", probe.intention_key(), &fields);
-    let Some(first_seen) = first(probe, NAME, &mut checks, &call).await else {
-        return PointReport::covered(NAME, TITLE, checks.0);
+    for change in &changes {
+        if changed_payload_once(probe, &mut checks, change)
+            .await
+            .is_none()
+        {
+            break;
+        }
+    }
+    PointReport::covered(NAME, TITLE, checks.0)
+}
+
+/// One changed payload (the plain one, or a pair a loose comparison merges); `None` when the
+/// point stops.
+async fn changed_payload_once(
+    probe: &McpProbe,
+    checks: &mut Checks,
+    change: &super::super::probe::Change,
+) -> Option<()> {
+    const NAME: &str = "changed-payload";
+    // The plain change keeps the sentences the pinned findings name; a loose pair names itself.
+    let pair = if change.loose {
+        format!(" ({}, values a loose comparison merges)", change.what)
+    } else {
+        String::new()
     };
+    let before = probe.count().await.ok()?;
+    let call = probe.call("the first call", probe.intention_key(), &change.first);
+    let first_seen = first(probe, NAME, checks, &call).await?;
     let mut changed = call.clone();
-    changed.step = "the same key, another argument".to_owned();
-    changed.fields = probe.changed(&fields);
+    changed.step = format!("the same key, another argument ({})", change.what);
+    changed.fields = change.changed.clone();
     let seen = probe.send_settled(NAME, &changed).await;
     let other = last(&seen);
-    let replayed = other.read.success && other.read.identity == first_seen.read.identity;
+    let replayed =
+        other.read.success && same_effect(&other.read.identity, &first_seen.read.identity);
     checks.add(
         Grade::must(section::ERRORS),
-        "it is refused (an error result or a JSON-RPC error)",
+        format!("it is refused (an error result or a JSON-RPC error){pair}"),
         other.read.refused,
         "a refusal",
         if replayed {
@@ -588,17 +626,17 @@ async fn changed_payload(probe: &McpProbe) -> PointReport {
     if !codes.is_empty() {
         checks.add(
             Grade::should(section::ERRORS),
-            "it is refused with the file's conflict code (mcp.errors.conflict)",
+            format!("it is refused with the file's conflict code (mcp.errors.conflict){pair}"),
             other.read.code.as_ref().is_some_and(|c| codes.contains(c)),
             format!("{codes:?}"),
             probe.describe(other),
             &[other.id],
         );
     }
-    let after = count_or_stop!(probe, checks, NAME, TITLE);
+    let after = probe.count().await.ok()?;
     checks.add(
         Grade::must(section::ERRORS),
-        "the other arguments made no effect",
+        format!("the other arguments made no effect{pair}"),
         after - before == 1,
         "one effect in all",
         effects(after - before),
@@ -609,13 +647,13 @@ async fn changed_payload(probe: &McpProbe) -> PointReport {
     let retried = probe.send_settled(NAME, &again).await;
     retry_matches(
         probe,
-        &mut checks,
-        "the key still replays its first arguments",
+        checks,
+        &format!("the key still replays its first arguments{pair}"),
         &first_seen,
         last(&retried),
         lab26(),
     );
-    PointReport::covered(NAME, TITLE, checks.0)
+    Some(())
 }
 
 async fn new_key(probe: &McpProbe) -> PointReport {
@@ -642,7 +680,8 @@ async fn new_key(probe: &McpProbe) -> PointReport {
         "the new key gets an effect of its own",
         seen.read.success
             && seen.read.identity.is_some()
-            && seen.read.identity != first_seen.read.identity,
+            && seen.read.identity.is_some()
+            && !same_effect(&seen.read.identity, &first_seen.read.identity),
         "a tool result naming another effect",
         probe.describe(&seen),
         &[first_seen.id, seen.id],
@@ -865,7 +904,8 @@ async fn scope(probe: &McpProbe) -> PointReport {
     other.step = format!("{b}'s call, same key and arguments");
     let seen = probe.send_settled(NAME, &other).await;
     let other_seen = last(&seen);
-    let leak = other_seen.read.success && other_seen.read.identity == first_seen.read.identity;
+    let leak = other_seen.read.success
+        && same_effect(&other_seen.read.identity, &first_seen.read.identity);
     checks.add(
         grade,
         format!("{b} is not given {a}'s effect"),
@@ -923,7 +963,9 @@ async fn key_forms(probe: &McpProbe) -> PointReport {
         ),
         (
             "a call with the key as a number",
-            KeyArg::Raw(Value::from(42)),
+            // A fresh number each run, so a server that reads it as text never meets a key of
+            // an earlier run.
+            KeyArg::Raw(Value::from(u64::from(probe.fresh_key_number()))),
             Grade::lab(),
         ),
     ];

@@ -3,6 +3,7 @@
 //! `notifications/cancelled`, and counting effects.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -17,7 +18,8 @@ use rmcp::{RoleClient, ServiceExt};
 use serde_json::Value;
 
 use super::super::history::{Answer, History, Sent};
-use super::super::probe::{command_count, render, sqlite_count};
+use super::super::probe::{Change, changes, command_count, render, sqlite_count, tagged};
+use super::super::target::{in_folder, program_in};
 use super::http::CheckHttpClient;
 use super::target::{McpCount, McpIdentity, McpTarget, McpTransport};
 
@@ -148,39 +150,33 @@ impl McpProbe {
         self.serial.fetch_add(1, Ordering::Relaxed) + 1
     }
 
-    /// A key no call of any run has used.
+    /// A key no call of any run has used: a fresh random UUID v4.
     pub fn fresh_key(&self) -> String {
-        format!("chk-{}-{}", self.run, self.next())
+        uuid::Uuid::new_v4().to_string()
     }
 
-    /// The tool's fields, each text one tagged so that this call's effect is its own.
+    /// A number no run has used as a key (the first 32 bits of a fresh UUID).
+    pub fn fresh_key_number(&self) -> u32 {
+        let bytes = uuid::Uuid::new_v4().into_bytes();
+        u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])
+    }
+
+    /// The tool's fields as the file gives them, each free-text field (`vary = "text"`) tagged
+    /// so that this call's effect is its own; every other field exactly as given.
     pub fn fresh_fields(&self) -> BTreeMap<String, Value> {
         let n = self.next();
-        self.target
-            .tool
-            .fields
-            .iter()
-            .map(|(name, value)| {
-                let value = match value {
-                    Value::String(text) => {
-                        Value::String(format!("{text} (check {}-{n})", self.run))
-                    }
-                    other => other.clone(),
-                };
-                (name.clone(), value)
-            })
-            .collect()
+        tagged(
+            &self.target.tool.fields,
+            &self.target.tool.vary,
+            &self.run,
+            n,
+        )
     }
 
-    /// `fields` with one text field given another fresh value.
-    pub fn changed(&self, fields: &BTreeMap<String, Value>) -> BTreeMap<String, Value> {
-        let mut changed = fields.clone();
-        // The last text field: a field early in the order may name the effect (an entity's
-        // name), and another payload should not be another name only.
-        if let Some((_, value)) = changed.iter_mut().rev().find(|(_, v)| v.is_string()) {
-            *value = Value::String(format!("changed (check {}-{})", self.run, self.next()));
-        }
-        changed
+    /// The changed arguments `mcp.tool.vary` allows from `fields` (see the HTTP check's).
+    pub fn changes(&self, fields: &BTreeMap<String, Value>) -> Vec<Change> {
+        let tag = format!("{}-{}", self.run, self.next());
+        changes(fields, &self.target.tool.vary, &tag)
     }
 
     /// A call of the create tool by the first caller.
@@ -254,7 +250,10 @@ impl McpProbe {
         let opening = async {
             match &self.target.transport {
                 McpTransport::Stdio { command, env } => {
-                    let mut process = tokio::process::Command::new(with_dir(&command[0], dir));
+                    let folder = &self.target.folder;
+                    let program = program_in(folder, &with_dir(&command[0], dir));
+                    let mut process = tokio::process::Command::new(program);
+                    process.current_dir(folder);
                     process.args(command[1..].iter().map(|word| with_dir(word, dir)));
                     process.args(who.args.iter().map(|word| with_dir(word, dir)));
                     for (name, value) in env.iter().chain(&who.env) {
@@ -382,17 +381,45 @@ impl McpProbe {
 
     /// Sends `notifications/cancelled` for a pending call and records it: its result, if any
     /// comes, is never read.
-    pub async fn cancel(&self, pending: Pending, reason: &str) -> Seen {
+    ///
+    /// A result that already came (the work finished, and its answer was on its way) is
+    /// recorded as the answer, so the retry can be held to the effect it names; the caller
+    /// still never reads it.
+    pub async fn cancel(&self, mut pending: Pending, reason: &str) -> Seen {
         let id = pending.handle.id.clone();
-        let answer = match pending.handle.cancel(Some(reason.to_owned())).await {
+        // A short, bounded look for a result already on its way (ten looks, 10 ms apart).
+        let mut arrived = None;
+        for _ in 0..10 {
+            if let Ok(result) = pending.handle.rx.try_recv() {
+                arrived = Some(result);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let sent = pending.handle.cancel(Some(reason.to_owned())).await;
+        let arrived = arrived.map(|result| self.answer(result));
+        let came = arrived.as_ref().map_or(String::new(), |answer| {
+            format!(
+                "; its result had already come, unread by the client: {}",
+                answer.summary()
+            )
+        });
+        let answer = match sent {
             Ok(()) => Answer::NoAnswer {
-                reason: format!("cancelled by the check: notifications/cancelled for request {id}"),
+                reason: format!(
+                    "cancelled by the check: notifications/cancelled for request {id}{came}"
+                ),
             },
             Err(err) => Answer::NoAnswer {
-                reason: format!("the cancellation of request {id} could not be sent: {err}"),
+                reason: format!("the cancellation of request {id} could not be sent: {err}{came}"),
             },
         };
-        self.record(pending.sent, answer, pending.at)
+        let mut seen = self.record(pending.sent, answer, pending.at);
+        if let Some(arrived) = &arrived {
+            // The points hold the retry to the effect the unread result names.
+            seen.read = self.read(arrived);
+        }
+        seen
     }
 
     fn record(&self, sent: Sent, answer: Answer, at: Instant) -> Seen {
@@ -406,19 +433,7 @@ impl McpProbe {
             Ok(ServerResult::CallToolResult(result)) => {
                 let is_error = result.is_error == Some(true);
                 let json = serde_json::to_value(&result).unwrap_or(Value::Null);
-                let code = if is_error {
-                    self.target
-                        .errors
-                        .code_pointer
-                        .as_ref()
-                        .and_then(|pointer| {
-                            json.get("structuredContent")
-                                .and_then(|s| s.pointer(pointer))
-                                .map(as_text)
-                        })
-                } else {
-                    None
-                };
+                let code = self.refusal_code(&json, is_error);
                 Answer::ToolResult {
                     is_error,
                     code,
@@ -441,9 +456,50 @@ impl McpProbe {
         }
     }
 
+    /// A result's refusal code, where the file says it is: in an error result's
+    /// `structuredContent` (`code_pointer`), or in any result's text, read as JSON
+    /// (`text_code_pointer`) or matched (`text_code_pattern`).
+    fn refusal_code(&self, json: &Value, is_error: bool) -> Option<String> {
+        let errors = &self.target.errors;
+        let structured = errors
+            .code_pointer
+            .as_ref()
+            .filter(|_| is_error)
+            .and_then(|pointer| {
+                json.get("structuredContent")
+                    .and_then(|s| s.pointer(pointer))
+                    .filter(|v| !v.is_null())
+                    .map(as_text)
+            });
+        let text = texts(json);
+        let in_json = || {
+            let pointer = errors.text_code_pointer.as_ref()?;
+            let parsed: Value = serde_json::from_str(&text).ok()?;
+            parsed
+                .pointer(pointer)
+                .filter(|v| !v.is_null())
+                .map(as_text)
+        };
+        let matched = || {
+            let found = errors.text_code_pattern.as_ref()?.captures(&text)?;
+            found.get(1).map(|m| m.as_str().to_owned())
+        };
+        structured.or_else(in_json).or_else(matched)
+    }
+
     /// How the points read an answer.
     pub fn read(&self, answer: &Answer) -> Read {
         match answer {
+            Answer::ToolResult {
+                is_error: false,
+                code: Some(code),
+                ..
+            } => Read {
+                // A refusal inside a result not marked isError, found where the file says.
+                code: Some(code.clone()),
+                refused: true,
+                ..Read::default()
+            },
             Answer::ToolResult {
                 is_error: false,
                 body,
@@ -493,6 +549,9 @@ impl McpProbe {
 
     /// An answer for a report line: the summary, and a success's identity.
     pub fn describe(&self, seen: &Seen) -> String {
+        if seen.read.refused {
+            return seen.answer.summary();
+        }
         match (&seen.answer, &seen.read.identity) {
             (
                 Answer::ToolResult {
@@ -512,11 +571,20 @@ impl McpProbe {
         }
     }
 
-    /// The number of effects now, as `[mcp.count]` says.
+    /// The number of effects now, as `[mcp.count]` says, recorded in the history among the
+    /// exchanges (the reports draw it).
     ///
     /// # Errors
     /// The reason, when the count cannot be read.
     pub async fn count(&self) -> Result<i64, String> {
+        let counted = self.count_unrecorded().await;
+        if let Ok(value) = counted {
+            self.history.record_count(value);
+        }
+        counted
+    }
+
+    async fn count_unrecorded(&self) -> Result<i64, String> {
         let dir = self.dir.path();
         match &self.target.count {
             McpCount::Tool {
@@ -561,11 +629,44 @@ impl McpProbe {
                 Ok(total)
             }
             McpCount::Sqlite { file, query } => {
-                sqlite_count(with_dir(file, dir).into(), query.clone()).await
+                let file = in_folder(&self.target.folder, Path::new(&with_dir(file, dir)));
+                sqlite_count(file, query.clone()).await
             }
             McpCount::Command(argv) => {
-                command_count(argv.iter().map(|word| with_dir(word, dir)).collect()).await
+                let argv = argv.iter().map(|word| with_dir(word, dir)).collect();
+                command_count(argv, self.target.folder.clone()).await
             }
+        }
+    }
+}
+
+/// A session with the server `--init-mcp` names, no target file yet: a process started in
+/// the working directory, or a Streamable HTTP session.
+///
+/// # Errors
+/// The reason, naming the command or the URL.
+pub async fn open_plain(
+    server: &super::init::Server,
+) -> Result<RunningService<RoleClient, ()>, String> {
+    match server {
+        super::init::Server::Command(words) => {
+            let mut process = tokio::process::Command::new(&words[0]);
+            process.args(&words[1..]);
+            let (child, _) = TokioChildProcess::builder(process)
+                .stderr(Stdio::null())
+                .spawn()
+                .map_err(|err| format!("{:?}: {err}", words[0]))?;
+            ().serve(child)
+                .await
+                .map_err(|err| format!("the MCP handshake over stdio failed: {err}"))
+        }
+        super::init::Server::Url(url) => {
+            let client = CheckHttpClient::for_url(url)?;
+            let config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+            let transport = StreamableHttpClientTransport::with_client(client, config);
+            ().serve(transport)
+                .await
+                .map_err(|err| format!("the MCP handshake with {url} failed: {err}"))
         }
     }
 }

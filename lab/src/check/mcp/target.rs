@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::super::target::{Overrides, placeholders};
+use super::super::target::{Overrides, Vary, folder_of, placeholders, vary};
 
 /// A validated MCP target.
 #[derive(Clone, Debug)]
@@ -33,6 +33,9 @@ pub struct McpTarget {
     pub count: McpCount,
     /// The concurrent point's size.
     pub load: McpLoad,
+    /// The target file's folder: `mcp.command` and `mcp.count.command` run in it, and a
+    /// relative `mcp.count.sql.sqlite` is read from it.
+    pub folder: PathBuf,
 }
 
 /// The two transports of MCP.
@@ -64,8 +67,10 @@ pub struct CreateTool {
     pub key_argument: Option<String>,
     /// The arguments, a JSON object with `"{{field}}"` placeholders.
     pub arguments: Value,
-    /// The fields' values; each point varies the text ones so its effects are its own.
+    /// The fields' values, sent exactly as given unless `vary` names the field.
     pub fields: BTreeMap<String, Value>,
+    /// The fields the check may vary, and how (`mcp.tool.vary`).
+    pub vary: BTreeMap<String, Vary>,
 }
 
 /// Where a success names its effect.
@@ -82,6 +87,11 @@ pub enum McpIdentity {
 pub struct McpErrors {
     /// A JSON pointer into an error result's `structuredContent` naming its code.
     pub code_pointer: Option<String>,
+    /// A JSON pointer into the text content read as JSON: any result (marked `isError` or not)
+    /// with a code there is a refusal with that code.
+    pub text_code_pointer: Option<String>,
+    /// The same for plain text: the regex's first group is the code.
+    pub text_code_pattern: Option<regex::Regex>,
     /// The codes of "this key was used with other arguments".
     pub conflict: Vec<String>,
     /// The codes of "a call with this key is still running".
@@ -177,6 +187,8 @@ struct ToolFile {
     arguments: Option<Value>,
     #[serde(default)]
     fields: BTreeMap<String, Value>,
+    #[serde(default)]
+    vary: BTreeMap<String, Value>,
 }
 
 #[derive(Deserialize)]
@@ -190,6 +202,8 @@ struct IdentityFile {
 #[serde(deny_unknown_fields)]
 struct ErrorsFile {
     code_pointer: Option<String>,
+    text_code_pointer: Option<String>,
+    text_code_pattern: Option<String>,
     conflict: Option<Vec<String>>,
     in_progress: Option<Vec<String>>,
     bad_key: Option<Vec<String>>,
@@ -263,6 +277,7 @@ impl McpTarget {
         })?;
         let mut target = root.mcp.validate(overrides)?;
         target.path = path.to_owned();
+        target.folder = folder_of(path);
         Ok(target)
     }
 
@@ -309,6 +324,7 @@ impl McpFile {
             callers,
             count,
             load,
+            folder: PathBuf::new(),
         })
     }
 
@@ -422,7 +438,8 @@ fn headers(map: BTreeMap<String, String>, field: &str) -> Checked<Vec<(String, S
         .collect()
 }
 
-fn http_url(url: &str, field: &str, allow_remote: bool) -> Checked<()> {
+/// An `http://` URL on loopback (or anywhere, with `allow_remote`); `field` names it.
+pub(crate) fn http_url(url: &str, field: &str, allow_remote: bool) -> Checked<()> {
     let rest = url.strip_prefix("http://").ok_or_else(|| {
         format!(
             "{field}: {url:?}: expected http://HOST:PORT/PATH (https is not spoken by the check)"
@@ -504,18 +521,13 @@ fn tool(file: ToolFile) -> Checked<CreateTool> {
             ));
         }
     }
-    if !file.fields.values().any(Value::is_string) {
-        return Err(
-            "mcp.tool.fields: name at least one text field used in mcp.tool.arguments; the check \
-             varies it so that each point's effects are its own"
-                .into(),
-        );
-    }
+    let vary = vary(file.vary, &file.fields, "mcp.tool")?;
     Ok(CreateTool {
         name,
         key_argument,
         arguments,
         fields: file.fields,
+        vary,
     })
 }
 
@@ -549,6 +561,25 @@ fn identity(file: IdentityFile) -> Checked<McpIdentity> {
     }
 }
 
+/// `mcp.errors.text_code_pattern`: a regex with a group for the code.
+fn code_pattern(text: &str) -> Checked<regex::Regex> {
+    let regex = regex::Regex::new(text).map_err(|err| {
+        format!(
+            "mcp.errors.text_code_pattern: {}",
+            err.to_string()
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        )
+    })?;
+    if regex.captures_len() < 2 {
+        return Err(format!(
+            "mcp.errors.text_code_pattern: {text:?} has no group; its first group is the code"
+        ));
+    }
+    Ok(regex)
+}
+
 fn codes(value: Option<Vec<String>>, field: &str) -> Checked<Vec<String>> {
     let list = value.unwrap_or_default();
     if list.iter().any(String::is_empty) {
@@ -569,6 +600,8 @@ fn errors(file: Option<ErrorsFile>, tool: &CreateTool) -> Checked<McpErrors> {
     let Some(file) = file else {
         return Ok(McpErrors {
             code_pointer: None,
+            text_code_pointer: None,
+            text_code_pattern: None,
             conflict: Vec::new(),
             in_progress: Vec::new(),
             bad_key: Vec::new(),
@@ -579,10 +612,21 @@ fn errors(file: Option<ErrorsFile>, tool: &CreateTool) -> Checked<McpErrors> {
         .code_pointer
         .map(|p| pointer(p, "mcp.errors.code_pointer"))
         .transpose()?;
+    let text_code_pointer = file
+        .text_code_pointer
+        .map(|p| pointer(p, "mcp.errors.text_code_pointer"))
+        .transpose()?;
+    let text_code_pattern = file
+        .text_code_pattern
+        .map(|text| code_pattern(&text))
+        .transpose()?;
     let lists = [&file.conflict, &file.in_progress, &file.bad_key];
-    if code_pointer.is_none() && lists.iter().any(|l| l.is_some()) {
+    let somewhere =
+        code_pointer.is_some() || text_code_pointer.is_some() || text_code_pattern.is_some();
+    if !somewhere && lists.iter().any(|l| l.is_some()) {
         return Err(
-            "mcp.errors.code_pointer: codes are given, but not where an error result holds its code"
+            "mcp.errors.code_pointer: codes are given, but not where a result holds its code \
+             (code_pointer, text_code_pointer or text_code_pattern)"
                 .into(),
         );
     }
@@ -604,6 +648,8 @@ fn errors(file: Option<ErrorsFile>, tool: &CreateTool) -> Checked<McpErrors> {
     };
     Ok(McpErrors {
         code_pointer,
+        text_code_pointer,
+        text_code_pattern,
         conflict: codes(file.conflict, "conflict")?,
         in_progress: codes(file.in_progress, "in_progress")?,
         bad_key: codes(file.bad_key, "bad_key")?,
@@ -731,6 +777,12 @@ fn load(file: LoadFile) -> Checked<McpLoad> {
     Ok(McpLoad { rounds, calls })
 }
 
+/// Every field an `[mcp]` target file may hold (`create.path`, `callers[].headers`), read from the parser's
+/// own structs: the book's reference table is compared with this list.
+pub fn accepted_fields() -> Vec<String> {
+    crate::check::fields::accepted::<FileRoot>()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -815,6 +867,13 @@ tool = { name = "list_tickets", structured_pointer = "/tickets" }
                 "mcp.load.calls",
             ),
             (
+                GOOD.replace(
+                    "priority = \"high\" }",
+                    "priority = \"high\" }\nvary = { priority = [\"low\", \"med\"] }",
+                ),
+                "mcp.tool.vary.priority",
+            ),
+            (
                 GOOD.replace("transport = \"stdio\"", "transport = \"http\""),
                 "mcp.command",
             ),
@@ -823,6 +882,42 @@ tool = { name = "list_tickets", structured_pointer = "/tickets" }
             let err = parse(&text).unwrap_err();
             assert!(err.contains(field), "expected {field} in: {err}");
         }
+    }
+
+    #[test]
+    fn refusal_codes_may_be_read_from_the_text_and_fields_vary_only_when_named() {
+        let text = GOOD.replace(
+            "code_pointer = \"/code\"",
+            "text_code_pointer = \"/error/code\"\ntext_code_pattern = '^Error \\[(\\w+)\\]'",
+        );
+        let target = parse(&text).unwrap();
+        assert_eq!(
+            target.errors.text_code_pointer.as_deref(),
+            Some("/error/code")
+        );
+        let pattern = target.errors.text_code_pattern.unwrap();
+        assert_eq!(
+            &pattern.captures("Error [conflict] no").unwrap()[1],
+            "conflict"
+        );
+        assert!(target.tool.vary.is_empty());
+        let varied = GOOD.replace(
+            "fields = { title = \"Jammed\", priority = \"high\" }",
+            "fields = { title = \"Jammed\", priority = \"high\" }\nvary = { priority = [\"high\", \"low\"] }",
+        );
+        assert_eq!(
+            parse(&varied).unwrap().tool.vary["priority"],
+            Vary::OneOf(vec![Value::from("high"), Value::from("low")])
+        );
+        let bad = GOOD.replace("code_pointer = \"/code\"", "text_code_pattern = \"^Error\"");
+        assert!(
+            parse(&bad)
+                .unwrap_err()
+                .contains("mcp.errors.text_code_pattern")
+        );
+        let folder = McpTarget::parse(GOOD, Path::new("a/b/t.toml"), &Overrides::default());
+        let here = std::env::current_dir().unwrap();
+        assert_eq!(folder.unwrap().folder, here.join("a/b"));
     }
 
     #[test]

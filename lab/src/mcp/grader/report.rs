@@ -70,6 +70,8 @@ pub struct Intention {
     pub possible_replan_of: Option<usize>,
     /// The verdict.
     pub verdict: Verdict,
+    /// The contract's promises the verdict judges (ids of [`crate::contract`]).
+    pub promises: &'static [&'static str],
     /// Why, in a sentence.
     pub reason: String,
 }
@@ -252,9 +254,12 @@ fn judge(
         resolved: group.resolved(),
         possible_replan_of: follows.map(|index| index + 1),
         verdict: Verdict::NotExercised,
+        promises: &[],
         reason: String::new(),
     };
     (intention.verdict, intention.reason) = verdict(&intention);
+    intention.promises =
+        crate::contract::promises_of(crate::contract::Checker::Grader, intention.verdict.word());
     intention
 }
 
@@ -363,8 +368,9 @@ impl fmt::Display for Report {
             }
             writeln!(
                 f,
-                "  verdict: {}: {}",
+                "  verdict: {} {}: {}",
                 intention.verdict.word(),
+                crate::contract::label(crate::contract::Checker::Grader, intention.verdict.word()),
                 intention.reason
             )?;
         }

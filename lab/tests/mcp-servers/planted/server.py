@@ -2,13 +2,18 @@
 over stdio, with a bug planted on request: the negative controls of `lab check --target` on MCP.
 
 Usage:
-  server.py --state FILE --caller NAME [--bug BUG] [--http PORT]
+  server.py --state FILE --caller NAME [--bug BUG] [--http PORT] [--refusals FORM]
 
 BUG is one of:
   none                     keys work: a replay names the first ticket, other arguments get conflict
   ignores-key              every call creates a ticket, the key is read and dropped
   replays-other-id         a replay creates nothing but names another ticket than the first
   accepts-changed-payload  the same key with other arguments replays the first ticket
+
+FORM is how a refusal comes back: structured (the default: isError, the code in
+structuredContent), json-text (a result NOT marked isError whose text is {"error": {"code": ...}}),
+or plain-text (a result NOT marked isError whose text is "Error [CODE]: message"), as servers
+that refuse inside plain results do.
 
 With --http it serves Streamable HTTP at http://127.0.0.1:PORT/mcp, the SDK's defaults (sessions,
 answers as event streams), every call acting for NAME; without, stdio.
@@ -33,6 +38,7 @@ parser.add_argument("--state", required=True)
 parser.add_argument("--caller", required=True)
 parser.add_argument("--bug", choices=BUGS, default="none")
 parser.add_argument("--http", type=int, metavar="PORT")
+parser.add_argument("--refusals", choices=("structured", "json-text", "plain-text"), default="structured")
 options = parser.parse_args()
 
 server = MCPServer("planted-tickets")
@@ -69,6 +75,11 @@ def answer(ticket_id, replayed):
 
 def failure(code, message):
     content = {"code": code, "message": message}
+    if options.refusals == "json-text":
+        text = json.dumps({"error": content})
+        return CallToolResult(content=[TextContent(type="text", text=text)])
+    if options.refusals == "plain-text":
+        return CallToolResult(content=[TextContent(type="text", text=f"Error [{code}]: {message}")])
     return CallToolResult(
         content=[TextContent(type="text", text=json.dumps(content))], structured_content=content, is_error=True
     )

@@ -1,0 +1,1088 @@
+//! Calibration: before any point is graded, the check proves that the target file describes the
+//! service, with a few exchanges of its own (recorded in the history under the point
+//! `calibration`). A create with the file's fields succeeds; the identity is where the file
+//! says, and differs between two keys; each caller's count rises by exactly one per create; each
+//! declared provocation produces what the points expect of it; the count can be read.
+//!
+//! It asks only what a service that keeps the contract and one that ignores keys would both
+//! answer as the file says: every create carries a fresh key, no key is ever reused. So a
+//! service that ignores keys still calibrates, and its duplicates stay findings of the points.
+//!
+//! When a step fails, the check stops before any point with [`Error::TargetMismatch`] (exit
+//! status 2), naming the field at fault, the exchange, what came back (trimmed) and the likely
+//! fix. A service that does not answer at all is not the file's fault: that stays
+//! [`Error::Http`] (exit status 1).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::history::{Answer, Sent};
+use super::http::{Outgoing, Wire};
+use super::probe::{BodyForm, Call, KeyWire, Probe, Seen};
+use super::target::{Count, CountCallers, Identity, KeyForm, Provocation};
+use crate::error::Error;
+
+/// The point name the calibration's exchanges are recorded under.
+pub const POINT: &str = "calibration";
+
+/// The most characters of a reply a calibration message quotes.
+pub const QUOTED: usize = 300;
+
+/// What the calibration proved, step by step.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Calibration {
+    /// Every step, in order; the last one failed when `passed` is false.
+    pub steps: Vec<Step>,
+    /// Whether every step held.
+    pub passed: bool,
+}
+
+/// One thing the calibration proved about the file.
+#[derive(Clone, Debug, Serialize)]
+pub struct Step {
+    /// The step's short name (`identity`).
+    pub name: &'static str,
+    /// The field of the target file it proves (`identity.json_pointer`).
+    pub field: String,
+    /// Whether it held.
+    pub passed: bool,
+    /// What was seen, as a sentence.
+    pub detail: String,
+    /// The exchanges it rests on.
+    pub exchanges: Vec<usize>,
+}
+
+/// Why a calibration stopped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// The file does not describe the service: this field is at fault.
+    Mismatch {
+        /// The field.
+        field: String,
+        /// The exchange, what came back and the likely fix.
+        problem: String,
+    },
+    /// The service did not answer (or failed on its own): not the file's fault.
+    Unreachable {
+        /// What was asked (`count`, `create`).
+        asked: &'static str,
+        /// What happened.
+        problem: String,
+    },
+}
+
+impl Stop {
+    /// A mismatch of `field`.
+    pub fn mismatch(field: impl Into<String>, problem: impl Into<String>) -> Stop {
+        Stop::Mismatch {
+            field: field.into(),
+            problem: problem.into(),
+        }
+    }
+
+    /// The error the command line reports: a mismatch exits 2, an unreachable service 1.
+    pub fn into_error(self, file: &str, place: &str) -> Error {
+        match self {
+            Stop::Mismatch { field, problem } => Error::TargetMismatch {
+                file: file.to_owned(),
+                field,
+                problem,
+            },
+            Stop::Unreachable { asked, problem } => Error::Http {
+                method: asked,
+                url: place.to_owned(),
+                status: None,
+                problem,
+            },
+        }
+    }
+}
+
+type Proved<T> = Result<T, Stop>;
+
+impl Calibration {
+    /// Adds a step that held.
+    pub fn held(
+        &mut self,
+        name: &'static str,
+        field: impl Into<String>,
+        detail: impl Into<String>,
+        exchanges: &[usize],
+    ) {
+        self.steps.push(Step {
+            name,
+            field: field.into(),
+            passed: true,
+            detail: detail.into(),
+            exchanges: exchanges.to_vec(),
+        });
+    }
+}
+
+/// `text` cut to [`QUOTED`] characters on one line, marking the cut.
+pub fn trimmed(text: &str) -> String {
+    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut out: String = one_line.chars().take(QUOTED).collect();
+    if out.len() < one_line.len() {
+        out.push_str(&format!("… ({} bytes in all)", text.len()));
+    }
+    out
+}
+
+/// An answer for a message: `500 {"error": ...}`, or why none came.
+pub fn quoted(answer: &Answer) -> String {
+    match answer {
+        Answer::Reply { status, body, .. } if body.trim().is_empty() => {
+            format!("{status} with an empty body")
+        }
+        Answer::Reply { status, body, .. } => format!("{status} {}", trimmed(body)),
+        other => trimmed(&other.summary()),
+    }
+}
+
+/// The JSON pointers in `value` that hold a scalar whose name says it is an identity (`id`,
+/// `ticket_id`, `ticketId`, `uuid`); or, when none does, every scalar's pointer. At most eight.
+pub fn id_pointers(value: &Value) -> Vec<String> {
+    let mut all = Vec::new();
+    scalars(value, String::new(), 0, &mut all);
+    let id_like = |pointer: &String| {
+        let name = pointer.rsplit('/').next().unwrap_or_default();
+        let lower = name.to_ascii_lowercase();
+        lower == "id"
+            || lower.ends_with("_id")
+            || lower.ends_with("-id")
+            || lower.contains("uuid")
+            || (name.ends_with("Id") && name.len() > 2)
+    };
+    let ids: Vec<String> = all.iter().filter(|p| id_like(p)).cloned().collect();
+    let mut found = if ids.is_empty() { all } else { ids };
+    found.truncate(8);
+    found
+}
+
+fn scalars(value: &Value, at: String, depth: usize, out: &mut Vec<String>) {
+    if depth > 6 {
+        return;
+    }
+    match value {
+        Value::Object(map) => {
+            for (name, inner) in map {
+                let escaped = name.replace('~', "~0").replace('/', "~1");
+                scalars(inner, format!("{at}/{escaped}"), depth + 1, out);
+            }
+        }
+        // The first item stands for a list's items.
+        Value::Array(items) => {
+            if let Some(first) = items.first() {
+                scalars(first, format!("{at}/0"), depth + 1, out);
+            }
+        }
+        Value::String(_) | Value::Number(_) if !at.is_empty() => out.push(at),
+        _ => {}
+    }
+}
+
+/// The JSON pointers in `value` that hold a list or a whole number: what a count pointer may
+/// name. At most eight.
+pub fn count_pointers(value: &Value) -> Vec<String> {
+    fn walk(value: &Value, at: String, depth: usize, out: &mut Vec<String>) {
+        if depth > 6 {
+            return;
+        }
+        match value {
+            Value::Array(_) if !at.is_empty() => out.push(at),
+            Value::Number(n) if n.is_i64() && !at.is_empty() => out.push(at),
+            Value::Object(map) => {
+                for (name, inner) in map {
+                    let escaped = name.replace('~', "~0").replace('/', "~1");
+                    walk(inner, format!("{at}/{escaped}"), depth + 1, out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(value, String::new(), 0, &mut out);
+    if value.is_array() {
+        out.insert(0, "\"\" (the whole body)".to_owned());
+    }
+    out.truncate(8);
+    out
+}
+
+/// Pointers in words: `/a, /b`, or a sentence saying there are none.
+fn listed(pointers: &[String]) -> String {
+    if pointers.is_empty() {
+        "none".to_owned()
+    } else {
+        pointers.join(", ")
+    }
+}
+
+/// A key with the characters of a random UUID v4 (lowercase, hyphens), for the calibration's
+/// question "does the service take another key shape?". Random from the standard library's
+/// randomly seeded hasher: the key must be fresh, not secret.
+pub fn uuid_key() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut bytes = [0u8; 16];
+    for half in bytes.chunks_mut(8) {
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
+        );
+        half.copy_from_slice(&hasher.finish().to_le_bytes());
+    }
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
+/// Whether `key` has a UUID's characters.
+pub fn is_uuid(key: &str) -> bool {
+    let groups: Vec<&str> = key.split('-').collect();
+    groups.iter().map(|g| g.len()).eq([8, 4, 4, 4, 12])
+        && groups
+            .iter()
+            .all(|g| g.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// Runs the calibration against the probe's target, recording its exchanges.
+///
+/// # Errors
+/// [`Stop::Mismatch`] naming the field at fault; [`Stop::Unreachable`] when the service does not
+/// answer.
+pub async fn calibrate(probe: &Probe) -> Proved<Calibration> {
+    let mut calibration = Calibration::default();
+    let mut counter = Counter::new(probe);
+    let mut now = counter.read(&mut calibration, "count").await?;
+    let first = create_step(probe, &mut calibration).await?;
+    now = counter.rose(&mut calibration, now, 0, &first).await?;
+    let second = created(probe, &mut calibration, 0, "a second create").await?;
+    differs(probe, &mut calibration, &first, &second)?;
+    now = counter.rose(&mut calibration, now, 0, &second).await?;
+    for caller in 1..probe.target.callers.len() {
+        let seen = created(probe, &mut calibration, caller, "a create").await?;
+        now = counter.rose(&mut calibration, now, caller, &seen).await?;
+    }
+    let _ = now;
+    other_endpoint(probe, &mut calibration).await?;
+    provocations(probe, &mut calibration).await?;
+    calibration.passed = true;
+    Ok(calibration)
+}
+
+/// A create as it went: the exchange and the identity read from it.
+struct Created {
+    seen: Seen,
+    identity: String,
+}
+
+fn describe_call(probe: &Probe, call: &Call, seen: &Seen) -> String {
+    let endpoint = probe.endpoint(call.other_endpoint);
+    let caller = &probe.target.callers[call.caller].name;
+    format!(
+        "#{} {} {} as {caller} answered {}",
+        seen.id,
+        endpoint.method,
+        endpoint.path,
+        quoted(&seen.answer)
+    )
+}
+
+/// The first create, as the file describes it; when it fails, the likely field at fault.
+async fn create_step(probe: &Probe, calibration: &mut Calibration) -> Proved<Created> {
+    let call = probe.call(
+        "calibration: a create with the file's fields",
+        KeyWire::Normal(probe.fresh_key()),
+        &probe.fresh_fields(false),
+    );
+    let seen = probe.send(POINT, &call).await;
+    let read = probe.read(&seen.answer, false);
+    if !read.success {
+        return Err(diagnose(probe, &call, &seen).await);
+    }
+    calibration.held(
+        "create",
+        "create",
+        format!(
+            "a create with the file's fields succeeds: {}",
+            seen.answer.summary()
+        ),
+        &[seen.id],
+    );
+    let identity = identity(probe, &call, &seen)?;
+    calibration.held(
+        "identity",
+        identity_field(probe),
+        format!("the identity is found where the file says: {identity}"),
+        &[seen.id],
+    );
+    Ok(Created { seen, identity })
+}
+
+fn identity_field(probe: &Probe) -> &'static str {
+    match probe.target.identity {
+        Identity::Pointer(_) => "identity.json_pointer",
+        Identity::Header(_) => "identity.header",
+    }
+}
+
+/// The identity of a success, or the mismatch naming where the body holds ids.
+fn identity(probe: &Probe, call: &Call, seen: &Seen) -> Proved<String> {
+    if let Some(found) = probe.read(&seen.answer, call.other_endpoint).identity {
+        return Ok(found);
+    }
+    let exchange = describe_call(probe, call, seen);
+    let Answer::Reply { headers, body, .. } = &seen.answer else {
+        return Err(Stop::mismatch(identity_field(probe), exchange));
+    };
+    Err(match &probe.target.identity {
+        Identity::Pointer(pointer) => {
+            let hint = match serde_json::from_str::<Value>(body) {
+                Ok(json) => format!(
+                    "the body's pointers that hold ids: {}",
+                    listed(&id_pointers(&json))
+                ),
+                Err(_) => "the body is not JSON; name a header with identity.header".to_owned(),
+            };
+            Stop::mismatch(
+                "identity.json_pointer",
+                format!(
+                    "{pointer:?} finds nothing in a success ({exchange}); {hint}. Set \
+                     identity.json_pointer to the one that names the created thing"
+                ),
+            )
+        }
+        Identity::Header(name) => {
+            let names: Vec<&str> = headers.iter().map(|(n, _)| n.as_str()).collect();
+            Stop::mismatch(
+                "identity.header",
+                format!(
+                    "no {name} header in a success ({exchange}); its headers: {}. Name the \
+                     one that identifies the created thing, or use identity.json_pointer",
+                    names.join(", ")
+                ),
+            )
+        }
+    })
+}
+
+/// A further create as `caller`, which must succeed and name its effect.
+async fn created(
+    probe: &Probe,
+    calibration: &mut Calibration,
+    caller: usize,
+    what: &str,
+) -> Proved<Created> {
+    let mut call = probe.call(
+        &format!("calibration: {what} with a fresh key"),
+        KeyWire::Normal(probe.fresh_key()),
+        &probe.fresh_fields(false),
+    );
+    call.caller = caller;
+    let seen = probe.send(POINT, &call).await;
+    let name = &probe.target.callers[caller].name;
+    if !probe.read(&seen.answer, false).success {
+        let field = if caller == 0 {
+            "create".to_owned()
+        } else {
+            format!("callers[{caller}].headers")
+        };
+        return Err(Stop::mismatch(
+            field,
+            format!(
+                "{what} as {name}, as the first one succeeded, was refused: {}",
+                describe_call(probe, &call, &seen)
+            ),
+        ));
+    }
+    let identity = identity(probe, &call, &seen)?;
+    calibration.held(
+        "create",
+        if caller == 0 {
+            "create".to_owned()
+        } else {
+            format!("callers[{caller}]")
+        },
+        format!("{what} as {name} succeeds, naming {identity}"),
+        &[seen.id],
+    );
+    Ok(Created { seen, identity })
+}
+
+/// Two creates with different keys and fields name different effects.
+fn differs(
+    probe: &Probe,
+    calibration: &mut Calibration,
+    first: &Created,
+    second: &Created,
+) -> Proved<()> {
+    let field = identity_field(probe);
+    if first.identity == second.identity {
+        return Err(Stop::mismatch(
+            field,
+            format!(
+                "two creates with different keys and fields (#{} and #{}) both name {:?}: that \
+                 is not what identifies a created thing. {}",
+                first.seen.id,
+                second.seen.id,
+                first.identity,
+                match &second.seen.answer {
+                    Answer::Reply { body, .. } => serde_json::from_str::<Value>(body)
+                        .map(|json| format!(
+                            "The body's pointers that hold ids: {}",
+                            listed(&id_pointers(&json))
+                        ))
+                        .unwrap_or_default(),
+                    _ => String::new(),
+                }
+            ),
+        ));
+    }
+    calibration.held(
+        "identity-differs",
+        field,
+        format!(
+            "two keys name two effects: {} and {}",
+            first.identity, second.identity
+        ),
+        &[first.seen.id, second.seen.id],
+    );
+    Ok(())
+}
+
+/// A failed first create: the answer names the field at fault when it can (a path, a
+/// credential), and otherwise a few more creates ask which of the key's shape, the key's form
+/// or a varied field the service refuses.
+async fn diagnose(probe: &Probe, call: &Call, seen: &Seen) -> Stop {
+    let exchange = describe_call(probe, call, seen);
+    let endpoint = probe.endpoint(false);
+    let status = match &seen.answer {
+        Answer::Reply { status, .. } => *status,
+        _ => {
+            return Stop::Unreachable {
+                asked: "create",
+                problem: exchange,
+            };
+        }
+    };
+    match status {
+        200..=299 => {
+            return Stop::mismatch(
+                "create.success",
+                format!(
+                    "{exchange}, which create.success {:?} does not list: add {status}",
+                    endpoint.success
+                ),
+            );
+        }
+        404 | 405 => {
+            return Stop::mismatch(
+                "create.path",
+                format!("{exchange}: is create.method and create.path the create's route?"),
+            );
+        }
+        401 | 403 => {
+            return Stop::mismatch(
+                "callers[0].headers",
+                format!("{exchange}: the service does not take the first caller's credentials"),
+            );
+        }
+        _ => {}
+    }
+    if let Some(stop) = key_at_fault(probe, call, &exchange).await {
+        return stop;
+    }
+    if let Some(stop) = field_at_fault(probe, call, &exchange).await {
+        return stop;
+    }
+    Stop::mismatch(
+        "create",
+        format!(
+            "{exchange}. The same create with the file's own field values, another key shape \
+             and the key's other form was refused as well: check create.body, create.fields \
+             and create.headers against what the service takes"
+        ),
+    )
+}
+
+/// Whether the service takes the create with the key in another shape (a UUID, or text) or in
+/// its other form (bare or quoted); the mismatch naming `key.shape` or `key.form` if so.
+async fn key_at_fault(probe: &Probe, call: &Call, exchange: &str) -> Option<Stop> {
+    let KeyWire::Normal(sent) = &call.key else {
+        return None;
+    };
+    let (other, shape) = if is_uuid(sent) {
+        (format!("chk-{}", &uuid_key()[..13]), "text")
+    } else {
+        (uuid_key(), "uuid")
+    };
+    let mut retry = call.clone();
+    retry.step = format!("calibration: the create with a key of shape {shape}");
+    retry.key = KeyWire::Normal(other.clone());
+    let seen = probe.send(POINT, &retry).await;
+    if probe.read(&seen.answer, false).success {
+        return Some(Stop::mismatch(
+            "key.shape",
+            format!(
+                "{exchange} to the key {sent:?}, and #{} succeeded with the key {other:?}: the \
+                 service takes keys of another shape. Set key.shape = \"{shape}\"",
+                seen.id
+            ),
+        ));
+    }
+    let (form, name) = match probe.target.key.form {
+        KeyForm::SfString => ("token", "bare"),
+        KeyForm::Token => ("sf-string", "quoted"),
+    };
+    retry.step = format!("calibration: the create with the key {name}");
+    retry.key = KeyWire::OtherForm(probe.fresh_key());
+    let seen = probe.send(POINT, &retry).await;
+    probe.read(&seen.answer, false).success.then(|| {
+        Stop::mismatch(
+            "key.form",
+            format!(
+                "{exchange}, and #{} succeeded with the key written {name}: set key.form = \
+                 \"{form}\"",
+                seen.id
+            ),
+        )
+    })
+}
+
+/// Whether the service takes the create with the file's own field values, and if so, which
+/// field it refuses when the check varies it.
+async fn field_at_fault(probe: &Probe, call: &Call, exchange: &str) -> Option<Stop> {
+    let BodyForm::Compact(varied) = &call.body else {
+        return None;
+    };
+    let given = &probe.endpoint(false).fields;
+    if varied == given {
+        return None;
+    }
+    let mut exact = call.clone();
+    exact.step = "calibration: the create with the file's own field values".to_owned();
+    exact.key = KeyWire::Normal(probe.fresh_key());
+    exact.body = BodyForm::Compact(given.clone());
+    let seen = probe.send(POINT, &exact).await;
+    if !probe.read(&seen.answer, false).success {
+        return None;
+    }
+    for (name, value) in varied.iter().filter(|(n, v)| given.get(*n) != Some(*v)) {
+        let mut one: BTreeMap<String, Value> = given.clone();
+        one.insert(name.clone(), value.clone());
+        let mut single = exact.clone();
+        single.step = format!("calibration: the create with only {name} varied");
+        single.key = KeyWire::Normal(probe.fresh_key());
+        single.body = BodyForm::Compact(one);
+        let refused = probe.send(POINT, &single).await;
+        if !probe.read(&refused.answer, false).success {
+            return Some(Stop::mismatch(
+                format!("create.vary.{name}"),
+                format!(
+                    "the service refuses {name} = {value} (#{} answered {}), a value the check \
+                     made from the file's {} so that each point's effects are its own; #{} \
+                     with the file's own values succeeded. Give {name} as a list of values the \
+                     service takes (create.vary = {{ {name} = [...] }}), or do not vary it",
+                    refused.id,
+                    quoted(&refused.answer),
+                    given.get(name).cloned().unwrap_or(Value::Null),
+                    seen.id
+                ),
+            ));
+        }
+    }
+    Some(Stop::mismatch(
+        "create.vary",
+        format!(
+            "{exchange}; #{} with the file's own field values succeeded, and no single varied \
+             field is refused alone: vary fewer fields",
+            seen.id
+        ),
+    ))
+}
+
+/// Counting as the file says, with the calibration's own requests recorded.
+struct Counter<'p> {
+    probe: &'p Probe,
+    wire: Wire,
+}
+
+impl<'p> Counter<'p> {
+    fn new(probe: &'p Probe) -> Counter<'p> {
+        let service = &probe.target.service;
+        Counter {
+            probe,
+            wire: Wire::new(
+                &service.host,
+                service.port,
+                &service.prefix,
+                service.timeout,
+            ),
+        }
+    }
+
+    /// The count now, as a calibration step.
+    async fn read(&mut self, calibration: &mut Calibration, name: &'static str) -> Proved<i64> {
+        let (n, field, exchanges) = self.count().await?;
+        calibration.held(name, field, format!("the count reads {n}"), &exchanges);
+        Ok(n)
+    }
+
+    /// The count after `created` (by `caller`) rose by exactly one from `before`; a count that
+    /// lags is read again, a few times within a second.
+    async fn rose(
+        &mut self,
+        calibration: &mut Calibration,
+        before: i64,
+        caller: usize,
+        created: &Created,
+    ) -> Proved<i64> {
+        let mut seen = Vec::new();
+        let mut after = before;
+        for attempt in 0..4 {
+            if attempt > 0 {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            let (n, _, exchanges) = self.count().await?;
+            seen.extend(exchanges);
+            after = n;
+            if after != before {
+                break;
+            }
+        }
+        let (field, _) = self.field();
+        let name = &self.probe.target.callers[caller].name;
+        if after - before != 1 {
+            return Err(Stop::mismatch(
+                field,
+                self.not_one(name, before, after, created),
+            ));
+        }
+        let mut exchanges = vec![created.seen.id];
+        exchanges.extend(seen);
+        calibration.held(
+            "count-rises",
+            field,
+            format!("{name}'s create raised the count by one: {before} to {after}"),
+            &exchanges,
+        );
+        Ok(after)
+    }
+
+    fn not_one(&self, name: &str, before: i64, after: i64, created: &Created) -> String {
+        let why = match (&self.probe.target.count, after - before) {
+            (
+                Count::Request {
+                    callers: CountCallers::One(Some(one)),
+                    ..
+                },
+                0,
+            ) if self.probe.target.callers[*one].name != name => format!(
+                " The count is read as {} only, and may list only that caller's effects: \
+                 count.request.caller = \"each\" sums every caller's",
+                self.probe.target.callers[*one].name
+            ),
+            (_, 0) => " The count does not see the created thing: does it count what the \
+                       create makes?"
+                .to_owned(),
+            _ => " The count holds more than the created things: it must count them, one \
+                  each"
+                .to_owned(),
+        };
+        format!(
+            "{name}'s create (#{}, naming {}) changed the count from {before} to {after}, not by \
+             exactly one.{why}",
+            created.seen.id, created.identity
+        )
+    }
+
+    /// The field the count is read by, and its kind in words.
+    fn field(&self) -> (&'static str, &'static str) {
+        match &self.probe.target.count {
+            Count::Request { .. } => ("count.request", "request"),
+            Count::Sqlite { .. } => ("count.sql.sqlite", "SQLite query"),
+            Count::Postgres { .. } => ("count.sql.postgres", "PostgreSQL query"),
+            Count::Command(_) => ("count.command", "command"),
+        }
+    }
+
+    /// The count, the field it proves, and the exchanges it took.
+    async fn count(&self) -> Proved<(i64, &'static str, Vec<usize>)> {
+        let (field, _) = self.field();
+        match &self.probe.target.count {
+            Count::Request { .. } => {
+                let (n, exchanges) = self.by_request().await?;
+                Ok((n, field, exchanges))
+            }
+            Count::Sqlite { file, .. } if !file.exists() => {
+                let cwd = std::env::current_dir()
+                    .map(|d| d.display().to_string())
+                    .unwrap_or_default();
+                let from = if file.is_relative() {
+                    format!(" (a relative path, read from the working folder {cwd})")
+                } else {
+                    format!(
+                        " (a relative path in the file is read from the file's folder, {})",
+                        self.probe.target.folder.display()
+                    )
+                };
+                Err(Stop::mismatch(
+                    "count.sql.sqlite",
+                    format!(
+                        "no file at {}{from}: name the service's database file. If the \
+                         service makes it on its first write, count with count.command, \
+                         printing 0 while the file is missing",
+                        file.display()
+                    ),
+                ))
+            }
+            _ => self
+                .probe
+                .count()
+                .await
+                .map(|n| (n, field, Vec::new()))
+                .map_err(|problem| {
+                    let named = problem
+                        .split([':', ' '])
+                        .next()
+                        .filter(|f| f.starts_with("count."))
+                        .unwrap_or(field)
+                        .to_owned();
+                    Stop::mismatch(named, trimmed(&problem))
+                }),
+        }
+    }
+
+    /// The count by the file's request, sent as each caller it names, recorded.
+    async fn by_request(&self) -> Proved<(i64, Vec<usize>)> {
+        let Count::Request {
+            request,
+            pointer,
+            callers,
+        } = &self.probe.target.count
+        else {
+            return Ok((0, Vec::new()));
+        };
+        let as_callers: Vec<Option<usize>> = match callers {
+            CountCallers::Each => (0..self.probe.target.callers.len()).map(Some).collect(),
+            CountCallers::One(one) => vec![*one],
+        };
+        let (mut total, mut exchanges) = (0, Vec::new());
+        for caller in as_callers {
+            let mut headers = request.headers.clone();
+            let who = caller.map(|i| &self.probe.target.callers[i]);
+            if let Some(who) = who {
+                headers.extend(who.headers.iter().cloned());
+            }
+            let outgoing = Outgoing {
+                method: request.method.clone(),
+                path: request.path.clone(),
+                headers,
+                body: Vec::new(),
+            };
+            let sent = Sent {
+                point: POINT,
+                step: "calibration: the count".to_owned(),
+                caller: who.map(|w| w.name.clone()),
+                key: None,
+                method: request.method.clone(),
+                path: request.path.clone(),
+                body: String::new(),
+            };
+            let at = Instant::now();
+            let answer = self.wire.send(&outgoing).await;
+            let id = self
+                .probe
+                .history
+                .record(sent, super::http::recorded(answer.clone()), at);
+            exchanges.push(id);
+            let exchange = format!(
+                "#{id} {} {}{}",
+                request.method,
+                request.path,
+                who.map(|w| format!(" as {}", w.name)).unwrap_or_default()
+            );
+            total += counted(&answer, pointer, &exchange, caller)?;
+        }
+        Ok((total, exchanges))
+    }
+}
+
+/// The count a counting reply holds, or the field at fault.
+fn counted(answer: &Answer, pointer: &str, exchange: &str, caller: Option<usize>) -> Proved<i64> {
+    let Answer::Reply { status, body, .. } = answer else {
+        return Err(Stop::Unreachable {
+            asked: "count",
+            problem: format!("{exchange}: {}", answer.summary()),
+        });
+    };
+    let said = format!("{exchange} answered {}", quoted(answer));
+    match status {
+        200..=299 => {}
+        401 | 403 => {
+            let field = caller.map_or("count.request.headers".to_owned(), |i| {
+                format!("callers[{i}].headers")
+            });
+            return Err(Stop::mismatch(
+                field,
+                format!("{said}: the count request is not let in with these credentials"),
+            ));
+        }
+        400..=499 => {
+            return Err(Stop::mismatch(
+                "count.request.path",
+                format!("{said}: is count.request.method and count.request.path a listing?"),
+            ));
+        }
+        _ => {
+            return Err(Stop::Unreachable {
+                asked: "count",
+                problem: said,
+            });
+        }
+    }
+    let Ok(json) = serde_json::from_str::<Value>(body) else {
+        return Err(Stop::mismatch(
+            "count.request.path",
+            format!("{said}: not JSON; name a listing that answers JSON"),
+        ));
+    };
+    let found = json.pointer(pointer);
+    match found {
+        Some(Value::Array(items)) => return Ok(items.len() as i64),
+        Some(Value::Number(n)) if n.is_i64() => return Ok(n.as_i64().unwrap_or_default()),
+        Some(Value::String(text)) if text.parse::<i64>().is_ok() => {
+            return Ok(text.parse().unwrap_or_default());
+        }
+        _ => {}
+    }
+    let held = match found {
+        None => "finds nothing".to_owned(),
+        Some(Value::Object(_)) => "holds an object, not a list or a number".to_owned(),
+        Some(other) => format!(
+            "holds {}, not a list or a number",
+            trimmed(&other.to_string())
+        ),
+    };
+    Err(Stop::mismatch(
+        "count.request.json_pointer",
+        format!(
+            "{pointer:?} {held} ({said}); the pointers in the body that hold a list or a \
+             number: {}",
+            listed(&count_pointers(&json))
+        ),
+    ))
+}
+
+/// The other endpoint, when the file names one, takes a create with a fresh key.
+async fn other_endpoint(probe: &Probe, calibration: &mut Calibration) -> Proved<()> {
+    if probe.target.other_endpoint.is_none() {
+        return Ok(());
+    }
+    let mut call = probe.call(
+        "calibration: a create on the other endpoint",
+        KeyWire::Normal(probe.fresh_key()),
+        &probe.fresh_fields(true),
+    );
+    call.other_endpoint = true;
+    let seen = probe.send(POINT, &call).await;
+    if !probe.read(&seen.answer, true).success {
+        return Err(Stop::mismatch(
+            "other_endpoint",
+            format!(
+                "{}: a create on the other endpoint with a fresh key must succeed",
+                describe_call(probe, &call, &seen)
+            ),
+        ));
+    }
+    calibration.held(
+        "other-endpoint",
+        "other_endpoint",
+        format!(
+            "a create on the other endpoint succeeds: {}",
+            seen.answer.summary()
+        ),
+        &[seen.id],
+    );
+    Ok(())
+}
+
+/// Each declared provocation, under a fresh key, answers what the points expect of it.
+async fn provocations(probe: &Probe, calibration: &mut Calibration) -> Proved<()> {
+    let errors = &probe.target.errors;
+    let validation_field = if errors.validation_given {
+        "errors.validation"
+    } else {
+        "errors.validation (not given: a body that is not JSON)"
+    };
+    let mut asked: Vec<(&'static str, String, &Provocation, &str)> = vec![(
+        "validation",
+        validation_field.to_owned(),
+        &errors.validation,
+        "4xx",
+    )];
+    for (i, server) in errors.server.iter().enumerate() {
+        let field = if errors.server.len() == 1 {
+            "errors.server".to_owned()
+        } else {
+            format!("errors.server[{i}]")
+        };
+        asked.push(("server-error", field, server, "5xx"));
+    }
+    if let Some(hook) = &probe.target.faults.between_effect_and_record {
+        asked.push((
+            "fault-hook",
+            "faults.between_effect_and_record".to_owned(),
+            hook,
+            "5xx or no answer",
+        ));
+    }
+    for (name, field, provocation, expected) in asked {
+        let fields = probe.fresh_fields(false);
+        let mut call = probe.call(
+            &format!("calibration: {field}"),
+            KeyWire::Normal(probe.fresh_key()),
+            &fields,
+        );
+        call.body = probe.provoked(&fields, provocation);
+        call.extra = provocation.headers.clone();
+        let seen = probe.send(POINT, &call).await;
+        let status = seen.answer.status();
+        let fired = match expected {
+            "4xx" => status.is_some_and(|s| (400..=499).contains(&s)),
+            "5xx" => status.is_some_and(|s| (500..=599).contains(&s)),
+            _ => status.is_none_or(|s| s >= 500),
+        };
+        if !fired {
+            return Err(Stop::mismatch(
+                field.split(' ').next().unwrap_or(name).to_owned(),
+                provocation_missed(probe, &call, &seen, provocation, expected),
+            ));
+        }
+        calibration.held(
+            name,
+            field,
+            format!("provoked {}", seen.answer.summary()),
+            &[seen.id],
+        );
+    }
+    Ok(())
+}
+
+fn provocation_missed(
+    probe: &Probe,
+    call: &Call,
+    seen: &Seen,
+    provocation: &Provocation,
+    expected: &str,
+) -> String {
+    let how: Vec<String> = provocation
+        .headers
+        .iter()
+        .map(|(n, v)| format!("header {n}: {v}"))
+        .chain(
+            provocation
+                .fields
+                .iter()
+                .map(|(n, v)| format!("field {n} = {v}")),
+        )
+        .chain(
+            provocation
+                .body_text
+                .iter()
+                .map(|t| format!("body {}", trimmed(t))),
+        )
+        .collect();
+    let fix = if expected == "4xx" {
+        "Name a request this service refuses with a 4xx and no effect (field values it \
+         refuses, or a body it cannot read)"
+    } else {
+        "Name a request this service answers so (a test hook it honours in tests)"
+    };
+    format!(
+        "sent with {}: {}; the points expect a {expected}. {fix}",
+        how.join(", "),
+        describe_call(probe, call, seen)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn id_pointers_name_the_scalars_whose_name_says_id() {
+        let body = json!({"ticket": {"ticket_id": 7, "title": "x"}, "requestId": "r", "n": 1});
+        assert_eq!(id_pointers(&body), ["/requestId", "/ticket/ticket_id"]);
+        let none = json!({"title": "x", "n": 1});
+        assert_eq!(id_pointers(&none), ["/n", "/title"]);
+        assert!(id_pointers(&json!("bare")).is_empty());
+    }
+
+    #[test]
+    fn count_pointers_name_lists_and_whole_numbers() {
+        let body = json!({"tickets": [1, 2], "page": {"total": 2, "ratio": 0.5}, "t": "x"});
+        assert_eq!(count_pointers(&body), ["/page/total", "/tickets"]);
+        assert_eq!(count_pointers(&json!([1])), ["\"\" (the whole body)"]);
+    }
+
+    #[test]
+    fn a_long_reply_is_quoted_on_one_line_and_cut() {
+        let long = format!("{{\"error\":\n\"{}\"}}", "x".repeat(1000));
+        let quoted_text = quoted(&Answer::Reply {
+            status: 500,
+            headers: vec![],
+            body: long.clone(),
+        });
+        assert!(quoted_text.starts_with("500 {\"error\": \"xxx"));
+        assert!(quoted_text.len() < QUOTED + 40, "{quoted_text}");
+        assert!(quoted_text.ends_with(&format!("({} bytes in all)", long.len())));
+        assert!(!quoted_text.contains('\n'));
+    }
+
+    #[test]
+    fn uuid_keys_have_a_uuids_characters_and_differ() {
+        let (a, b) = (uuid_key(), uuid_key());
+        assert!(is_uuid(&a) && is_uuid(&b), "{a} {b}");
+        assert_ne!(a, b);
+        assert_eq!(&a[14..15], "4");
+        assert!(!is_uuid("chk-1-2"));
+    }
+
+    #[test]
+    fn a_count_reply_without_a_list_at_the_pointer_names_the_pointer_and_the_lists_there() {
+        let reply = Answer::Reply {
+            status: 200,
+            headers: vec![],
+            body: json!({"tickets": [1, 2, 3]}).to_string(),
+        };
+        assert_eq!(counted(&reply, "/tickets", "#1", Some(0)), Ok(3));
+        let Err(Stop::Mismatch { field, problem }) = counted(&reply, "", "#1", Some(0)) else {
+            panic!("the whole object is not a count");
+        };
+        assert_eq!(field, "count.request.json_pointer");
+        assert!(problem.contains("/tickets"), "{problem}");
+        let missing = Answer::NoAnswer {
+            reason: "connection refused".into(),
+        };
+        assert!(matches!(
+            counted(&missing, "/tickets", "#1", None),
+            Err(Stop::Unreachable { .. })
+        ));
+    }
+}

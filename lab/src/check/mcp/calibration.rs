@@ -1,0 +1,412 @@
+//! The MCP check's calibration, as the HTTP check's ([`crate::check::calibration`]): before
+//! any point, a few calls of its own prove that the `[mcp]` section describes the server. A
+//! create with the file's fields succeeds; the identity is where `[mcp.identity]` says, and
+//! differs between two calls; each caller's count rises by exactly one per create; the
+//! validation fields are refused; the count can be read. Every call carries a fresh key (or
+//! none, for a tool that takes none), so a server that ignores keys still calibrates.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::super::calibration::{
+    Calibration, POINT, Stop, id_pointers, is_uuid, trimmed, uuid_key,
+};
+use super::super::history::Answer;
+use super::probe::{KeyArg, McpProbe, Seen, ToolCall};
+use super::target::{McpCount, McpIdentity};
+
+type Proved<T> = Result<T, Stop>;
+
+/// Runs the calibration against the probe's server, recording its calls.
+///
+/// # Errors
+/// [`Stop::Mismatch`] naming the field at fault; [`Stop::Unreachable`] when the server does not
+/// answer.
+pub async fn calibrate(probe: &McpProbe) -> Proved<Calibration> {
+    let mut calibration = Calibration::default();
+    let mut now = count(probe).await?;
+    calibration.held(
+        "count",
+        count_field(probe),
+        format!("the count reads {now}"),
+        &[],
+    );
+    let first = create(
+        probe,
+        &mut calibration,
+        0,
+        "a create with the file's fields",
+    )
+    .await?;
+    now = rose(probe, &mut calibration, now, 0, &first).await?;
+    let second = create(probe, &mut calibration, 0, "a second create").await?;
+    if first.1 == second.1 {
+        return Err(Stop::mismatch(
+            identity_field(probe),
+            format!(
+                "two calls with different keys and fields (#{} and #{}) both name {:?}: that is \
+                 not what identifies a created thing",
+                first.0.id, second.0.id, first.1
+            ),
+        ));
+    }
+    calibration.held(
+        "identity-differs",
+        identity_field(probe),
+        format!("two keys name two effects: {} and {}", first.1, second.1),
+        &[first.0.id, second.0.id],
+    );
+    now = rose(probe, &mut calibration, now, 0, &second).await?;
+    for caller in 1..probe.target.callers.len() {
+        let seen = create(probe, &mut calibration, caller, "a create").await?;
+        now = rose(probe, &mut calibration, now, caller, &seen).await?;
+    }
+    let _ = now;
+    validation(probe, &mut calibration).await?;
+    calibration.passed = true;
+    Ok(calibration)
+}
+
+fn identity_field(probe: &McpProbe) -> &'static str {
+    match probe.target.identity {
+        McpIdentity::Structured(_) => "mcp.identity.structured_pointer",
+        McpIdentity::Text(_) => "mcp.identity.text_regex",
+    }
+}
+
+fn count_field(probe: &McpProbe) -> &'static str {
+    match &probe.target.count {
+        McpCount::Tool {
+            from_text: false, ..
+        } => "mcp.count.tool.structured_pointer",
+        McpCount::Tool {
+            from_text: true, ..
+        } => "mcp.count.tool.text_pointer",
+        McpCount::Sqlite { .. } => "mcp.count.sql.sqlite",
+        McpCount::Command(_) => "mcp.count.command",
+    }
+}
+
+/// The count now; a count the file describes wrongly is a mismatch naming its field.
+async fn count(probe: &McpProbe) -> Proved<i64> {
+    probe.count().await.map_err(|problem| {
+        if problem.contains("no answer in time") || problem.contains("Transport") {
+            return Stop::Unreachable {
+                asked: "count",
+                problem: trimmed(&problem),
+            };
+        }
+        let field = if problem.contains("nothing at") || problem.contains(" holds ") {
+            count_field(probe)
+        } else if problem.contains("not JSON") {
+            "mcp.count.tool.text_pointer"
+        } else if problem.starts_with("mcp.count.tool") {
+            "mcp.count.tool.name"
+        } else if problem.starts_with("count.sql.query") {
+            "mcp.count.sql.query"
+        } else if problem.starts_with("count.sql") {
+            "mcp.count.sql.sqlite"
+        } else if problem.starts_with("count.command") {
+            "mcp.count.command"
+        } else {
+            count_field(probe)
+        };
+        Stop::mismatch(field, trimmed(&problem))
+    })
+}
+
+fn describe(probe: &McpProbe, call: &ToolCall, seen: &Seen) -> String {
+    let answer = match &seen.answer {
+        Answer::ToolResult { body, .. } => format!("{}: {}", seen.answer.summary(), trimmed(body)),
+        other => trimmed(&other.summary()),
+    };
+    format!(
+        "#{} tools/call {} as {} answered {answer}",
+        seen.id, probe.target.tool.name, probe.target.callers[call.caller].name
+    )
+}
+
+/// A create as `caller` that must succeed and name its effect: the exchange and the identity.
+async fn create(
+    probe: &McpProbe,
+    calibration: &mut Calibration,
+    caller: usize,
+    what: &str,
+) -> Proved<(Seen, String)> {
+    let mut call = probe.call(
+        &format!("calibration: {what}"),
+        probe.intention_key(),
+        &probe.fresh_fields(),
+    );
+    call.caller = caller;
+    let seen = probe.send(POINT, &call).await;
+    let who = &probe.target.callers[caller].name;
+    if !seen.read.success {
+        if let Answer::NoAnswer { .. } = seen.answer {
+            return Err(Stop::Unreachable {
+                asked: "create",
+                problem: describe(probe, &call, &seen),
+            });
+        }
+        return Err(diagnose(probe, &call, &seen).await);
+    }
+    let Some(identity) = seen.read.identity.clone() else {
+        return Err(no_identity(probe, &call, &seen));
+    };
+    calibration.held(
+        "create",
+        if caller == 0 {
+            "mcp.tool".to_owned()
+        } else {
+            format!("mcp.callers[{caller}]")
+        },
+        format!("{what} as {who} succeeds, naming {identity}"),
+        &[seen.id],
+    );
+    Ok((seen, identity))
+}
+
+fn no_identity(probe: &McpProbe, call: &ToolCall, seen: &Seen) -> Stop {
+    let exchange = describe(probe, call, seen);
+    let result: Value = match &seen.answer {
+        Answer::ToolResult { body, .. } => serde_json::from_str(body).unwrap_or(Value::Null),
+        _ => Value::Null,
+    };
+    match &probe.target.identity {
+        McpIdentity::Structured(pointer) => {
+            let structured = result.get("structuredContent").cloned().unwrap_or_default();
+            let ids = id_pointers(&structured);
+            Stop::mismatch(
+                "mcp.identity.structured_pointer",
+                format!(
+                    "{pointer:?} finds nothing in the result's structuredContent ({exchange}); \
+                     its pointers that hold ids: {}. Without structuredContent, read the text \
+                     with mcp.identity.text_regex",
+                    if ids.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        ids.join(", ")
+                    }
+                ),
+            )
+        }
+        McpIdentity::Text(regex) => Stop::mismatch(
+            "mcp.identity.text_regex",
+            format!(
+                "{:?} matches nothing in the result's text ({exchange}); fit it to the text",
+                regex.as_str()
+            ),
+        ),
+    }
+}
+
+/// A refused first create: another key shape, or the file's own field values, taken where the
+/// varied call was refused, names the field at fault.
+async fn diagnose(probe: &McpProbe, call: &ToolCall, seen: &Seen) -> Stop {
+    let exchange = describe(probe, call, seen);
+    if let Some(stop) = schema_at_fault(probe, &exchange) {
+        return stop;
+    }
+    if let KeyArg::Key(sent) = &call.key {
+        let (other, shape) = if is_uuid(sent) {
+            (format!("chk-{}", &uuid_key()[..13]), "text")
+        } else {
+            (uuid_key(), "uuid")
+        };
+        let mut retry = call.clone();
+        retry.step = format!("calibration: the create with a key of shape {shape}");
+        retry.key = KeyArg::Key(other.clone());
+        let again = probe.send(POINT, &retry).await;
+        if again.read.success {
+            return Stop::mismatch(
+                "key.shape",
+                format!(
+                    "{exchange} to the key {sent:?}, and #{} succeeded with the key {other:?}: \
+                     the server takes keys of another shape. Set key.shape = \"{shape}\"",
+                    again.id
+                ),
+            );
+        }
+    }
+    if let Some(stop) = field_at_fault(probe, call, &exchange).await {
+        return stop;
+    }
+    Stop::mismatch(
+        "mcp.tool",
+        format!(
+            "{exchange}. The same call with the file's own field values was refused as well: \
+             check mcp.tool.name, mcp.tool.arguments and mcp.tool.fields against the tool's \
+             input schema"
+        ),
+    )
+}
+
+/// The arguments the tool's input schema requires and the file never sends: the key argument
+/// the file does not name, or an argument missing from `mcp.tool.arguments`.
+fn schema_at_fault(probe: &McpProbe, exchange: &str) -> Option<Stop> {
+    let tool = &probe.target.tool;
+    let listed = probe.tools.iter().find(|t| t.name == tool.name.as_str());
+    let Some(listed) = listed else {
+        let names: Vec<&str> = probe.tools.iter().map(|t| t.name.as_ref()).collect();
+        return Some(Stop::mismatch(
+            "mcp.tool.name",
+            format!(
+                "{exchange}; the server lists no tool {:?}, only: {}",
+                tool.name,
+                names.join(", ")
+            ),
+        ));
+    };
+    let required = listed.input_schema.get("required")?.as_array()?;
+    let given = tool.arguments.as_object()?;
+    let missing: Vec<&str> = required
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|name| !given.contains_key(*name) && tool.key_argument.as_deref() != Some(name))
+        .collect();
+    let first = missing.first()?;
+    if tool.key_argument.is_none() && first.to_ascii_lowercase().contains("key") {
+        return Some(Stop::mismatch(
+            "mcp.tool.key_argument",
+            format!(
+                "{exchange}; the tool's input schema requires {first:?}, which the file does not                  send (no_key = true): say key_argument = {first:?}"
+            ),
+        ));
+    }
+    Some(Stop::mismatch(
+        "mcp.tool.arguments",
+        format!(
+            "{exchange}; the tool's input schema requires {}, which mcp.tool.arguments does not              give",
+            missing.join(", ")
+        ),
+    ))
+}
+
+async fn field_at_fault(probe: &McpProbe, call: &ToolCall, exchange: &str) -> Option<Stop> {
+    let given = &probe.target.tool.fields;
+    if &call.fields == given {
+        return None;
+    }
+    let mut exact = call.clone();
+    exact.step = "calibration: the create with the file's own field values".to_owned();
+    exact.key = probe.intention_key();
+    exact.fields = given.clone();
+    let seen = probe.send(POINT, &exact).await;
+    if !seen.read.success {
+        return None;
+    }
+    for (name, value) in call
+        .fields
+        .iter()
+        .filter(|(n, v)| given.get(*n) != Some(*v))
+    {
+        let mut one: BTreeMap<String, Value> = given.clone();
+        one.insert(name.clone(), value.clone());
+        let mut single = exact.clone();
+        single.step = format!("calibration: the create with only {name} varied");
+        single.key = probe.intention_key();
+        single.fields = one;
+        let refused = probe.send(POINT, &single).await;
+        if !refused.read.success {
+            return Some(Stop::mismatch(
+                format!("mcp.tool.vary.{name}"),
+                format!(
+                    "the server refuses {name} = {value} ({}), a value the check made from the \
+                     file's {} so that each point's effects are its own; #{} with the file's \
+                     own values succeeded. Give {name} as a list of values the tool takes, or \
+                     do not vary it",
+                    describe(probe, &single, &refused),
+                    given.get(name).cloned().unwrap_or(Value::Null),
+                    seen.id
+                ),
+            ));
+        }
+    }
+    Some(Stop::mismatch(
+        "mcp.tool.vary",
+        format!(
+            "{exchange}; #{} with the file's own values succeeded",
+            seen.id
+        ),
+    ))
+}
+
+/// The count after a create rose by exactly one (read again a few times when it lags).
+async fn rose(
+    probe: &McpProbe,
+    calibration: &mut Calibration,
+    before: i64,
+    caller: usize,
+    created: &(Seen, String),
+) -> Proved<i64> {
+    let mut after = before;
+    for attempt in 0..4 {
+        if attempt > 0 {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        after = count(probe).await?;
+        if after != before {
+            break;
+        }
+    }
+    let who = &probe.target.callers[caller].name;
+    if after - before != 1 {
+        let why = match &probe.target.count {
+            McpCount::Tool {
+                caller: Some(one), ..
+            } if *one != caller && after == before => format!(
+                " The count is read on {}'s session only, and may list only its effects: \
+                 mcp.count.tool.caller = \"each\" sums every caller's",
+                probe.target.callers[*one].name
+            ),
+            _ => String::new(),
+        };
+        return Err(Stop::mismatch(
+            count_field(probe),
+            format!(
+                "{who}'s create (#{}, naming {}) changed the count from {before} to {after}, \
+                 not by exactly one.{why}",
+                created.0.id, created.1
+            ),
+        ));
+    }
+    calibration.held(
+        "count-rises",
+        count_field(probe),
+        format!("{who}'s create raised the count by one: {before} to {after}"),
+        &[created.0.id],
+    );
+    Ok(after)
+}
+
+/// The validation fields make the tool refuse the call.
+async fn validation(probe: &McpProbe, calibration: &mut Calibration) -> Proved<()> {
+    let mut fields = probe.fresh_fields();
+    fields.extend(probe.target.errors.validation.clone());
+    let call = probe.call(
+        "calibration: mcp.errors.validation",
+        probe.intention_key(),
+        &fields,
+    );
+    let seen = probe.send(POINT, &call).await;
+    if !seen.read.refused {
+        return Err(Stop::mismatch(
+            "mcp.errors.validation",
+            format!(
+                "the fields {} were not refused ({}); the points expect an error result or a \
+                 JSON-RPC error. Name field values the tool refuses",
+                serde_json::to_string(&probe.target.errors.validation).unwrap_or_default(),
+                describe(probe, &call, &seen)
+            ),
+        ));
+    }
+    calibration.held(
+        "validation",
+        "mcp.errors.validation",
+        format!("provoked {}", seen.answer.summary()),
+        &[seen.id],
+    );
+    Ok(())
+}

@@ -1,0 +1,538 @@
+//! The commented `[mcp]` starting file `lab check --target FILE --init-mcp SERVER` writes, from
+//! the server's own `tools/list`: the transport as given, the tool that looks like a create
+//! (and the argument that looks like its key), its required arguments as fields, and every
+//! other section with its choices spelt out. It parses as written; its guesses are marked.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+
+/// Where the server is, as `--init-mcp` names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Server {
+    /// A Streamable HTTP endpoint.
+    Url(String),
+    /// A command line, split as a shell splits words.
+    Command(Vec<String>),
+}
+
+impl Server {
+    /// Reads `--init-mcp SERVER`: an `http://` URL (loopback unless `allow_remote`), or a
+    /// command line.
+    ///
+    /// # Errors
+    /// The problem, naming the value.
+    pub fn parse(text: &str, allow_remote: bool) -> std::result::Result<Server, String> {
+        if text.starts_with("https://") {
+            return Err(format!(
+                "{text}: https is not spoken by the check; give an http:// URL or a command"
+            ));
+        }
+        if text.starts_with("http://") {
+            super::target::http_url(text, "--init-mcp", allow_remote)?;
+            return Ok(Server::Url(text.to_owned()));
+        }
+        let words = shell_words(text)?;
+        if words.is_empty() {
+            return Err("an empty command".to_owned());
+        }
+        Ok(Server::Command(words))
+    }
+}
+
+/// `text` split into words as a POSIX shell would: blanks separate, '...' keeps everything,
+/// "..." keeps all but `\"` and `\\`, and a backslash outside quotes keeps the next character.
+///
+/// # Errors
+/// An unclosed quote or a trailing backslash.
+pub fn shell_words(text: &str) -> std::result::Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut word: Option<String> = None;
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            ' ' | '\t' | '\n' => {
+                if let Some(done) = word.take() {
+                    words.push(done);
+                }
+            }
+            '\'' => {
+                let current = word.get_or_insert_with(String::new);
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(c) => current.push(c),
+                        None => return Err(format!("{text:?}: an unclosed ' quote")),
+                    }
+                }
+            }
+            '"' => {
+                let current = word.get_or_insert_with(String::new);
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => match chars.next() {
+                            Some(c @ ('"' | '\\' | '$' | '`')) => current.push(c),
+                            Some(c) => {
+                                current.push('\\');
+                                current.push(c);
+                            }
+                            None => return Err(format!("{text:?}: an unclosed \" quote")),
+                        },
+                        Some(c) => current.push(c),
+                        None => return Err(format!("{text:?}: an unclosed \" quote")),
+                    }
+                }
+            }
+            '\\' => match chars.next() {
+                Some(c) => word.get_or_insert_with(String::new).push(c),
+                None => return Err(format!("{text:?}: a backslash at the end")),
+            },
+            c => word.get_or_insert_with(String::new).push(c),
+        }
+    }
+    words.extend(word);
+    Ok(words)
+}
+
+/// Lists the server's tools and writes the starting file to `path`, never replacing a file.
+///
+/// # Errors
+/// [`Error::InputInvalid`] when `path` exists or the server cannot be reached (naming
+/// `--init-mcp`); [`Error::OutputUnwritable`] when the file cannot be written.
+pub fn write(path: &Path, server: &Server) -> Result<()> {
+    if path.exists() {
+        return Err(exists(path));
+    }
+    let tools = list_tools(server).map_err(|problem| Error::InputInvalid {
+        subject: "--init-mcp".to_owned(),
+        problem,
+    })?;
+    let text = starting_file(server, &tools);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(|source| match source.kind() {
+            std::io::ErrorKind::AlreadyExists => exists(path),
+            _ => Error::OutputUnwritable {
+                path: path.to_owned(),
+                source,
+            },
+        })?;
+    file.write_all(text.as_bytes())
+        .and_then(|()| file.sync_all())
+        .map_err(|source| Error::OutputUnwritable {
+            path: path.to_owned(),
+            source,
+        })
+}
+
+fn exists(path: &Path) -> Error {
+    Error::InputInvalid {
+        subject: "--target".to_owned(),
+        problem: format!(
+            "{}: exists; --init-mcp writes a new file and never replaces one",
+            path.display()
+        ),
+    }
+}
+
+/// The server's tools as JSON (`name`, `inputSchema`, `outputSchema`, `annotations`), from one
+/// session opened for the purpose (bounded by ten seconds).
+fn list_tools(server: &Server) -> std::result::Result<Vec<Value>, String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|err| format!("starting a runtime: {err}"))?;
+    runtime.block_on(async {
+        // `{{dir}}` in a command is the check's folder per run; here, one for this session.
+        let dir = tempfile::tempdir().map_err(|err| format!("making a folder: {err}"))?;
+        let server = match server {
+            Server::Command(words) => Server::Command(
+                words
+                    .iter()
+                    .map(|w| w.replace("{{dir}}", &dir.path().display().to_string()))
+                    .collect(),
+            ),
+            url => url.clone(),
+        };
+        let listing = async {
+            let session = super::probe::open_plain(&server).await?;
+            let tools = session
+                .peer()
+                .list_all_tools()
+                .await
+                .map_err(|err| format!("tools/list: {err}"))?;
+            let _ = session.cancel().await;
+            Ok::<_, String>(tools)
+        };
+        let tools = tokio::time::timeout(std::time::Duration::from_secs(10), listing)
+            .await
+            .map_err(|_| "no tools/list answer within 10 s".to_owned())??;
+        Ok(tools
+            .iter()
+            .map(|tool| serde_json::to_value(tool).unwrap_or(Value::Null))
+            .collect())
+    })
+}
+
+/// The starting file for `server` and its `tools` (as JSON). Parses as it is.
+pub fn starting_file(server: &Server, tools: &[Value]) -> String {
+    let create = pick_create(tools);
+    let mut out = String::new();
+    header(&mut out, server, tools);
+    match create {
+        Some(tool) => tool_section(&mut out, tool),
+        None => out.push_str(
+            "[mcp.tool]\n# The server lists no tools: name the create tool here.\nname = \"create\"\n\
+             no_key = true\narguments = { title = \"{{title}}\" }\nfields = { title = \"example\" }\n\
+             vary = { title = \"text\" }\n\n",
+        ),
+    }
+    identity_section(&mut out, create);
+    rest(&mut out, server, tools, create);
+    out
+}
+
+fn header(out: &mut String, server: &Server, tools: &[Value]) {
+    out.push_str(
+        "# A target file for `lab check --target THIS_FILE` on an MCP server, written by\n\
+         # --init-mcp from the server's tools/list. The guesses (which tool creates, which\n\
+         # argument is its key, the fields, the identity, the count) are marked GUESS: check\n\
+         # each against the server before trusting a verdict.\n#\n# The server lists:\n",
+    );
+    for tool in tools {
+        let name = tool["name"].as_str().unwrap_or("?");
+        let required = required_names(tool).join(", ");
+        let _ = writeln!(out, "#   {name}({required})");
+    }
+    out.push_str("\n[mcp]\n");
+    match server {
+        Server::Url(url) => {
+            let _ = writeln!(
+                out,
+                "transport = \"http\"\nurl = {}",
+                Value::from(url.as_str())
+            );
+        }
+        Server::Command(words) => {
+            let _ = writeln!(
+                out,
+                "transport = \"stdio\"\n# Run in this file's folder; {{{{dir}}}} is a fresh folder per run.\n\
+                 command = {}",
+                Value::from(words.clone())
+            );
+        }
+    }
+    out.push_str("timeout_ms = 10000\n\n");
+}
+
+fn required_names(tool: &Value) -> Vec<String> {
+    tool["inputSchema"]["required"]
+        .as_array()
+        .map(|list| {
+            list.iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The tool that looks like a create: named create/add/new/insert/submit/open, and not marked
+/// read-only; else the first tool not marked read-only.
+fn pick_create(tools: &[Value]) -> Option<&Value> {
+    let writable = |t: &&Value| t["annotations"]["readOnlyHint"] != Value::Bool(true);
+    let named = |t: &&Value| {
+        let name = t["name"].as_str().unwrap_or_default().to_ascii_lowercase();
+        ["create", "add", "new", "insert", "submit", "open"]
+            .iter()
+            .any(|w| name.starts_with(w))
+    };
+    tools
+        .iter()
+        .filter(writable)
+        .find(named)
+        .or_else(|| tools.iter().find(writable))
+}
+
+/// The argument that looks like an operation key: a text property named like one.
+fn key_argument(tool: &Value) -> Option<String> {
+    let properties = tool["inputSchema"]["properties"].as_object()?;
+    properties
+        .iter()
+        .find(|(name, schema)| {
+            let lower = name.to_ascii_lowercase();
+            (lower.contains("idempot") || lower.ends_with("key") || lower.contains("request_id"))
+                && schema["type"] != "object"
+        })
+        .map(|(name, _)| name.clone())
+}
+
+fn tool_section(out: &mut String, tool: &Value) {
+    let name = tool["name"].as_str().unwrap_or("create");
+    let _ = writeln!(
+        out,
+        "[mcp.tool]\n# GUESS: the tool that looks like a create.\nname = {}",
+        Value::from(name)
+    );
+    let key = key_argument(tool);
+    match &key {
+        Some(key) => {
+            let _ = writeln!(
+                out,
+                "# GUESS: the argument that looks like an operation key (the check fills it).\n\
+                 key_argument = {}",
+                Value::from(key.as_str())
+            );
+        }
+        None => out.push_str(
+            "# No argument looks like an operation key: the check reports that a retry cannot\n\
+             # be told from a new call. Name it with key_argument = \"...\" if there is one.\nno_key = true\n",
+        ),
+    }
+    let (arguments, fields, vary) = arguments_of(tool, key.as_deref());
+    let _ = writeln!(
+        out,
+        "# The required arguments. \"{{{{name}}}}\" takes a field's value; other values are sent as\n\
+         # they are.\narguments = {arguments}\n# Example values: replace them with values the tool accepts.\n\
+         fields = {fields}\n# Which fields the check may change: \"text\" (free text, it appends\n\
+         # \" (check RUN-N)\"), or a list of values the tool accepts. Others are sent as given.\n\
+         vary = {vary}\n"
+    );
+}
+
+/// The arguments template, the fields and `vary`, as TOML inline tables, from the required
+/// properties (the key aside). A text property is a free-text field, an enum a list, a number
+/// or a boolean a field sent as given, anything else a literal empty value.
+fn arguments_of(tool: &Value, key: Option<&str>) -> (String, String, String) {
+    let properties = tool["inputSchema"]["properties"].clone();
+    let mut arguments = Vec::new();
+    let mut fields = Vec::new();
+    let mut vary = Vec::new();
+    for name in required_names(tool) {
+        if Some(name.as_str()) == key || !is_bare_key(&name) {
+            continue;
+        }
+        let schema = &properties[name.as_str()];
+        let placeholder = format!("{name} = \"{{{{{name}}}}}\"");
+        if let Some(values) = schema["enum"].as_array().filter(|v| !v.is_empty()) {
+            arguments.push(placeholder);
+            fields.push(format!("{name} = {}", toml_value(&values[0])));
+            if values.len() > 1 {
+                let list: Vec<String> = values.iter().map(toml_value).collect();
+                vary.push(format!("{name} = [{}]", list.join(", ")));
+            }
+            continue;
+        }
+        match schema["type"].as_str() {
+            Some("string") | None => {
+                arguments.push(placeholder);
+                fields.push(format!("{name} = \"example {name}\""));
+                vary.push(format!("{name} = \"text\""));
+            }
+            Some("integer" | "number") => {
+                arguments.push(placeholder);
+                fields.push(format!("{name} = 1"));
+            }
+            Some("boolean") => {
+                arguments.push(placeholder);
+                fields.push(format!("{name} = true"));
+            }
+            Some("array") => arguments.push(format!("{name} = []")),
+            Some(_) => arguments.push(format!("{name} = {{}}")),
+        }
+    }
+    let table = |items: Vec<String>| {
+        if items.is_empty() {
+            "{}".to_owned()
+        } else {
+            format!("{{ {} }}", items.join(", "))
+        }
+    };
+    (table(arguments), table(fields), table(vary))
+}
+
+fn is_bare_key(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+fn toml_value(value: &Value) -> String {
+    match value {
+        Value::String(text) => Value::from(text.as_str()).to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// `[mcp.identity]`: a property of the output schema named like an id, else a guess.
+fn identity_section(out: &mut String, create: Option<&Value>) {
+    let named = create
+        .and_then(|tool| tool["outputSchema"]["properties"].as_object())
+        .and_then(|props| {
+            props
+                .keys()
+                .find(|k| *k == "id" || k.ends_with("_id") || k.ends_with("Id"))
+                .cloned()
+        });
+    out.push_str("[mcp.identity]\n");
+    match named {
+        Some(name) => {
+            let _ = writeln!(
+                out,
+                "# From the tool's outputSchema.\nstructured_pointer = {}\n",
+                Value::from(format!("/{name}"))
+            );
+        }
+        None => out.push_str(
+            "# GUESS: where a success names what it created: a JSON pointer into\n\
+             # structuredContent, or text_regex = \"id (\\\\S+)\" over the text content.\n\
+             structured_pointer = \"/id\"\n\n",
+        ),
+    }
+}
+
+fn rest(out: &mut String, server: &Server, tools: &[Value], create: Option<&Value>) {
+    out.push_str(
+        "[mcp.errors]\n# Where a refusal's code is: in an error result's structuredContent, or in any\n\
+         # result's text read as JSON, or matched in plain text (the first group).\n\
+         # code_pointer = \"/code\"\n# text_code_pointer = \"/error/code\"\n\
+         # text_code_pattern = '^Error \\[(\\w+)\\]'\n# conflict = [\"conflict\"]\n\
+         # in_progress = [\"in_progress\"]\n# bad_key = [\"invalid_key\"]\n\n",
+    );
+    match server {
+        Server::Url(_) => out.push_str(
+            "# Callers, told apart by their headers (two for the scope point).\n[[mcp.callers]]\n\
+             name = \"agent\"\n# headers = { Authorization = \"Bearer TOKEN\" }\n\n",
+        ),
+        Server::Command(_) => out.push_str(
+            "# Callers, told apart by the words added to the command and their environment\n\
+             # (two for the scope point).\n[[mcp.callers]]\nname = \"agent\"\n# args = [\"--caller\", \"agent\"]\n\n",
+        ),
+    }
+    // A tool that takes no required argument, named list, count, read, search or get (in that
+    // order of preference), other than the create.
+    let create_name = create.and_then(|t| t["name"].as_str());
+    let lister = ["list", "count", "read", "search", "get"]
+        .iter()
+        .find_map(|word| {
+            tools.iter().find(|t| {
+                let name = t["name"].as_str().unwrap_or_default();
+                Some(name) != create_name
+                    && name.to_ascii_lowercase().starts_with(word)
+                    && required_names(t).is_empty()
+            })
+        });
+    out.push_str("[mcp.count]\n# How effects are counted: one of tool, sql or command.\n");
+    match lister.and_then(|t| t["name"].as_str()) {
+        Some(name) => {
+            let _ = writeln!(
+                out,
+                "# GUESS: a tool that lists; the pointer names a list (its length) or a number.\n\
+                 tool = {{ name = {}, structured_pointer = \"\" }}",
+                Value::from(name)
+            );
+        }
+        None => out.push_str(
+            "# GUESS: no tool lists; count with a command that prints one number, or SQL.\n\
+             command = [\"sh\", \"-c\", \"echo 0\"]\n",
+        ),
+    }
+    out.push_str(
+        "# sql = { sqlite = \"{{dir}}/state.sqlite\", query = \"SELECT COUNT(*) FROM items\" }\n\n\
+         [mcp.load]\n# The concurrent point: rounds, and calls released together in each.\nrounds = 4\ncalls = 6\n",
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::Overrides;
+    use crate::check::mcp::McpTarget;
+    use serde_json::json;
+
+    fn tools() -> Vec<Value> {
+        vec![
+            json!({"name": "list_tickets", "inputSchema": {"type": "object"},
+                   "annotations": {"readOnlyHint": true}}),
+            json!({"name": "create_ticket", "inputSchema": {"type": "object",
+                "properties": {"title": {"type": "string"},
+                               "priority": {"type": "string", "enum": ["low", "high"]},
+                               "size": {"type": "integer"},
+                               "operation_key": {"type": "string"},
+                               "tags": {"type": "array"}},
+                "required": ["title", "priority", "size", "operation_key", "tags"]},
+                "outputSchema": {"type": "object", "properties": {"ticket_id": {"type": "string"}}}}),
+        ]
+    }
+
+    #[test]
+    fn the_starting_file_names_the_create_its_key_and_its_fields_and_parses() {
+        let server = Server::Command(vec!["lab".into(), "mcp".into()]);
+        let text = starting_file(&server, &tools());
+        let target = McpTarget::parse(&text, Path::new("t.toml"), &Overrides::default())
+            .unwrap_or_else(|err| panic!("{err}\n{text}"));
+        assert_eq!(target.tool.name, "create_ticket");
+        assert_eq!(target.tool.key_argument.as_deref(), Some("operation_key"));
+        assert_eq!(target.tool.fields["priority"], json!("low"));
+        assert_eq!(target.tool.vary.len(), 2, "{text}");
+        assert!(
+            text.contains("structured_pointer = \"/ticket_id\""),
+            "{text}"
+        );
+        assert!(text.contains("tool = { name = \"list_tickets\""), "{text}");
+        let http = starting_file(&Server::Url("http://127.0.0.1:9/mcp".into()), &[]);
+        McpTarget::parse(&http, Path::new("t.toml"), &Overrides::default())
+            .unwrap_or_else(|err| panic!("{err}\n{http}"));
+    }
+
+    #[test]
+    fn a_server_is_a_loopback_url_or_a_command_split_as_a_shell_would() {
+        assert_eq!(
+            Server::parse("node 'my server.js' --db \"a b\" x\\ y", false).unwrap(),
+            Server::Command(vec![
+                "node".into(),
+                "my server.js".into(),
+                "--db".into(),
+                "a b".into(),
+                "x y".into()
+            ])
+        );
+        assert!(matches!(
+            Server::parse("http://127.0.0.1:8000/mcp", false),
+            Ok(Server::Url(_))
+        ));
+        assert!(
+            Server::parse("http://192.0.2.1/mcp", false)
+                .unwrap_err()
+                .contains("--allow-remote")
+        );
+        assert!(Server::parse("http://192.0.2.1/mcp", true).is_ok());
+        assert!(Server::parse("https://127.0.0.1/mcp", false).is_err());
+        assert!(
+            Server::parse("node 'open", false)
+                .unwrap_err()
+                .contains("unclosed")
+        );
+        assert!(Server::parse("  ", false).is_err());
+    }
+
+    #[test]
+    fn init_mcp_never_replaces_a_file_and_reaches_no_server_then() {
+        let folder = tempfile::tempdir().unwrap();
+        let path = folder.path().join("t.toml");
+        std::fs::write(&path, "mine").unwrap();
+        let marker = folder.path().join("started");
+        let server = Server::Command(vec!["touch".into(), marker.display().to_string()]);
+        let err = write(&path, &server).unwrap_err();
+        assert!(err.to_string().contains("exists"), "{err}");
+        assert!(!marker.exists());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "mine");
+    }
+}

@@ -1,0 +1,325 @@
+use std::collections::BTreeSet;
+
+use super::super::{Cell, Checker, PROMISES, cell, promise};
+use super::coverage;
+
+/// Every promise checked nowhere, by id.
+fn unchecked_promises() -> Vec<&'static str> {
+    PROMISES
+        .iter()
+        .filter(|p| {
+            Checker::ALL
+                .iter()
+                .all(|&checker| !matches!(cell(checker, p.id), Cell::Checked(_)))
+        })
+        .map(|p| p.id)
+        .collect()
+}
+
+#[test]
+fn every_promise_has_a_checker() {
+    assert_eq!(
+        unchecked_promises(),
+        Vec::<&str>::new(),
+        "these promises have no checker: add a point that covers each, or drop the promise"
+    );
+}
+
+#[test]
+fn every_coverage_entry_names_a_known_promise() {
+    let mut unknown = Vec::new();
+    for checker in Checker::ALL {
+        let table = coverage(checker);
+        assert_eq!(
+            table.checker, checker,
+            "the table of {checker:?} says it is another's"
+        );
+        let named = table
+            .points
+            .iter()
+            .flat_map(|(point, ids)| ids.iter().map(move |id| (*point, *id)));
+        let excused = table
+            .not_checked
+            .iter()
+            .map(|(id, _)| ("(not checked)", *id));
+        for (point, id) in named.chain(excused) {
+            if promise(id).is_none() {
+                unknown.push(format!("{}: {point}: {id}", checker.name()));
+            }
+        }
+    }
+    assert_eq!(
+        unknown,
+        Vec::<String>::new(),
+        "coverage entries name unknown promises"
+    );
+}
+
+#[test]
+fn every_cell_says_how_or_why_not_and_never_both() {
+    let mut problems = Vec::new();
+    for checker in Checker::ALL {
+        let table = coverage(checker);
+        for p in PROMISES {
+            let excused = table
+                .not_checked
+                .iter()
+                .filter(|(id, _)| *id == p.id)
+                .count();
+            match cell(checker, p.id) {
+                Cell::Checked(points) if excused > 0 => problems.push(format!(
+                    "{} × {}: checked by {points:?} and also said to be unchecked",
+                    checker.name(),
+                    p.id
+                )),
+                Cell::NotChecked(_) if excused > 1 => {
+                    problems.push(format!("{} × {}: two reasons", checker.name(), p.id))
+                }
+                Cell::Missing => problems.push(format!(
+                    "{} × {}: neither a point nor a reason",
+                    checker.name(),
+                    p.id
+                )),
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(problems, Vec::<String>::new());
+}
+
+#[test]
+fn promise_ids_are_unique_short_and_lowercase() {
+    let mut seen = BTreeSet::new();
+    for p in PROMISES {
+        assert!(seen.insert(p.id), "{} appears twice", p.id);
+        assert!(
+            !p.id.is_empty()
+                && p.id.len() <= 16
+                && p.id.chars().all(|c| c.is_ascii_lowercase() || c == '-'),
+            "{:?}: an id is a few lowercase words joined by hyphens",
+            p.id
+        );
+        assert!(p.statement.ends_with('.'), "{}: one sentence, ended", p.id);
+    }
+}
+
+/// The names of the HTTP or MCP check's points, read from its `points.rs`: every `const NAME`
+/// and every point name passed as a literal (`"crash",` on its own line after
+/// `PointReport::not_covered(`, or after `probe,` in a shared helper's call).
+fn names_in_source(source: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    let mut previous = "";
+    for line in source.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if let Some(rest) = line.strip_prefix("const NAME: &str = \"") {
+            names.insert(rest.trim_end_matches("\";").to_owned());
+        } else if let Some(name) = line.strip_prefix('"').and_then(|l| l.strip_suffix("\","))
+            && !name.is_empty()
+            && name.chars().all(|c| c.is_ascii_lowercase() || c == '-')
+            && (previous.ends_with("not_covered(") || previous == "probe,")
+        {
+            names.insert(name.to_owned());
+        }
+        previous = line;
+    }
+    names
+}
+
+/// Compares a checker's table with the names its code gives its points, both ways.
+fn assert_table_matches(checker: Checker, actual: BTreeSet<String>) {
+    let table: Vec<&str> = coverage(checker).points.iter().map(|(n, _)| *n).collect();
+    let listed: BTreeSet<String> = table.iter().map(|n| (*n).to_owned()).collect();
+    assert_eq!(
+        listed.len(),
+        table.len(),
+        "{}: a point is listed twice",
+        checker.name()
+    );
+    let unknown: Vec<&String> = listed.difference(&actual).collect();
+    let unlisted: Vec<&String> = actual.difference(&listed).collect();
+    assert!(
+        unknown.is_empty() && unlisted.is_empty(),
+        "{}: the table names points the checker does not have: {unknown:?}; the checker has \
+         points the table does not list: {unlisted:?}",
+        checker.name()
+    );
+}
+
+#[test]
+fn the_suite_table_names_the_seven_scenarios() {
+    let actual = crate::suite::SCENARIOS
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+    assert_table_matches(Checker::Suite, actual);
+}
+
+#[test]
+fn the_conformance_table_names_every_contract_point() {
+    let actual = crate::conformance::point_names()
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    assert_table_matches(Checker::Conformance, actual);
+}
+
+#[test]
+fn the_http_table_names_every_point_of_the_black_box_check() {
+    let actual = names_in_source(include_str!("../../check/points.rs"));
+    assert!(
+        actual.contains("crash"),
+        "the reader lost the not-covered point: {actual:?}"
+    );
+    assert_table_matches(Checker::Http, actual);
+}
+
+#[test]
+fn the_mcp_table_names_every_point_of_the_mcp_check() {
+    assert_table_matches(
+        Checker::Mcp,
+        names_in_source(include_str!("../../check/mcp/points.rs")),
+    );
+}
+
+#[test]
+fn the_source_reader_finds_constants_and_literal_names_only() {
+    let source = "const NAME: &str = \"one\";\n  PointReport::not_covered(\n  \"two\",\n \
+                  x(\n \"sent\",\n error_then_fix(\n probe,\n \"three\",";
+    let found: Vec<String> = names_in_source(source).into_iter().collect();
+    assert_eq!(found, ["one", "three", "two"]);
+}
+
+#[cfg(feature = "mcp")]
+#[test]
+fn the_grader_table_names_every_verdict() {
+    use crate::mcp::grader::Verdict;
+    let all = [
+        Verdict::Pass,
+        Verdict::Fail,
+        Verdict::Unresolved,
+        Verdict::NotExercised,
+    ];
+    for verdict in all {
+        // A new verdict fails to compile here until it is added to `all` and to the table.
+        match verdict {
+            Verdict::Pass | Verdict::Fail | Verdict::Unresolved | Verdict::NotExercised => {}
+        }
+    }
+    assert_table_matches(
+        Checker::Grader,
+        all.iter().map(|v| v.word().to_owned()).collect(),
+    );
+}
+
+#[test]
+fn the_simulator_table_names_every_invariant() {
+    use crate::sim::ViolationKind as K;
+    let all = [
+        K::DuplicateTicket,
+        K::DivergentSuccess,
+        K::CrossScope,
+        K::ConflictChangedOriginal,
+        K::SpuriousConflict,
+        K::AcceptedChangedPayload,
+        K::Unpaired,
+        K::Unresolved,
+        K::UnexpectedTicket,
+    ];
+    for kind in all {
+        // A new invariant fails to compile here until it is added to `all` and to the table.
+        match kind {
+            K::DuplicateTicket
+            | K::DivergentSuccess
+            | K::CrossScope
+            | K::ConflictChangedOriginal
+            | K::SpuriousConflict
+            | K::AcceptedChangedPayload
+            | K::Unpaired
+            | K::Unresolved
+            | K::UnexpectedTicket => {}
+        }
+    }
+    assert_table_matches(
+        Checker::Simulator,
+        all.iter().map(|k| k.name().to_owned()).collect(),
+    );
+}
+
+#[cfg(feature = "model")]
+#[test]
+fn the_model_table_names_every_property() {
+    use stateright::Model as _;
+
+    use crate::model::{Bounds, Protocol, Variant};
+    let protocol = Protocol::new(Bounds::default(), Variant::Design);
+    let actual = protocol
+        .properties()
+        .iter()
+        .map(|p| p.name.to_owned())
+        .collect();
+    assert_table_matches(Checker::Model, actual);
+}
+
+#[test]
+fn reports_look_up_the_ids_of_a_point_and_nothing_for_an_unknown_one() {
+    assert_eq!(
+        super::super::label(Checker::Http, "lost-reply"),
+        "[lost-reply, replay]"
+    );
+    assert_eq!(super::super::label(Checker::Http, "no-such-point"), "[]");
+}
+
+#[test]
+fn the_matrix_has_a_row_per_promise_and_no_missing_cell() {
+    let matrix = super::super::matrix_markdown();
+    for p in PROMISES {
+        assert!(
+            matrix.contains(&format!("| `{}` |", p.id)),
+            "no row for {}",
+            p.id
+        );
+    }
+    assert!(!matrix.contains("**missing**"), "{matrix}");
+    let list = super::super::promises_markdown();
+    assert_eq!(list.matches("\n- **`").count() + 1, PROMISES.len());
+}
+
+#[cfg(feature = "http")]
+#[test]
+fn a_check_report_names_each_points_promises_by_its_own_checkers_table() {
+    use crate::check::report::{PointReport, Report};
+    let points = vec![
+        PointReport::covered("key-forms", "title", Vec::new()),
+        PointReport::covered("key", "title", Vec::new()),
+    ];
+    let mut report = Report::new(
+        "t.toml".into(),
+        "http://127.0.0.1:1".into(),
+        points,
+        std::time::Duration::ZERO,
+        Vec::new(),
+    );
+    // An HTTP report by default: `key` is no point of the HTTP check.
+    assert_eq!(report.points[0].promises, ["key-intact", "no-key"]);
+    assert!(report.points[1].promises.is_empty());
+    report.name_promises(Checker::Mcp);
+    assert_eq!(report.points[1].promises, ["no-key"]);
+    let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+    assert_eq!(json["points"][1]["promises"], serde_json::json!(["no-key"]));
+    assert!(
+        report.to_string().contains("PASS key: title [no-key]"),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_violation_prints_the_promises_its_invariant_stands_for() {
+    use crate::sim::{Violation, ViolationKind};
+    let violation = Violation {
+        kind: ViolationKind::CrossScope,
+        detail: "bob saw ticket 1".into(),
+    };
+    assert_eq!(
+        violation.to_string(),
+        "visible across scopes [scope]: bob saw ticket 1"
+    );
+}

@@ -1,0 +1,87 @@
+//! The contract as the book shows it: the list of promises, and the coverage matrix, both in
+//! Markdown, drawn from the same data the reports use.
+
+use std::fmt::Write as _;
+
+use super::{Cell, Checker, DRAFT, PROMISES, Promise, cell};
+
+/// The draft's address, for a section link.
+const DRAFT_URL: &str =
+    "https://datatracker.ietf.org/doc/html/draft-ietf-httpapi-idempotency-key-header-06";
+
+fn level(promise: &Promise) -> String {
+    match promise.section {
+        Some(section) => format!(
+            "{}, [§{section}]({DRAFT_URL}#section-{section})",
+            promise.level
+        ),
+        None => promise.level.to_string(),
+    }
+}
+
+/// The promises as a Markdown list: id, name, statement, level and section, why.
+pub fn promises_markdown() -> String {
+    let mut out = String::new();
+    for p in PROMISES {
+        // Writing to a String cannot fail.
+        let _ = writeln!(
+            out,
+            "- **`{}`: {}.** {} *{}.* Why: {}",
+            p.id,
+            p.name,
+            p.statement,
+            level(p),
+            p.why
+        );
+    }
+    let _ = write!(
+        out,
+        "\nMUST and SHOULD are the levels of {DRAFT} at the section shown; LAB marks a rule that \
+         is the lab's own, or stricter than the draft."
+    );
+    out
+}
+
+/// The coverage matrix as Markdown: a table of promises against checkers, each cell the
+/// points that cover the promise (`✓ replay, lost-reply`) or a numbered note saying why none
+/// can, the notes listed below the table.
+pub fn matrix_markdown() -> String {
+    let mut out = String::from("| promise |");
+    for checker in Checker::ALL {
+        let _ = write!(out, " {} |", checker.name());
+    }
+    out.push_str("\n| --- |");
+    out.push_str(&" --- |".repeat(Checker::ALL.len()));
+    out.push('\n');
+    let mut notes: Vec<(&'static str, Vec<String>)> = Vec::new();
+    for p in PROMISES {
+        let _ = write!(out, "| `{}` |", p.id);
+        for checker in Checker::ALL {
+            let text = match cell(checker, p.id) {
+                Cell::Checked(points) => {
+                    let names: Vec<String> = points.iter().map(|n| format!("`{n}`")).collect();
+                    names.join(", ")
+                }
+                Cell::NotChecked(reason) => {
+                    let at = match notes.iter().position(|(r, _)| *r == reason) {
+                        Some(at) => at,
+                        None => {
+                            notes.push((reason, Vec::new()));
+                            notes.len() - 1
+                        }
+                    };
+                    notes[at].1.push(format!("{} × `{}`", checker.name(), p.id));
+                    format!("— ({})", at + 1)
+                }
+                Cell::Missing => "**missing**".to_owned(),
+            };
+            let _ = write!(out, " {text} |");
+        }
+        out.push('\n');
+    }
+    out.push_str("\nWhy a cell is empty:\n\n");
+    for (n, (reason, cells)) in notes.iter().enumerate() {
+        let _ = writeln!(out, "{}. {}: {reason}.", n + 1, cells.join("; "));
+    }
+    out
+}
