@@ -503,14 +503,32 @@ impl Probe {
                 Some(identity) => format!(" with identity {identity}"),
                 None => " with no identity where [identity] says".to_owned(),
             }
-        } else if statuses.in_progress.contains(&status) {
-            " (statuses.in_progress: \"still in progress\")".to_owned()
-        } else if statuses.conflict.contains(&status) {
-            " (statuses.conflict: \"key used with another payload\")".to_owned()
-        } else if statuses.bad_key.contains(&status) || statuses.missing_key.contains(&status) {
-            " (a bad-request status)".to_owned()
         } else {
-            String::new()
+            // A status the file lists under more than one meaning (409 for both "in progress"
+            // and "another payload" is common) is named with each: the status alone cannot say
+            // which one the service meant.
+            let meanings: Vec<&str> = [
+                (
+                    statuses.in_progress.contains(&status),
+                    "statuses.in_progress: \"still in progress\"",
+                ),
+                (
+                    statuses.conflict.contains(&status),
+                    "statuses.conflict: \"key used with another payload\"",
+                ),
+                (
+                    statuses.bad_key.contains(&status) || statuses.missing_key.contains(&status),
+                    "a bad-request status",
+                ),
+            ]
+            .into_iter()
+            .filter_map(|(listed, meaning)| listed.then_some(meaning))
+            .collect();
+            if meanings.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", meanings.join(", or "))
+            }
         };
         format!("{status}{meaning}")
     }
@@ -745,7 +763,11 @@ pub async fn command_count(argv: Vec<String>, folder: std::path::PathBuf) -> Res
             .map_err(|err| format!("count.command {:?}: {err}", argv[0]))?;
         let text = String::from_utf8_lossy(&output.stdout);
         if !output.status.success() {
-            return Err(format!("count.command: exited with {}", output.status));
+            return Err(format!(
+                "count.command: exited with {}{}",
+                output.status,
+                last_line_said(&output.stderr)
+            ));
         }
         text.trim()
             .parse::<i64>()
@@ -753,6 +775,21 @@ pub async fn command_count(argv: Vec<String>, folder: std::path::PathBuf) -> Res
     })
     .await
     .map_err(|err| err.to_string())?
+}
+
+/// What a failed command said last on its standard error, as ": LINE" cut to a readable
+/// length, or nothing when it said nothing: a count that stops working mid-run (a store the
+/// service itself broke) must say why, not only that it exited.
+fn last_line_said(stderr: &[u8]) -> String {
+    const MOST: usize = 300;
+    let text = String::from_utf8_lossy(stderr);
+    let Some(line) = text.lines().map(str::trim).rfind(|l| !l.is_empty()) else {
+        return String::new();
+    };
+    match line.char_indices().nth(MOST) {
+        Some((cut, _)) => format!(": {}...", &line[..cut]),
+        None => format!(": {line}"),
+    }
 }
 
 #[cfg(feature = "postgres")]
@@ -973,6 +1010,64 @@ mod tests {
             json!("Jam (check r-1) (check r-2)")
         );
         assert_eq!(found[0].changed["priority"], json!("high"));
+    }
+
+    #[test]
+    fn a_status_listed_under_two_meanings_is_described_with_both() {
+        let file = |statuses: &str| {
+            let text = format!(
+                "[service]\nbase_url = \"http://127.0.0.1:8000\"\n[create]\npath = \"/t\"\n\
+                 body = {{ title = \"{{{{title}}}}\" }}\nfields = {{ title = \"Jam\" }}\n\
+                 [key]\nform = \"sf-string\"\n[identity]\njson_pointer = \"/id\"\n\
+                 [[callers]]\nname = \"a\"\nheaders = {{ A = \"1\" }}\n\
+                 [[callers]]\nname = \"b\"\nheaders = {{ A = \"2\" }}\n\
+                 [count]\nrequest = {{ path = \"/t\", json_pointer = \"/t\" }}\n\
+                 [statuses]\n{statuses}\n"
+            );
+            Probe::new(
+                crate::check::target::Target::parse(
+                    &text,
+                    std::path::Path::new("t.toml"),
+                    &crate::check::target::Overrides::default(),
+                )
+                .unwrap(),
+            )
+        };
+        let reply = |status: u16| Answer::Reply {
+            status,
+            headers: vec![],
+            body: "{}".to_owned(),
+        };
+        // 409 for both: the description cannot pick one, so it names both.
+        let both = file("in_progress = [409]\nconflict = [409, 422]");
+        let said = both.describe(&reply(409));
+        assert!(said.contains("still in progress"), "{said}");
+        assert!(said.contains("key used with another payload"), "{said}");
+        assert_eq!(
+            both.describe(&reply(422)),
+            "422 (statuses.conflict: \"key used with another payload\")"
+        );
+        // 409 for one meaning only: that one alone.
+        let one = file("in_progress = [425]\nconflict = [409]");
+        let said = one.describe(&reply(409));
+        assert!(!said.contains("in progress"), "{said}");
+        assert_eq!(one.describe(&reply(418)), "418");
+    }
+
+    #[test]
+    fn a_failed_commands_last_words_are_kept_and_cut() {
+        assert_eq!(last_line_said(b""), "");
+        assert_eq!(last_line_said(b"\n  \n"), "");
+        assert_eq!(
+            last_line_said(b"at read (x.js:3)\nError: tasks.json is not JSON\n\n"),
+            ": Error: tasks.json is not JSON"
+        );
+        let long = "\u{e9}".repeat(400);
+        let said = last_line_said(long.as_bytes());
+        assert!(
+            said.ends_with("...") && said.chars().count() == 2 + 300 + 3,
+            "{said}"
+        );
     }
 
     #[test]
