@@ -12,6 +12,8 @@ Usage (from this folder, after npm ci):
   python3 by_hand.py reconnect    split_tasks, then the same call from a second server process on
                                   the same DATA_DIR (a client that reconnected), then the tasks file
   python3 by_hand.py pipelined    six different split_tasks sent together, then the tasks file
+  python3 by_hand.py staggered    twelve different split_tasks sent 5 ms apart, each roots/list
+                                  answered at once, then the tasks file, or why it is not JSON
 
 Prints each answer's id, isError and the start of its text. The tasks live in a fresh temporary
 folder (DATA_DIR).
@@ -23,6 +25,8 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 
 SERVER = "node_modules/mcp-shrimp-task-manager/dist/index.js"
 
@@ -64,9 +68,15 @@ def main(mode, folder=None):
     def tasks_file():
         try:
             with open(os.path.join(folder, "tasks.json")) as f:
-                tasks = json.load(f)["tasks"]
+                text = f.read()
+            tasks = json.loads(text)["tasks"]
         except FileNotFoundError:
             tasks = []
+        except json.JSONDecodeError as error:
+            # Overlapping rewrites of different lengths leave the longer one's tail behind.
+            print(json.dumps({"tasks.json": "not JSON: %s" % error, "bytes": len(text),
+                              "after the JSON": text[error.pos:error.pos + 60]}))
+            return
         print(json.dumps({"tasks.json": [{"id": t["id"], "name": t["name"]} for t in tasks]}))
 
     send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -97,6 +107,29 @@ def main(mode, folder=None):
         show(answer())
         if mode == "reconnected":
             tasks_file()
+    elif mode == "staggered":
+        # As a client with several calls in flight sends them: one after another, a few
+        # milliseconds apart, answering each roots/list as soon as it comes, so the server's reads
+        # and rewrites of tasks.json overlap at different lengths.
+        answers = []
+
+        def reader():
+            while len(answers) < 12:
+                message = json.loads(server.stdout.readline())
+                if message.get("method") == "roots/list":
+                    send({"jsonrpc": "2.0", "id": message["id"], "result": {"roots": []}})
+                elif "id" in message and "method" not in message:
+                    answers.append(message)
+
+        thread = threading.Thread(target=reader)
+        thread.start()
+        for ident in range(2, 14):
+            send(split(ident, "Printer on floor %d" % (ident - 1) + "!" * (ident * 7)))
+            time.sleep(0.005)
+        thread.join(timeout=30)
+        for message in sorted(answers, key=lambda m: m["id"]):
+            show(message)
+        tasks_file()
     else:
         names = ["Printer on floor %d" % n for n in range(1, 7)]
         for ident, name in enumerate(names, start=2):
