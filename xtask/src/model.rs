@@ -155,21 +155,29 @@ fn replay_drawn(variant: Variant) -> Result<String> {
         .counterexample
         .as_ref()
         .with_context(|| format!("{variant}: no counterexample"))?;
-    let mut out = format!(
-        "The shortest counterexample for {variant}, {} steps, replayed: in the real system it \
-         broke {}.\n\n| Step | The model | The real system |\n| --- | --- | --- |\n",
-        found.steps(),
-        replayed.broken.join("; ")
+    // The drawing first, then the side-by-side table in an open text block: at phone width the
+    // drawing gives way to that table (theme/lab.css), as every timeline does to its text.
+    let mut table = String::from(
+        "<details class=\"lab-timeline-text\" open>\n<summary>The model's path and the real \
+         system, step by step</summary>\n\n| Step | The model | The real system |\n| --- | --- \
+         | --- |\n",
     );
     for (i, (moment, real)) in found.moments.iter().zip(&replayed.real).enumerate() {
         let _ = writeln!(
-            out,
+            table,
             "| {i} | {}: {} | {} |",
             lane_name(moment.from),
             moment.text.replace('|', "\\|"),
             real.replace('|', "\\|")
         );
     }
+    table.push_str("\n</details>\n");
+    let mut out = format!(
+        "The shortest counterexample for {variant}, {} steps, replayed: in the real system it \
+         broke {}.\n\n",
+        found.steps(),
+        replayed.broken.join("; ")
+    );
     let real_moments = found
         .moments
         .iter()
@@ -183,9 +191,9 @@ fn replay_drawn(variant: Variant) -> Result<String> {
         moments: real_moments,
         ..found.clone()
     };
-    out.push('\n');
     out.push_str(&svg(variant, &drawn));
-    out.push('\n');
+    out.push_str("\n\n");
+    out.push_str(&table);
     Ok(out)
 }
 
@@ -413,6 +421,12 @@ mod tests {
         assert_eq!(drawn.matches("\n| ").count(), found.steps() + 2, "{drawn}");
         assert!(drawn.contains("starts again"), "{drawn}");
         assert!(drawn.contains("<svg class=\"lab-timeline\""));
+        // The table follows the drawing in an open text block, which a phone shows in its place.
+        let table = drawn
+            .find("<details class=\"lab-timeline-text\" open>")
+            .unwrap();
+        assert!(drawn.find("<svg").unwrap() < table, "{drawn}");
+        assert!(drawn[table..].contains("| Step | The model | The real system |"));
     }
 
     #[test]
