@@ -100,8 +100,8 @@ impl TargetFile {
 ///
 /// # Errors
 /// [`Error::Io`] when the check's own runtime cannot start; [`Error::TargetMismatch`] when the
-/// reset or the calibration shows that the file does not describe the service (nothing is
-/// graded then); [`Error::Http`] when the service does not answer them.
+/// reset, the calibration or the whole run shows that the file does not describe the service
+/// (nothing is graded then: [`points::file_at_fault`]); [`Error::Http`] when the service does not answer them.
 pub fn run(target: Target) -> Result<Report> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -122,7 +122,11 @@ pub fn run(target: Target) -> Result<Report> {
         let calibration = calibration::calibrate(&probe)
             .await
             .map_err(|stop| stop.into_error(&file, &base_url))?;
-        Ok::<_, Error>((points::all(&probe).await, calibration))
+        let points = points::all(&probe).await;
+        if let Some(stop) = points::file_at_fault(&probe, &points) {
+            return Err(stop.into_error(&file, &base_url));
+        }
+        Ok::<_, Error>((points, calibration))
     })?;
     let elapsed = probe.history.elapsed();
     let mut report = Report::new(file, base_url, points, elapsed, probe.history.exchanges());

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::calibration::Stop;
 use super::history::Answer;
 use super::http::HangUp;
 use super::probe::{BodyForm, Call, Change, KeyWire, Probe, Read, Seen, same_effect};
@@ -118,37 +119,83 @@ pub async fn all(probe: &Arc<Probe>) -> Vec<PointReport> {
 }
 
 /// A replay header the file declares that no answer of the whole run carried (or never with
-/// the declared value) is a mismatch only the file can cause: the failed sub-checks that rest
-/// on it say the target file is at fault, instead of blaming the service.
-fn blame_the_file_for_an_unseen_replay_mark(probe: &Probe, points: &mut [PointReport]) {
+/// the declared value): the field at fault and what was seen, or `None` when the mark was seen
+/// (or the file declares none).
+fn unseen_replay_mark(probe: &Probe) -> Option<(&'static str, String)> {
     let Replay::Header { name, value } = &probe.target.replay else {
-        return;
+        return None;
     };
     let exchanges = probe.history.exchanges();
     let seen: Vec<&str> = exchanges
         .iter()
         .filter_map(|exchange| exchange.answer.header(name))
         .collect();
-    let fault = match value {
-        _ if seen.is_empty() => format!(
-            "no answer of this run carried a {name} header at all: replay.header in the target \
-             file is likely wrong (the file is at fault, not the service); name the header the \
-             service marks replays with, or say replay.inferred = true"
-        ),
-        Some(wanted) if !seen.iter().any(|v| v.trim().eq_ignore_ascii_case(wanted)) => format!(
-            "{name} came with {:?}, never with {wanted:?}: replay.value in the target file is \
-             likely wrong (the file is at fault, not the service)",
-            seen.iter().take(3).collect::<Vec<_>>()
-        ),
-        _ => return,
+    match value {
+        _ if seen.is_empty() => Some((
+            "replay.header",
+            format!(
+                "no answer of this run carried a {name} header at all: replay.header in the \
+                 target file is likely wrong (the file is at fault, not the service); name the \
+                 header the service marks replays with, or say replay.inferred = true"
+            ),
+        )),
+        Some(wanted) if !seen.iter().any(|v| v.trim().eq_ignore_ascii_case(wanted)) => Some((
+            "replay.value",
+            format!(
+                "{name} came with {:?}, never with {wanted:?}: replay.value in the target file \
+                 is likely wrong (the file is at fault, not the service)",
+                seen.iter().take(3).collect::<Vec<_>>()
+            ),
+        )),
+        _ => None,
+    }
+}
+
+/// Whether a sub-check rests on the file's replay mark.
+fn rests_on_the_mark(check: &SubCheck) -> bool {
+    check.what.contains("as [replay] says")
+}
+
+/// A replay mark no answer carried: the failed sub-checks that rest on it say the target file
+/// is likely at fault, instead of blaming the service.
+fn blame_the_file_for_an_unseen_replay_mark(probe: &Probe, points: &mut [PointReport]) {
+    let Some((_, fault)) = unseen_replay_mark(probe) else {
+        return;
     };
     for point in points.iter_mut() {
         for check in point.checks.iter_mut() {
-            if !check.passed && check.what.contains("as [replay] says") {
+            if !check.passed && rests_on_the_mark(check) {
                 check.observed = fault.clone();
             }
         }
     }
+}
+
+/// A mismatch the whole run shows can only come from the file: the service replayed (the
+/// replay point's retries named the first effect and made none of their own, every sub-check
+/// but the mark passed), yet no answer carried the mark the file declares. Such a run grades
+/// nothing: the check stops as a failed calibration does (exit 2), naming the field. A service
+/// that never replays keeps its findings: the missing mark is then one more of them.
+pub fn file_at_fault(probe: &Probe, points: &[PointReport]) -> Option<Stop> {
+    let (field, fault) = unseen_replay_mark(probe)?;
+    let replay = points.iter().find(|p| p.name == "replay")?;
+    let mark_failed = replay
+        .checks
+        .iter()
+        .any(|c| !c.passed && rests_on_the_mark(c));
+    let all_else_passed = replay
+        .checks
+        .iter()
+        .all(|c| c.passed || rests_on_the_mark(c));
+    (mark_failed && all_else_passed).then(|| {
+        Stop::mismatch(
+            field,
+            format!(
+                "the retries replayed (each named the first effect and made none of its own), \
+                 but {fault}"
+            ),
+        )
+    })
 }
 
 macro_rules! count_or_stop {

@@ -383,6 +383,61 @@ fn a_key_form_the_service_refuses_stops_the_check_naming_key_shape() {
 }
 
 #[test]
+fn a_replay_mark_no_answer_carries_stops_the_check_once_the_retries_have_replayed() {
+    // lab serve marks its replays `Idempotent-Replayed: true`. A file naming another header, or
+    // another value, looks like a service that never marks its replays until the run shows the
+    // retries replaying (the first effect named, no new one): then only the file can be at
+    // fault, so nothing is graded and the check exits 2, naming the field.
+    let server = lab_serve();
+    let wrong_header = shipped_target().replace(
+        "header = \"Idempotent-Replayed\"",
+        "header = \"X-Replayed\"",
+    );
+    assert_ne!(wrong_header, shipped_target());
+    let (output, _folder) = check(&wrong_header, &server.url, &[]);
+    assert_mismatch(
+        &output,
+        "replay.header",
+        &["X-Replayed", "replay.inferred", "retries replayed"],
+    );
+    let wrong_value = shipped_target().replace("value = \"true\"", "value = \"yes\"");
+    assert_ne!(wrong_value, shipped_target());
+    let (output, _folder) = check(&wrong_value, &server.url, &[]);
+    assert_mismatch(&output, "replay.value", &["\"yes\"", "\"true\""]);
+    // A service that never replays: the missing mark is one more finding beside its duplicates,
+    // not the file's fault.
+    let url = start_desk(Needs {
+        ignore_keys: true,
+        ..Needs::default()
+    });
+    let marked = DESK_TARGET.replacen(
+        "[identity]",
+        "[replay]\nheader = \"Replayed\"\n\n[identity]",
+        1,
+    );
+    assert_ne!(marked, DESK_TARGET);
+    let (output, _folder) = check(&marked, &url, &["--json"]);
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let replay = report["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "replay")
+        .unwrap();
+    assert_eq!(replay["verdict"], json!("FAIL"), "{replay:#}");
+    assert!(
+        replay["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["passed"] == json!(false)
+                && !c["what"].as_str().unwrap().contains("[replay]")),
+        "a finding beside the mark: {replay:#}"
+    );
+}
+
+#[test]
 fn a_service_that_ignores_keys_calibrates_and_its_duplicates_are_findings() {
     let url = start_desk(Needs {
         ignore_keys: true,
