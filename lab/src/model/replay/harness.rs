@@ -462,7 +462,14 @@ impl Replay {
                 if *from == i && Some(*attempt) == next.runners[runner].row.map(|r| r.attempts))
             })
             .copied();
-        let Some(message @ Message::Request { request: sent, .. }) = found else {
+        let Some(
+            message @ Message::Request {
+                request: sent,
+                attempt,
+                ..
+            },
+        ) = found
+        else {
             // The service is down: the connection is refused, for real.
             let refused = self.service.refused(&request);
             let text = format!("{:?}", refused.as_ref().err());
@@ -474,7 +481,7 @@ impl Replay {
                 )
             });
         };
-        same_send(i, &request, &sent)?;
+        same_send(i, &request, &sent, attempt)?;
         self.flights
             .push((message, Flight::Request(request.clone())));
         Ok(format!("{} sends key {}", tag(i), request.key))
@@ -562,19 +569,34 @@ impl Replay {
     }
 }
 
-/// Whether runner `i`'s real request is the model's `sent`: its row saved, the same key, its
-/// own payload, spelled as the model spells it.
+/// Whether runner `i`'s real request is the model's `sent`, its send number `attempt`: its row
+/// saved with the send already counted, the same key, its own payload, spelled as the model
+/// spells it.
 fn same_send(
     i: u8,
     request: &RealRequest,
     sent: &crate::model::Request,
+    attempt: u8,
 ) -> std::result::Result<(), (String, String)> {
     let model_key = sent.key.to_string();
-    if request.sends.is_none() {
+    let Some(counted) = request.sends else {
         return Err((
             format!("has {} send key {model_key} with its row saved", tag(i)),
             format!(
                 "sends key {} with no row for it in the runner's file",
+                request.key
+            ),
+        ));
+    };
+    if counted != u32::from(attempt) {
+        return Err((
+            format!(
+                "has {} send key {model_key} as send {attempt}, counted in its file before it \
+                 goes out",
+                tag(i)
+            ),
+            format!(
+                "sends key {} while its file counts {counted} send(s)",
                 request.key
             ),
         ));
