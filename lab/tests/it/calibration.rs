@@ -660,4 +660,19 @@ fn an_mcp_file_with_a_wrong_identity_or_count_pointer_stops_before_any_point() {
         "validation = { title = \"a title the tool takes\" }",
     )]));
     assert_mismatch(&validation, "mcp.errors.validation", &[]);
+    // A key argument the schema does not know, while it requires another: the key is
+    // misnamed, and the message names the one to use, in one unbroken sentence.
+    let key = run(&mcp_stdio_target(&[(
+        "key_argument = \"operation_key\"",
+        "key_argument = \"key\"",
+    )]));
+    assert_mismatch(
+        &key,
+        "mcp.tool.key_argument",
+        &[
+            "has no argument \"key\"",
+            "key_argument = \"operation_key\"",
+        ],
+    );
+    assert!(!text(&key.stderr).contains("   "), "{}", text(&key.stderr));
 }

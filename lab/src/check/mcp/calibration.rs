@@ -271,14 +271,34 @@ fn schema_at_fault(probe: &McpProbe, exchange: &str) -> Option<Stop> {
         return Some(Stop::mismatch(
             "mcp.tool.key_argument",
             format!(
-                "{exchange}; the tool's input schema requires {first:?}, which the file does not                  send (no_key = true): say key_argument = {first:?}"
+                "{exchange}; the tool's input schema requires {first:?}, which the file does not \
+                 send (no_key = true): say key_argument = {first:?}"
+            ),
+        ));
+    }
+    // A declared key argument the schema does not know, while it requires a key of another
+    // name: the key argument is misnamed, not an argument missing.
+    let properties = listed
+        .input_schema
+        .get("properties")
+        .and_then(Value::as_object);
+    if let Some(declared) = tool.key_argument.as_deref()
+        && first.to_ascii_lowercase().contains("key")
+        && properties.is_some_and(|p| !p.contains_key(declared))
+    {
+        return Some(Stop::mismatch(
+            "mcp.tool.key_argument",
+            format!(
+                "{exchange}; the tool's input schema has no argument {declared:?} and requires \
+                 {first:?}: say key_argument = {first:?}"
             ),
         ));
     }
     Some(Stop::mismatch(
         "mcp.tool.arguments",
         format!(
-            "{exchange}; the tool's input schema requires {}, which mcp.tool.arguments does not              give",
+            "{exchange}; the tool's input schema requires {}, which mcp.tool.arguments does not \
+             give",
             missing.join(", ")
         ),
     ))
