@@ -105,7 +105,7 @@ pub async fn all(probe: &Arc<Probe>) -> Vec<PointReport> {
         server_error_then_corrected(probe).await,
         fault_between(probe).await,
     ];
-    blame_the_file_for_an_unseen_replay_mark(probe, &mut points);
+    note_an_unseen_replay_mark(probe, &mut points);
     points.push(PointReport::not_covered(
         "crash",
         "A crash of the service between its effect and its answer",
@@ -119,8 +119,9 @@ pub async fn all(probe: &Arc<Probe>) -> Vec<PointReport> {
 }
 
 /// A replay header the file declares that no answer of the whole run carried (or never with
-/// the declared value): the field at fault and what was seen, or `None` when the mark was seen
-/// (or the file declares none).
+/// the declared value): the field it rests on and what the run saw, or `None` when the mark was
+/// seen (or the file declares none). What it means depends on the retries: see
+/// [`file_at_fault`] and [`note_an_unseen_replay_mark`].
 fn unseen_replay_mark(probe: &Probe) -> Option<(&'static str, String)> {
     let Replay::Header { name, value } = &probe.target.replay else {
         return None;
@@ -133,17 +134,12 @@ fn unseen_replay_mark(probe: &Probe) -> Option<(&'static str, String)> {
     match value {
         _ if seen.is_empty() => Some((
             "replay.header",
-            format!(
-                "no answer of this run carried a {name} header at all: replay.header in the \
-                 target file is likely wrong (the file is at fault, not the service); name the \
-                 header the service marks replays with, or say replay.inferred = true"
-            ),
+            format!("no answer of this run carried a {name} header at all"),
         )),
         Some(wanted) if !seen.iter().any(|v| v.trim().eq_ignore_ascii_case(wanted)) => Some((
             "replay.value",
             format!(
-                "{name} came with {:?}, never with {wanted:?}: replay.value in the target file \
-                 is likely wrong (the file is at fault, not the service)",
+                "{name} came with {:?}, never with {wanted:?}",
                 seen.iter().take(3).collect::<Vec<_>>()
             ),
         )),
@@ -156,16 +152,21 @@ fn rests_on_the_mark(check: &SubCheck) -> bool {
     check.what.contains("as [replay] says")
 }
 
-/// A replay mark no answer carried: the failed sub-checks that rest on it say the target file
-/// is likely at fault, instead of blaming the service.
-fn blame_the_file_for_an_unseen_replay_mark(probe: &Probe, points: &mut [PointReport]) {
-    let Some((_, fault)) = unseen_replay_mark(probe) else {
+/// A replay mark no answer carried, in a run whose retries did not all replay cleanly: either
+/// the service does not mark replays (or does not replay), or the file names the wrong mark, and
+/// the run cannot tell which. The failed sub-checks that rest on the mark say both.
+fn note_an_unseen_replay_mark(probe: &Probe, points: &mut [PointReport]) {
+    let Some((field, seen)) = unseen_replay_mark(probe) else {
         return;
     };
+    let note = format!(
+        "{seen}: either the service does not mark its replays this way, or {field} in the \
+         target file is wrong; name the mark the service uses, or say replay.inferred = true"
+    );
     for point in points.iter_mut() {
         for check in point.checks.iter_mut() {
             if !check.passed && rests_on_the_mark(check) {
-                check.observed = fault.clone();
+                check.observed = note.clone();
             }
         }
     }
@@ -177,7 +178,7 @@ fn blame_the_file_for_an_unseen_replay_mark(probe: &Probe, points: &mut [PointRe
 /// nothing: the check stops as a failed calibration does (exit 2), naming the field. A service
 /// that never replays keeps its findings: the missing mark is then one more of them.
 pub fn file_at_fault(probe: &Probe, points: &[PointReport]) -> Option<Stop> {
-    let (field, fault) = unseen_replay_mark(probe)?;
+    let (field, seen) = unseen_replay_mark(probe)?;
     let replay = points.iter().find(|p| p.name == "replay")?;
     let mark_failed = replay
         .checks
@@ -192,7 +193,8 @@ pub fn file_at_fault(probe: &Probe, points: &[PointReport]) -> Option<Stop> {
             field,
             format!(
                 "the retries replayed (each named the first effect and made none of its own), \
-                 but {fault}"
+                 but {seen}: {field} in the target file is wrong (the file is at fault, not the \
+                 service); name the mark the service uses, or say replay.inferred = true"
             ),
         )
     })
