@@ -70,7 +70,12 @@ fn shipped_target() -> String {
 
 /// `lab serve` with the callers and the fault switch `lab/targets/lab-serve.toml` expects.
 fn lab_serve() -> LabServer {
-    LabServer::spawn(&[
+    lab_serve_with(&["--faults"])
+}
+
+/// `lab serve` with the two callers `lab/targets/lab-serve.toml` names, and `extra` arguments.
+fn lab_serve_with(extra: &[&str]) -> LabServer {
+    let mut args = vec![
         "serve",
         "--port",
         "0",
@@ -78,8 +83,9 @@ fn lab_serve() -> LabServer {
         "alice=alice-token",
         "--caller",
         "bob=bob-token",
-        "--faults",
-    ])
+    ];
+    args.extend(extra);
+    LabServer::spawn(&args)
 }
 
 #[test]
@@ -121,15 +127,7 @@ fn a_relative_sqlite_path_that_names_no_file_stops_the_check_naming_count_sql_sq
 fn provocations_the_service_does_not_honour_stop_the_check_naming_errors_server() {
     // Without --faults, lab serve refuses the Lab-Fault header with a 400: the file's
     // [errors.server] does not provoke a 5xx on this service.
-    let server = LabServer::spawn(&[
-        "serve",
-        "--port",
-        "0",
-        "--caller",
-        "alice=alice-token",
-        "--caller",
-        "bob=bob-token",
-    ]);
+    let server = lab_serve_with(&[]);
     let (output, _folder) = check(&shipped_target(), &server.url, &[]);
     assert_mismatch(&output, "errors.server", &["400", "Lab-Fault"]);
 }
@@ -496,17 +494,7 @@ fn console(command: &str, output: &str) -> String {
 fn the_chapters_walk_from_init_to_a_green_calibration_is_a_real_run() {
     let folder = tempfile::tempdir().unwrap();
     let database = folder.path().join("lab.sqlite");
-    let server = LabServer::spawn(&[
-        "serve",
-        "--port",
-        "0",
-        "--caller",
-        "alice=alice-token",
-        "--caller",
-        "bob=bob-token",
-        "--database",
-        database.to_str().unwrap(),
-    ]);
+    let server = lab_serve_with(&["--database", database.to_str().unwrap()]);
     let init = lab_in(
         folder.path(),
         &["check", "--target", "service.toml", "--init", &server.url],
