@@ -31,8 +31,9 @@ Exit status:
   0  every check passed; for `lab runner`, every operation it ran succeeded
   1  a check failed, or the run broke (a store or the runner's file failed)
   2  bad input: an argument, the fixture, --output, --database or a --target file; nothing was
-     created, changed or sent, except by `lab check --target`'s calibration, which found that
-     the file does not describe the service and graded nothing
+     created, changed or sent, except by `lab check --target` when its calibration (or, for a
+     replay mark the service never sends, its run) found that the file does not describe the
+     service: then nothing is graded
   3  lab runner: an operation was rejected (its key was first used with another payload)
   4  lab runner: an operation needs review (its outcome is unknown; look on the service)
   5  lab runner: an operation was held by the runner's own configuration (nothing accepts
