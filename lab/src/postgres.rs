@@ -1,10 +1,11 @@
 //! The PostgreSQL store (feature `postgres`): the same two tables as the SQLite store, on a server
 //! that many service processes can share.
 //!
-//! The keyed create is one statement, and so one transaction. It claims the identity (caller,
-//! operation, key) by inserting the operation record, and inserts the ticket only if the claim
-//! succeeded. A second caller with the same identity waits inside the unique-index check until the
-//! first transaction ends, with the wait bounded by `lock_timeout`. If the first caller commits,
+//! The keyed create is one statement, and so one transaction. It takes a turn on the identity
+//! (caller, operation, key) with an advisory lock, claims the identity by inserting the operation
+//! record, and inserts the ticket only if the claim succeeded. A second caller with the same
+//! identity waits for the turn until the first transaction ends, with the wait bounded by
+//! `lock_timeout`. If the first caller commits,
 //! the second statement inserts nothing, and the caller reads the saved record in a fresh
 //! transaction. The tests in `lab/tests/it/postgres.rs` run all of this against a throwaway
 //! server.
@@ -91,16 +92,29 @@ CREATE TABLE IF NOT EXISTS operation_records (
 /// `$2` operation, `$3` key, `$4` canonical payload. Returns the new ticket's id, or no row when
 /// a committed record already holds the identity.
 ///
-/// The record is inserted first. If another transaction holds an uncommitted record with the same
-/// identity, the insert waits for that transaction to end: on its commit the claim does nothing and
-/// so the ticket insert, which reads from the claim, does nothing either; on its rollback the claim
-/// goes ahead. The ticket's id is drawn before the claim is checked, so a losing claim leaves a gap
-/// in the ids; that is harmless, and it keeps the winner to one round trip.
+/// The statement first takes a transaction-level advisory lock named by the schema and the
+/// identity, so calls with one key take their turns: the second waits until the first commits or
+/// rolls back. Only then does it draw the ticket's id, so the caller that wins a race also holds
+/// the first id drawn in it, as on SQLite, where writers take turns. Without the turn, a caller
+/// could draw id 1, be overtaken before its record reached the unique index, and leave the winner
+/// holding id 2. A loser draws an id it never uses, which leaves a harmless gap in the ids.
+///
+/// The record is inserted before the ticket. If a transaction that did not take the turn (a
+/// hand-written claim) holds an uncommitted record with the same identity, the insert waits for it
+/// to end: on its commit the claim does nothing and so the ticket insert, which reads from the
+/// claim, does nothing either; on its rollback the claim goes ahead. Both waits are bounded by
+/// `lock_timeout`. Two different identities whose lock numbers collide only wait for each other.
 pub const CLAIM_AND_CREATE: &str = r#"
-WITH claim AS (
+WITH turn AS (
+    SELECT pg_advisory_xact_lock(
+        hashtextextended(concat_ws(chr(31), current_schema(), $1::text, $2::text, $3::text), 0)
+    ) AS taken
+), next AS (
+    SELECT nextval('ticket_ids') AS id FROM turn
+), claim AS (
     INSERT INTO operation_records (caller, operation, key, payload, ticket_id, response)
     SELECT $1, $2, $3, $4, next.id, '{"ticket_id":' || next.id || '}'
-    FROM (SELECT nextval('ticket_ids') AS id) AS next
+    FROM next
     ON CONFLICT (caller, operation, key) DO NOTHING
     RETURNING ticket_id
 )

@@ -450,6 +450,49 @@ fn a_caller_waiting_on_a_claim_that_rolls_back_creates_the_ticket_itself() {
     assert_eq!(records(&mut client)[0].4, id);
 }
 
+/// CI once printed `"returned_ticket_ids": [2]` for eight callers on one key: the claim drew its
+/// ticket id before it inserted its record, so a caller that drew id 1 and was then overtaken left
+/// the winner holding id 2. A trigger makes the first claim slow at exactly that moment: after its
+/// id is drawn, before its record reaches the unique index.
+#[test]
+fn the_caller_that_draws_the_first_ticket_id_wins_even_when_it_is_overtaken() {
+    let Some(pg) = server::server("the_caller_that_draws_the_first_ticket_id_wins") else {
+        return;
+    };
+    let store = store(pg.url);
+    let mut client = inspector(pg.url, &store);
+    client
+        .batch_execute(
+            "CREATE FUNCTION slow_first_claim() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+                 IF NEW.ticket_id = 1 THEN PERFORM pg_sleep(0.6); END IF;
+                 RETURN NEW;
+             END $$;
+             CREATE TRIGGER slow_first_claim BEFORE INSERT ON operation_records
+                 FOR EACH ROW EXECUTE FUNCTION slow_first_claim();",
+        )
+        .unwrap();
+    let (scope, key, payload) = sample();
+    let (first, second) = (store.connect().unwrap(), store.connect().unwrap());
+    let (first, second) = std::thread::scope(|threads| {
+        let request = CreateRequest::keyed(&scope, &key, &payload);
+        let first = threads.spawn(move || first.create(request));
+        // The first caller is now asleep in the trigger, holding ticket id 1.
+        std::thread::sleep(Duration::from_millis(200));
+        let second = threads.spawn(move || second.create(request));
+        (first.join().unwrap(), second.join().unwrap())
+    });
+    let ids: Vec<i64> = tickets(&mut client).iter().map(|t| t.0).collect();
+    assert_eq!(
+        (first.unwrap(), second.unwrap(), ids),
+        (
+            Outcome::Created(1.into()),
+            Outcome::Replayed(1.into()),
+            vec![1]
+        )
+    );
+}
+
 #[test]
 fn creates_without_a_key_on_postgres_are_never_deduplicated() {
     let Some(pg) = server::server("creates_without_a_key_on_postgres") else {
