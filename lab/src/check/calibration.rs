@@ -38,6 +38,10 @@ pub struct Calibration {
     pub steps: Vec<Step>,
     /// Whether every step held.
     pub passed: bool,
+    /// Set when a step failed because of the server behind the file, not the file: a wrapper
+    /// whose creates the API it wraps refuses (`[upstream]`). Then the points say why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wrapper_at_fault: Option<String>,
 }
 
 /// One thing the calibration proved about the file.

@@ -5,7 +5,7 @@
 //! A record holds text, not HTTP types, so another transport (MCP) can record the same way.
 
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
@@ -173,6 +173,10 @@ impl Default for History {
     }
 }
 
+/// The caller name of an exchange the check did not make but saw: a wrapper's request to the
+/// API the lab serves it (`[upstream]`). Reports draw these on the wrapper's side.
+pub const WRAPPER_TO_API: &str = "wrapper → API";
+
 /// What a point is about to send, before it knows the answer.
 #[derive(Clone, Debug)]
 pub struct Sent {
@@ -209,8 +213,14 @@ impl History {
 
     /// Records one exchange that started at `at`; returns its number.
     pub fn record(&self, sent: Sent, answer: Answer, at: Instant) -> usize {
-        let at_ms = at.duration_since(self.started).as_millis() as u64;
-        let took_ms = at.elapsed().as_millis() as u64;
+        self.record_timed(sent, answer, at, at.elapsed())
+    }
+
+    /// Records an exchange that took `took` from `at` (one seen by someone else, such as the
+    /// API behind a wrapper), and returns its number.
+    pub fn record_timed(&self, sent: Sent, answer: Answer, at: Instant, took: Duration) -> usize {
+        let at_ms = at.saturating_duration_since(self.started).as_millis() as u64;
+        let took_ms = took.as_millis() as u64;
         // A poisoned lock means a point panicked while recording; the records are still whole.
         let mut exchanges = self
             .exchanges

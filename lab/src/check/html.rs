@@ -12,7 +12,7 @@
 use std::fmt::Write;
 
 use super::excerpt::{self, Excerpt};
-use super::history::{Answer, Exchange};
+use super::history::{Answer, Exchange, WRAPPER_TO_API};
 use super::report::{Coverage, DRAFT_URL, PointReport, Report, SubCheck, Verdict};
 
 /// The page's whole style sheet, inlined into it.
@@ -108,14 +108,20 @@ fn calibration(out: &mut String, report: &Report) {
         out.push_str("<p>No calibration steps were recorded.</p>\n</section>\n");
         return;
     }
+    let heading = match (
+        &report.calibration.wrapper_at_fault,
+        report.calibration.passed,
+    ) {
+        (_, true) => "The file describes the service".to_owned(),
+        (Some(reason), false) => format!(
+            "The file describes the wrapper, but the API it wraps refuses its creates: {reason}"
+        ),
+        (None, false) => "The file does not describe the service".to_owned(),
+    };
     let _ = writeln!(
         out,
         "<p>{} ({} steps, before any point).</p>\n<ul class=\"checks\">",
-        if report.calibration.passed {
-            "The file describes the service"
-        } else {
-            "The file does not describe the service"
-        },
+        escape(&heading),
         steps.len()
     );
     for step in steps {
@@ -220,22 +226,52 @@ fn sub_check(out: &mut String, check: &SubCheck, drawn: (&str, &[usize])) {
 
 /// A failed point's exchanges as a sequence diagram.
 fn sequence(out: &mut String, point: &str, excerpt: &Excerpt) {
+    // With a wrapper in the middle (`[upstream]`), three lifelines: the agent's calls end at the
+    // wrapper's, and the wrapper's requests to the API start there.
+    let hop = excerpt.drawn.iter().any(|e| is_upstream(e));
     let _ = writeln!(
         out,
-        "<figure class=\"seq\" data-point=\"{point}\" data-exchanges=\"{}\">\n\
+        "<figure class=\"seq{}\" data-point=\"{point}\" data-exchanges=\"{}\">\n\
          <figcaption>The exchanges of {point}, in order</figcaption>\n\
-         <div class=\"seq-heads\"><span>client</span><span>service</span></div>\n\
+         <div class=\"seq-heads\">{}</div>\n\
          <div class=\"seq-lanes\">\n<p class=\"seq-count\"><span>count before: {}</span></p>",
+        if hop { " hop" } else { "" },
         excerpt.drawn.len(),
+        if hop {
+            "<span>agent</span><span>wrapper</span><span>API</span>"
+        } else {
+            "<span>client</span><span>service</span>"
+        },
         escape(&excerpt::count_line(excerpt.before)),
         point = escape(point),
     );
-    for (index, exchange) in excerpt.drawn.iter().enumerate() {
+    let drawn = &excerpt.drawn;
+    let mut index = 0;
+    while index < drawn.len() {
         if index == excerpt.gap_at {
             left_out(out, &excerpt.left_out);
         }
-        request(out, point, exchange);
-        answer(out, &exchange.answer);
+        let exchange = &drawn[index];
+        index += 1;
+        if !hop {
+            request(out, point, exchange, "");
+            answer(out, &exchange.answer, "");
+            continue;
+        }
+        if is_upstream(exchange) {
+            request(out, point, exchange, " seq-up");
+            answer(out, &exchange.answer, " seq-up");
+            continue;
+        }
+        // The wrapper's requests made during this call happened before its result: draw them
+        // between the call and its result.
+        request(out, point, exchange, " seq-agent");
+        while index < drawn.len() && index != excerpt.gap_at && is_upstream(drawn[index]) {
+            request(out, point, drawn[index], " seq-up");
+            answer(out, &drawn[index].answer, " seq-up");
+            index += 1;
+        }
+        answer(out, &exchange.answer, " seq-agent");
     }
     if excerpt.gap_at == excerpt.drawn.len() {
         left_out(out, &excerpt.left_out);
@@ -259,14 +295,19 @@ fn left_out(out: &mut String, ids: &[usize]) {
     }
 }
 
-fn request(out: &mut String, point: &str, exchange: &Exchange) {
+/// Whether the exchange is a wrapper's request to the API the lab served it.
+fn is_upstream(exchange: &Exchange) -> bool {
+    exchange.caller.as_deref() == Some(WRAPPER_TO_API)
+}
+
+fn request(out: &mut String, point: &str, exchange: &Exchange, side: &str) {
     let key = match &exchange.key {
         Some(key) => format!("key <code>{}</code>", escape(key)),
         None => "no key".to_owned(),
     };
     let _ = write!(
         out,
-        "<div class=\"seq-msg seq-req\" id=\"{}\"><span class=\"seq-n\">#{id}</span> \
+        "<div class=\"seq-msg seq-req{side}\" id=\"{}\"><span class=\"seq-n\">#{id}</span> \
          <b>{}</b> · {}<br><code>{} {}</code>, {key}",
         anchor(point, exchange.id),
         escape(exchange.caller.as_deref().unwrap_or("the check")),
@@ -285,7 +326,7 @@ fn request(out: &mut String, point: &str, exchange: &Exchange) {
     out.push_str("</div>\n");
 }
 
-fn answer(out: &mut String, answer: &Answer) {
+fn answer(out: &mut String, answer: &Answer, side: &str) {
     let class = match answer {
         _ if excerpt::unanswered(answer) => "lost",
         Answer::Reply { status, .. } if *status < 400 => "",
@@ -294,7 +335,7 @@ fn answer(out: &mut String, answer: &Answer) {
         } => "",
         _ => "refused",
     };
-    let _ = write!(out, "<div class=\"seq-msg seq-rep {class}\">");
+    let _ = write!(out, "<div class=\"seq-msg seq-rep {class}{side}\">");
     match answer {
         Answer::Reply {
             status,

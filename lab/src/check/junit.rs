@@ -297,6 +297,7 @@ mod tests {
                 exchanges: vec![],
             }],
             passed: true,
+            wrapper_at_fault: None,
         };
         report
     }

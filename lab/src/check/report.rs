@@ -436,6 +436,12 @@ impl fmt::Display for Calibration {
                 self.steps.len(),
                 if self.steps.len() == 1 { "" } else { "s" }
             )?;
+        } else if let Some(reason) = &self.wrapper_at_fault {
+            writeln!(
+                f,
+                "calibration: the file describes the wrapper, but the API it wraps refuses its \
+                 creates: {reason}"
+            )?;
         } else {
             writeln!(f, "calibration: the file does not describe the service")?;
         }

@@ -188,6 +188,16 @@ const MCP: Coverage = Coverage {
         ("scope", &["scope"]),
         ("key-forms", &["key-intact", "no-key"]),
         ("error-then-corrected", &["error-frees-key"]),
+        // The hop points, with `[upstream]`: the wrapper is the API's caller, so the caller's
+        // promises are checked on it.
+        ("hop-key", &["key-intact", "no-key"]),
+        ("hop-payload", &["keep-key"]),
+        ("hop-retry", &["keep-key", "lost-reply"]),
+        ("hop-api-lost", &["lost-reply", "honest-verdict"]),
+        ("hop-restart", &["keep-key"]),
+        ("hop-new-intention", &["new-key"]),
+        ("hop-upstream-retry", &["keep-key"]),
+        ("hop-errors", &["conflict", "honest-verdict"]),
     ],
     not_checked: &[
         (
@@ -206,8 +216,6 @@ const MCP: Coverage = Coverage {
             "a black box cannot crash the server at a chosen step; the reconnect point \
           restarts the session, not the store",
         ),
-        ("keep-key", CHECK_IS_THE_CALLER),
-        ("honest-verdict", CHECK_IS_THE_CALLER),
     ],
 };
 

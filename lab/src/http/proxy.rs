@@ -71,11 +71,69 @@ pub struct DroppingProxy {
 }
 
 /// How many requests the proxy forwarded and how many replies it dropped.
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct Counts {
     to_drop: u32,
     forwarded: AtomicU32,
     dropped: AtomicU32,
+    tap: Option<Arc<dyn Tap>>,
+}
+
+/// What a [`Tap`] has the proxy do with one complete request.
+#[derive(Clone, Debug)]
+pub enum Decision {
+    /// Forward it and pass the answer on.
+    Forward,
+    /// Forward it, read the whole answer (so whatever the service committed is committed), then
+    /// close the caller's connection without a byte of it.
+    LoseReply,
+    /// Answer it without forwarding: the service never sees it.
+    Answer {
+        /// The status.
+        status: u16,
+        /// The headers, in order.
+        headers: Vec<(String, String)>,
+        /// The body.
+        body: Bytes,
+    },
+}
+
+/// What became of one request a [`Tap`] saw.
+#[derive(Clone, Debug)]
+pub enum Fate {
+    /// The caller got this answer (the service's, or the tap's own).
+    Answered {
+        /// The status.
+        status: u16,
+        /// The body.
+        body: Bytes,
+    },
+    /// The service answered this, and the caller's connection was closed instead.
+    Lost {
+        /// The status the service answered.
+        status: u16,
+        /// The body it answered.
+        body: Bytes,
+    },
+    /// The proxy answered 4xx or 5xx itself: the body could not be read, or the service could
+    /// not be reached or did not answer in time.
+    Failed(String),
+}
+
+/// Sees every request the proxy receives, decides its fault, and hears its fate: the recorder of
+/// `lab check`'s hop points. Called on the proxy's runtime; keep both calls quick.
+pub trait Tap: Send + Sync + 'static {
+    /// A request whose body is complete: its method, its target (path and query), its headers
+    /// and its body. Returns a number for [`Tap::settled`] and what to do.
+    fn arrived(
+        &self,
+        method: &str,
+        target: &str,
+        headers: &HeaderMap,
+        body: &Bytes,
+    ) -> (usize, Decision);
+    /// What became of request `number`.
+    fn settled(&self, number: usize, fate: Fate);
 }
 
 impl DroppingProxy {
@@ -86,6 +144,28 @@ impl DroppingProxy {
     /// [`Error::InputInvalid`] when `upstream` is not on loopback; [`Error::Io`] when the port
     /// cannot be bound or the runtime or its thread cannot start.
     pub fn start(upstream: SocketAddr, port: u16, drop_first: u32) -> Result<DroppingProxy> {
+        DroppingProxy::start_with(upstream, port, drop_first, None)
+    }
+
+    /// Like [`DroppingProxy::start`], losing no reply by count: `tap` sees every request and
+    /// decides what becomes of it.
+    ///
+    /// # Errors
+    /// As [`DroppingProxy::start`].
+    pub fn start_tapped(
+        upstream: SocketAddr,
+        port: u16,
+        tap: Arc<dyn Tap>,
+    ) -> Result<DroppingProxy> {
+        DroppingProxy::start_with(upstream, port, 0, Some(tap))
+    }
+
+    fn start_with(
+        upstream: SocketAddr,
+        port: u16,
+        drop_first: u32,
+        tap: Option<Arc<dyn Tap>>,
+    ) -> Result<DroppingProxy> {
         if !upstream.ip().is_loopback() {
             return Err(Error::InputInvalid {
                 subject: "--upstream".to_owned(),
@@ -116,6 +196,7 @@ impl DroppingProxy {
         };
         let counts = Arc::new(Counts {
             to_drop: drop_first,
+            tap,
             ..Counts::default()
         });
         let (stop, stopped) = oneshot::channel();
@@ -280,33 +361,91 @@ async fn forward(
             ));
         }
     };
+    let tapped = counts.tap.as_ref().map(|tap| {
+        let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+        let (number, decision) = tap.arrived(parts.method.as_str(), target, &parts.headers, &body);
+        (tap, number, decision)
+    });
+    let settle = |fate: Fate| {
+        if let Some((tap, number, _)) = &tapped {
+            tap.settled(*number, fate);
+        }
+    };
+    if let Some((
+        _,
+        _,
+        Decision::Answer {
+            status,
+            headers,
+            body,
+        },
+    )) = &tapped
+    {
+        settle(Fate::Answered {
+            status: *status,
+            body: body.clone(),
+        });
+        return Ok(own_answer(*status, headers, body.clone()));
+    }
     let mut outgoing = Request::from_parts(parts, Full::new(body));
     prepare_upstream_request(&mut outgoing, upstream);
     // Numbered when complete, in one atomic step: the first N are the first N to be forwarded.
     let number = counts.forwarded.fetch_add(1, Ordering::SeqCst);
-    let response = match tokio::time::timeout(UPSTREAM_TIMEOUT, send(outgoing, upstream)).await {
-        Ok(Ok(response)) => response,
-        Ok(Err(problem)) => {
-            return Ok(answer(
-                StatusCode::BAD_GATEWAY,
-                code::UPSTREAM_FAILED,
-                &problem,
-            ));
-        }
-        Err(_) => {
-            return Ok(answer(
-                StatusCode::GATEWAY_TIMEOUT,
-                code::UPSTREAM_TIMEOUT,
-                &format!("the service did not answer within {UPSTREAM_TIMEOUT:?}"),
-            ));
-        }
-    };
+    let (response, answered) =
+        match tokio::time::timeout(UPSTREAM_TIMEOUT, send(outgoing, upstream)).await {
+            Ok(Ok(sent)) => sent,
+            Ok(Err(problem)) => {
+                settle(Fate::Failed(problem.clone()));
+                return Ok(answer(
+                    StatusCode::BAD_GATEWAY,
+                    code::UPSTREAM_FAILED,
+                    &problem,
+                ));
+            }
+            Err(_) => {
+                let problem = format!("the service did not answer within {UPSTREAM_TIMEOUT:?}");
+                settle(Fate::Failed(problem.clone()));
+                return Ok(answer(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    code::UPSTREAM_TIMEOUT,
+                    &problem,
+                ));
+            }
+        };
+    let status = response.status().as_u16();
     // The service has answered in full, so whatever it committed is committed.
-    if number < counts.to_drop {
+    let lose = match &tapped {
+        Some((_, _, decision)) => matches!(decision, Decision::LoseReply),
+        None => number < counts.to_drop,
+    };
+    if lose {
         counts.dropped.fetch_add(1, Ordering::SeqCst);
+        settle(Fate::Lost {
+            status,
+            body: answered,
+        });
         return Err(Unanswered::LostReply); // not a byte of the response
     }
+    settle(Fate::Answered {
+        status,
+        body: answered,
+    });
     Ok(response)
+}
+
+/// A [`Decision::Answer`] as a response.
+fn own_answer(status: u16, headers: &[(String, String)], body: Bytes) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(body));
+    *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
+    for (name, value) in headers {
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(value),
+        ) {
+            response.headers_mut().append(name, value);
+        }
+    }
+    response
 }
 // ANCHOR_END: proxy_forward
 
@@ -316,7 +455,7 @@ async fn forward(
 async fn send(
     request: Request<Full<Bytes>>,
     upstream: SocketAddr,
-) -> std::result::Result<Response<Full<Bytes>>, String> {
+) -> std::result::Result<(Response<Full<Bytes>>, Bytes), String> {
     let mut sender = blocking::connect(&upstream.to_string())
         .await
         .map_err(|error| format!("connecting to {upstream}: {error}"))?;
@@ -328,10 +467,10 @@ async fn send(
         .await
         .map_err(|error| format!("reading the answer of {upstream}: {error}"))?;
     remove_hop_by_hop(&mut answer.headers);
-    let mut response = Response::new(Full::new(answer.body));
+    let mut response = Response::new(Full::new(answer.body.clone()));
     *response.status_mut() = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_GATEWAY);
     *response.headers_mut() = answer.headers;
-    Ok(response)
+    Ok((response, answer.body))
 }
 
 /// Rewrites a caller's request for the service: HTTP/1.1, `Host` the service's address, the

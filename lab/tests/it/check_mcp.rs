@@ -21,7 +21,7 @@ fn text(bytes: &[u8]) -> String {
 
 /// Runs `lab check --target FILE --json [extra]` from the repository root and returns the
 /// report, holding the exit status to the report's `passed`.
-fn check_json(file: &Path, extra: &[&str]) -> Value {
+pub(crate) fn check_json(file: &Path, extra: &[&str]) -> Value {
     let output = Command::new(LAB)
         .current_dir(repository_root())
         .args(["check", "--target"])
@@ -58,7 +58,7 @@ fn check_text(file: &Path, extra: &[&str]) -> Output {
         .expect("the lab binary runs")
 }
 
-fn verdicts(report: &Value) -> Vec<(String, String)> {
+pub(crate) fn verdicts(report: &Value) -> Vec<(String, String)> {
     report["points"]
         .as_array()
         .expect("the report lists its points")
@@ -72,7 +72,7 @@ fn verdicts(report: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
-fn verdict<'r>(report: &'r Value, point: &str) -> &'r str {
+pub(crate) fn verdict<'r>(report: &'r Value, point: &str) -> &'r str {
     report["points"]
         .as_array()
         .and_then(|points| points.iter().find(|p| p["name"] == point))
@@ -108,7 +108,7 @@ fn assert_every_point_passes(report: &Value) {
 
 /// A shipped target file with its program replaced (the file says `lab`, which may not be on
 /// PATH here), written to a folder the caller keeps.
-fn fitted(shipped: &str, replace: &[(&str, &str)], folder: &Path) -> PathBuf {
+pub(crate) fn fitted(shipped: &str, replace: &[(&str, &str)], folder: &Path) -> PathBuf {
     let mut file = std::fs::read_to_string(repository_root().join(shipped)).unwrap();
     for (from, to) in replace {
         assert!(file.contains(from), "{shipped} has no {from:?}");
@@ -241,7 +241,7 @@ fn a_file_that_calls_a_keyed_tool_without_its_key_stops_at_calibration_naming_ke
 
 /// The clients' venv python (the official MCP SDK), or `None` after a loud skip; a failure when
 /// CI requires it (`LAB_REQUIRE_CLIENTS=1`).
-fn python(test: &str) -> Option<PathBuf> {
+pub(crate) fn python(test: &str) -> Option<PathBuf> {
     let named = std::env::var_os("LAB_MCP_PYTHON")
         .filter(|p| !p.is_empty())
         .map(PathBuf::from)
@@ -296,7 +296,7 @@ fn planted(python: &Path, bug: &str, folder: &Path) -> Value {
 
 /// Compares `text` with the book's `src/mcp/NAME`, which the MCP chapter includes; the test
 /// fails when a fresh run says otherwise. `LAB_BLESS=1` rewrites it.
-fn compare_with_the_book(text: &str, name: &str) {
+pub(crate) fn compare_with_the_book(text: &str, name: &str) {
     let path = repository_root().join("src/mcp").join(name);
     if std::env::var("LAB_BLESS").as_deref() == Ok("1") {
         std::fs::write(&path, text).unwrap();
@@ -311,7 +311,7 @@ fn compare_with_the_book(text: &str, name: &str) {
 }
 
 /// The points a report failed, comma-separated, or a line saying none did.
-fn failed_points(report: &Value) -> String {
+pub(crate) fn failed_points(report: &Value) -> String {
     let failed: Vec<String> = verdicts(report)
         .into_iter()
         .filter(|(_, verdict)| verdict == "FAIL")
@@ -324,7 +324,7 @@ fn failed_points(report: &Value) -> String {
     }
 }
 
-fn failed_observations(report: &Value, point: &str) -> String {
+pub(crate) fn failed_observations(report: &Value, point: &str) -> String {
     report["points"]
         .as_array()
         .unwrap()
@@ -526,7 +526,7 @@ fn npm_server(test: &str, name: &str, entry: &str) -> Option<PathBuf> {
 
 /// What a findings file keeps of a report: each point's verdict and each failed sub-check's
 /// sentence and grade, never the observed values (they hold names and run tags).
-fn findings(report: &Value, server: &str, package: &str) -> Value {
+pub(crate) fn findings(report: &Value, server: &str, package: &str) -> Value {
     let points: Vec<Value> = report["points"]
         .as_array()
         .unwrap()
@@ -618,7 +618,7 @@ fn the_official_memory_server_keeps_its_pinned_verdicts() {
 
 /// Compares `found` with the findings file at `pinned_path`; `LAB_WRITE_FINDINGS=1` rewrites it
 /// first.
-fn compare_with_the_pinned_findings(found: &Value, pinned_path: &Path) {
+pub(crate) fn compare_with_the_pinned_findings(found: &Value, pinned_path: &Path) {
     if std::env::var("LAB_WRITE_FINDINGS").as_deref() == Ok("1") {
         std::fs::write(
             pinned_path,

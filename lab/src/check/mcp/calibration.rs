@@ -86,6 +86,7 @@ fn count_field(probe: &McpProbe) -> &'static str {
         } => "mcp.count.tool.text_pointer",
         McpCount::Sqlite { .. } => "mcp.count.sql.sqlite",
         McpCount::Command(_) => "mcp.count.command",
+        McpCount::Upstream => "[upstream]",
     }
 }
 
@@ -410,8 +411,21 @@ async fn validation(probe: &McpProbe, calibration: &mut Calibration) -> Proved<(
         probe.intention_key(),
         &fields,
     );
+    let provoked = probe.provoke_refusal();
     let seen = probe.send(POINT, &call).await;
+    probe.settle_refusal();
     if !seen.read.refused {
+        if provoked {
+            return Err(Stop::mismatch(
+                "mcp.errors",
+                format!(
+                    "the API answered the create 400 (the lab had it refuse), and the wrapper's \
+                     result was not read as a refusal ({}); name where its results hold a code \
+                     (mcp.errors.text_code_pattern, text_code_pointer or code_pointer)",
+                    describe(probe, &call, &seen)
+                ),
+            ));
+        }
         return Err(Stop::mismatch(
             "mcp.errors.validation",
             format!(
@@ -424,8 +438,16 @@ async fn validation(probe: &McpProbe, calibration: &mut Calibration) -> Proved<(
     }
     calibration.held(
         "validation",
-        "mcp.errors.validation",
-        format!("provoked {}", seen.answer.summary()),
+        if provoked {
+            "[upstream]"
+        } else {
+            "mcp.errors.validation"
+        },
+        if provoked {
+            format!("the API's 400 came back as {}", seen.answer.summary())
+        } else {
+            format!("provoked {}", seen.answer.summary())
+        },
         &[seen.id],
     );
     Ok(())

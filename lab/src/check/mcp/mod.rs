@@ -9,15 +9,19 @@
 //! - [`init`]: the commented `[mcp]` starting file `--init-mcp` writes from `tools/list`.
 //! - [`probe`]: sessions, recorded calls, a cancelled call, counting.
 //! - [`points`]: the points.
+//! - [`upstream`]: the API behind a wrapper (`[upstream]`), served, recorded and faulted by
+//!   the lab.
 //! - [`calibration`]: before any point, the proof that the `[mcp]` section describes the
 //!   server; a mismatch stops the check with exit status 2, naming the field at fault.
 
 pub mod calibration;
+pub mod hop;
 pub mod http;
 pub mod init;
 pub mod points;
 pub mod probe;
 pub mod target;
+pub mod upstream;
 
 use std::sync::Arc;
 
@@ -57,6 +61,20 @@ pub fn run(target: McpTarget) -> Result<Report> {
         let calibrated = calibration::calibrate(&probe).await;
         let calibration = match calibrated {
             Ok(calibration) => calibration,
+            Err(Stop::Mismatch { field, problem }) if probe.upstream.is_some() => {
+                let Some((calibration, points)) = hop::when_refused(&probe, &problem).await else {
+                    if let Ok(probe) = Arc::try_unwrap(probe) {
+                        probe.finish().await;
+                    }
+                    return Err(mcp_error(Stop::Mismatch { field, problem }, &file, &place));
+                };
+                let elapsed = probe.history.elapsed();
+                let history = (probe.history.exchanges(), probe.history.counts());
+                if let Ok(probe) = Arc::try_unwrap(probe) {
+                    probe.finish().await;
+                }
+                return Ok((points, elapsed, history, calibration));
+            }
             Err(stop) => {
                 if let Ok(probe) = Arc::try_unwrap(probe) {
                     probe.finish().await;
@@ -64,7 +82,8 @@ pub fn run(target: McpTarget) -> Result<Report> {
                 return Err(mcp_error(stop, &file, &place));
             }
         };
-        let points = points::all(&probe).await;
+        let mut points = points::all(&probe).await;
+        points.extend(hop::all(&probe).await);
         let elapsed = probe.history.elapsed();
         let history = (probe.history.exchanges(), probe.history.counts());
         if let Ok(probe) = Arc::try_unwrap(probe) {

@@ -1018,6 +1018,7 @@ async fn error_then_corrected(probe: &McpProbe) -> PointReport {
     let mut bad = fields.clone();
     bad.extend(probe.target.errors.validation.clone());
     let key = probe.intention_key();
+    probe.provoke_refusal();
     let refused = probe
         .send(
             NAME,
@@ -1028,6 +1029,7 @@ async fn error_then_corrected(probe: &McpProbe) -> PointReport {
             ),
         )
         .await;
+    probe.settle_refusal();
     let fired = checks.add(
         Grade::lab(),
         "the fault fired: the provoked call is refused",

@@ -98,10 +98,16 @@ pub struct McpProbe {
     pub tools: Vec<Tool>,
     run: String,
     serial: AtomicUsize,
+    /// The API behind a wrapper (`[upstream]`), served by the lab.
+    pub upstream: Option<super::upstream::UpstreamApi>,
 }
 
-fn with_dir(text: &str, dir: &std::path::Path) -> String {
-    text.replace("{{dir}}", &dir.display().to_string())
+fn with_dir(text: &str, dir: &std::path::Path, upstream: Option<&str>) -> String {
+    let text = text.replace("{{dir}}", &dir.display().to_string());
+    match upstream {
+        Some(url) => text.replace(super::target::UPSTREAM_PLACEHOLDER, url),
+        None => text,
+    }
 }
 
 impl McpProbe {
@@ -126,7 +132,11 @@ impl McpProbe {
             tools: Vec::new(),
             run: format!("{:x}", tag & 0xffff_ffff_ffff),
             serial: AtomicUsize::new(0),
+            upstream: None,
         };
+        if let Some(spec) = &probe.target.upstream {
+            probe.upstream = Some(super::upstream::UpstreamApi::start(spec, probe.dir.path())?);
+        }
         for caller in 0..probe.target.callers.len() {
             let session = probe.open(caller).await?;
             probe.sessions.push(session);
@@ -152,7 +162,11 @@ impl McpProbe {
 
     /// A key no call of any run has used: a fresh random UUID v4.
     pub fn fresh_key(&self) -> String {
-        uuid::Uuid::new_v4().to_string()
+        let uuid = uuid::Uuid::new_v4().to_string();
+        match &self.target.upstream {
+            Some(spec) => super::upstream::written_key(spec.key_form, &uuid),
+            None => uuid,
+        }
     }
 
     /// A number no run has used as a key (the first 32 bits of a fresh UUID).
@@ -189,6 +203,39 @@ impl McpProbe {
         }
     }
 
+    /// With `[upstream]`, has the API refuse the next create as invalid (400), as it would
+    /// refuse fields it does not accept: the lab's API takes any object, so `mcp.errors.validation`
+    /// alone cannot provoke a refusal there. Returns whether a refusal was queued.
+    pub fn provoke_refusal(&self) -> bool {
+        let Some(api) = &self.upstream else {
+            return false;
+        };
+        let kind = crate::http::contract::problem::INVALID_REQUEST;
+        api.fault_next(super::upstream::Fault::Answer {
+            status: kind.status,
+            headers: vec![(
+                "content-type".to_owned(),
+                crate::http::contract::PROBLEM_JSON.to_owned(),
+            )],
+            body: serde_json::json!({
+                "type": kind.uri(),
+                "title": kind.title,
+                "status": kind.status,
+                "detail": "the request is refused by the lab, which plays the API here",
+            })
+            .to_string(),
+            name: "an invalid request".to_owned(),
+        });
+        true
+    }
+
+    /// Drops a refusal [`McpProbe::provoke_refusal`] queued that no create used.
+    pub fn settle_refusal(&self) {
+        if let Some(api) = &self.upstream {
+            api.clear_faults();
+        }
+    }
+
     /// The key argument for a fresh intention: a fresh key, or none when the tool takes none.
     pub fn intention_key(&self) -> KeyArg {
         if self.target.keyed() {
@@ -196,6 +243,11 @@ impl McpProbe {
         } else {
             KeyArg::Absent
         }
+    }
+
+    /// The arguments `call` sends, the key argument included.
+    pub fn arguments_of(&self, call: &ToolCall) -> JsonObject {
+        self.arguments(call)
     }
 
     fn arguments(&self, call: &ToolCall) -> JsonObject {
@@ -247,17 +299,26 @@ impl McpProbe {
     pub async fn open(&self, caller: usize) -> Result<Session, String> {
         let who = &self.target.callers[caller];
         let dir = self.dir.path();
+        let upstream_url = self
+            .upstream
+            .as_ref()
+            .map(super::upstream::UpstreamApi::url);
+        let upstream = upstream_url.as_deref();
         let opening = async {
             match &self.target.transport {
                 McpTransport::Stdio { command, env } => {
                     let folder = &self.target.folder;
-                    let program = program_in(folder, &with_dir(&command[0], dir));
+                    let program = program_in(folder, &with_dir(&command[0], dir, upstream));
                     let mut process = tokio::process::Command::new(program);
                     process.current_dir(folder);
-                    process.args(command[1..].iter().map(|word| with_dir(word, dir)));
-                    process.args(who.args.iter().map(|word| with_dir(word, dir)));
+                    process.args(
+                        command[1..]
+                            .iter()
+                            .map(|word| with_dir(word, dir, upstream)),
+                    );
+                    process.args(who.args.iter().map(|word| with_dir(word, dir, upstream)));
                     for (name, value) in env.iter().chain(&who.env) {
-                        process.env(name, with_dir(value, dir));
+                        process.env(name, with_dir(value, dir, upstream));
                     }
                     let (child, _) = TokioChildProcess::builder(process)
                         .stderr(Stdio::null())
@@ -629,13 +690,17 @@ impl McpProbe {
                 Ok(total)
             }
             McpCount::Sqlite { file, query } => {
-                let file = in_folder(&self.target.folder, Path::new(&with_dir(file, dir)));
+                let file = in_folder(&self.target.folder, Path::new(&with_dir(file, dir, None)));
                 sqlite_count(file, query.clone()).await
             }
             McpCount::Command(argv) => {
-                let argv = argv.iter().map(|word| with_dir(word, dir)).collect();
+                let argv = argv.iter().map(|word| with_dir(word, dir, None)).collect();
                 command_count(argv, self.target.folder.clone()).await
             }
+            McpCount::Upstream => match &self.upstream {
+                Some(api) => api.count().await,
+                None => Err("[upstream]: the API was not started".to_owned()),
+            },
         }
     }
 }

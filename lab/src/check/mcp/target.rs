@@ -33,6 +33,8 @@ pub struct McpTarget {
     pub count: McpCount,
     /// The concurrent point's size.
     pub load: McpLoad,
+    /// `[upstream]`: the server wraps an HTTP API, which the lab serves and records.
+    pub upstream: Option<Upstream>,
     /// The target file's folder: `mcp.command` and `mcp.count.command` run in it, and a
     /// relative `mcp.count.sql.sqlite` is read from it.
     pub folder: PathBuf,
@@ -141,7 +143,37 @@ pub enum McpCount {
     },
     /// A command that prints one number (`{{dir}}` allowed).
     Command(Vec<String>),
+    /// The tickets in the API the lab serves (`[upstream]`).
+    Upstream,
 }
+
+/// `[upstream]`: the HTTP API a wrapper calls, which the lab serves on loopback (its own ticket
+/// contract), records and faults. `{{upstream}}` in the `[mcp]` section is its base URL.
+#[derive(Clone, Debug)]
+pub struct Upstream {
+    /// Callers' names and the bearer tokens the API accepts for them.
+    pub tokens: Vec<(String, String)>,
+    /// The request header the API reads its key from.
+    pub key_header: String,
+    /// How the agent's key argument is written: as the header's value, an RFC 8941 string
+    /// (`"<uuid>"`, quotes included) or a token.
+    pub key_form: UpstreamKeyForm,
+    /// Where the API's body is in the tool's arguments (a JSON pointer); empty: the arguments
+    /// without the key argument.
+    pub body_argument: String,
+}
+
+/// The written form of the key the agent passes (and the API reads).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UpstreamKeyForm {
+    /// `"<uuid>"`, quotes included.
+    SfString,
+    /// `k-<uuid>`.
+    Token,
+}
+
+/// The placeholder of the upstream API's base URL.
+pub const UPSTREAM_PLACEHOLDER: &str = "{{upstream}}";
 
 /// `[mcp.load]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -156,6 +188,18 @@ pub struct McpLoad {
 #[serde(deny_unknown_fields)]
 struct FileRoot {
     mcp: McpFile,
+    upstream: Option<UpstreamFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UpstreamFile {
+    api: Option<String>,
+    #[serde(default)]
+    tokens: BTreeMap<String, String>,
+    key_header: Option<String>,
+    key_form: Option<String>,
+    body_argument: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -275,7 +319,24 @@ impl McpTarget {
             let message = err.to_string();
             message.split_whitespace().collect::<Vec<_>>().join(" ")
         })?;
-        let mut target = root.mcp.validate(overrides)?;
+        let names_upstream = || {
+            toml::from_str::<toml::Value>(text)
+                .ok()
+                .and_then(|file| file.get("mcp").map(ToString::to_string))
+                .is_some_and(|mcp| mcp.contains(UPSTREAM_PLACEHOLDER))
+        };
+        if root.upstream.is_none() && names_upstream() {
+            return Err(format!(
+                "[upstream]: the file names {UPSTREAM_PLACEHOLDER}, but has no [upstream] section \
+                 to say which API the lab serves there"
+            ));
+        }
+        let upstream = root.upstream.map(upstream).transpose()?;
+        let mut target = root.mcp.validate(overrides, upstream.is_some())?;
+        if let Some(upstream) = &upstream {
+            check_upstream_use(&target, upstream)?;
+        }
+        target.upstream = upstream;
         target.path = path.to_owned();
         target.folder = folder_of(path);
         Ok(target)
@@ -296,7 +357,7 @@ impl McpTarget {
 }
 
 impl McpFile {
-    fn validate(mut self, overrides: &Overrides) -> Checked<McpTarget> {
+    fn validate(mut self, overrides: &Overrides, upstream: bool) -> Checked<McpTarget> {
         let transport = self.transport(overrides)?;
         let timeout_ms = self.timeout_ms.unwrap_or(10_000);
         if !(100..=600_000).contains(&timeout_ms) {
@@ -309,7 +370,11 @@ impl McpFile {
         let errors = errors(self.errors, &tool)?;
         let http = matches!(transport, McpTransport::Http { .. });
         let callers = callers(self.callers, http)?;
-        let count = count(required(self.count, "[mcp.count]")?, &callers)?;
+        let count = match (self.count, upstream) {
+            (Some(file), _) => count(file, &callers)?,
+            (None, true) => McpCount::Upstream,
+            (None, false) => return Err("[mcp.count]: missing (required)".into()),
+        };
         let load = match self.load {
             None => McpLoad::default(),
             Some(file) => load(file)?,
@@ -324,6 +389,7 @@ impl McpFile {
             callers,
             count,
             load,
+            upstream: None,
             folder: PathBuf::new(),
         })
     }
@@ -781,6 +847,117 @@ fn load(file: LoadFile) -> Checked<McpLoad> {
 /// own structs: the book's reference table is compared with this list.
 pub fn accepted_fields() -> Vec<String> {
     crate::check::fields::accepted::<FileRoot>()
+}
+
+fn upstream(file: UpstreamFile) -> Checked<Upstream> {
+    match file.api.as_deref() {
+        None | Some("lab") => {}
+        Some(other) => {
+            return Err(format!(
+                "upstream.api: {other:?}: expected \"lab\" (the lab's ticket contract, the \
+                 only API the lab serves so far)"
+            ));
+        }
+    }
+    if file.tokens.is_empty() {
+        return Err(
+            "upstream.tokens: name at least one caller and the bearer token the API accepts \
+             for it, e.g. { alice = \"alice-token\" }"
+                .into(),
+        );
+    }
+    let mut tokens = Vec::new();
+    for (name, token) in file.tokens {
+        if token.is_empty() || token.bytes().any(|b| !(0x21..=0x7e).contains(&b)) {
+            return Err(format!(
+                "upstream.tokens.{name}: {token:?}: a token of printable ASCII without spaces"
+            ));
+        }
+        if tokens.iter().any(|(_, t)| *t == token) {
+            return Err(format!("upstream.tokens.{name}: {token:?} is given twice"));
+        }
+        tokens.push((name, token));
+    }
+    let key_header = file
+        .key_header
+        .unwrap_or_else(|| "Idempotency-Key".to_owned());
+    if !key_header.eq_ignore_ascii_case("idempotency-key") {
+        return Err(format!(
+            "upstream.key_header: {key_header:?}: the lab's API reads Idempotency-Key; a wrapper \
+             that sends another header loses the key, which the points report"
+        ));
+    }
+    let key_form = match file.key_form.as_deref() {
+        None | Some("sf-string") => UpstreamKeyForm::SfString,
+        Some("token") => UpstreamKeyForm::Token,
+        Some(other) => {
+            return Err(format!(
+                "upstream.key_form: {other:?}: expected \"sf-string\" or \"token\""
+            ));
+        }
+    };
+    let body_argument = pointer(
+        file.body_argument.unwrap_or_default(),
+        "upstream.body_argument",
+    )?;
+    Ok(Upstream {
+        tokens,
+        key_header,
+        key_form,
+        body_argument,
+    })
+}
+
+/// Every word and value of the `[mcp]` section a wrapper could be pointed with.
+fn words(target: &McpTarget) -> Vec<&str> {
+    let mut words: Vec<&str> = Vec::new();
+    match &target.transport {
+        McpTransport::Stdio { command, env } => {
+            words.extend(command.iter().map(String::as_str));
+            words.extend(env.iter().map(|(_, v)| v.as_str()));
+        }
+        McpTransport::Http { url, headers } => {
+            words.push(url);
+            words.extend(headers.iter().map(|(_, v)| v.as_str()));
+        }
+    }
+    for caller in &target.callers {
+        words.extend(caller.args.iter().map(String::as_str));
+        words.extend(caller.env.iter().map(|(_, v)| v.as_str()));
+    }
+    words
+}
+
+fn uses_upstream(target: &McpTarget) -> bool {
+    words(target)
+        .iter()
+        .any(|w| w.contains(UPSTREAM_PLACEHOLDER))
+}
+
+/// A wrapper the file never points at the lab's API would call someone else's, or nobody.
+fn check_upstream_use(target: &McpTarget, upstream: &Upstream) -> Checked<()> {
+    if let McpTransport::Http { .. } = target.transport {
+        return Err(
+            "[upstream]: a wrapper is started by the check (transport = \"stdio\"), so that it \
+             can be pointed at the API the lab serves"
+                .into(),
+        );
+    }
+    if !uses_upstream(target) {
+        return Err(format!(
+            "mcp.command: names {UPSTREAM_PLACEHOLDER} nowhere (nor mcp.env or a caller's args \
+             or env), so the wrapper cannot be pointed at the API the lab serves"
+        ));
+    }
+    for caller in &target.callers {
+        if !upstream.tokens.iter().any(|(name, _)| *name == caller.name) {
+            return Err(format!(
+                "upstream.tokens: names no token for the caller {:?} of [[mcp.callers]]",
+                caller.name
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,0 +1,360 @@
+//! The API behind a wrapper (`[upstream]`): the lab serves its own ticket contract on loopback,
+//! behind a recording proxy, so the hop points can see what the wrapper sent on the agent's
+//! behalf (method, path, every header, the body) and what became of it, and can fault the next
+//! create: lose its reply after the API committed, or answer it without forwarding (a 503, a 429,
+//! an in-progress 409), as a real API does on a bad day.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::header::HeaderMap;
+
+use super::target::{Upstream, UpstreamKeyForm};
+use crate::http::blocking;
+use crate::http::proxy::{Decision, DroppingProxy, Fate, Tap};
+use crate::http::server::{ServeOptions, TicketServer};
+use crate::service::CallerToken;
+
+/// The path the lab's API creates on.
+pub const CREATE_PATH: &str = "/tickets";
+
+/// One request the wrapper sent the API.
+#[derive(Clone, Debug)]
+pub struct UpstreamRequest {
+    /// Its number among the run's upstream requests, from 1.
+    pub number: usize,
+    /// When it arrived.
+    pub arrived: Instant,
+    /// How long it took to settle, once it has.
+    pub took: Option<std::time::Duration>,
+    /// The method.
+    pub method: String,
+    /// The path and query.
+    pub target: String,
+    /// Every header, in order, names in lower case.
+    pub headers: Vec<(String, String)>,
+    /// The body as text (lossy).
+    pub body: String,
+    /// The fault the lab did to it, if any.
+    pub fault: Option<String>,
+    /// What became of it, once known.
+    pub fate: Option<Fate>,
+}
+
+impl UpstreamRequest {
+    /// Whether it is a create: a POST on the create path.
+    pub fn is_create(&self) -> bool {
+        self.method == "POST" && self.target.split('?').next() == Some(CREATE_PATH)
+    }
+
+    /// The values of header `name` (any case).
+    pub fn header(&self, name: &str) -> Vec<&str> {
+        self.headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+            .collect()
+    }
+
+    /// The status the API answered, whether or not the wrapper got it.
+    pub fn status(&self) -> Option<u16> {
+        match &self.fate {
+            Some(Fate::Answered { status, .. } | Fate::Lost { status, .. }) => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// One line for a report: `POST /tickets (Idempotency-Key: "...") body {...} -> 201`.
+    pub fn describe(&self, key_header: &str) -> String {
+        let keys = self.header(key_header);
+        let key = if keys.is_empty() {
+            format!("no {key_header}")
+        } else {
+            format!("{key_header}: {}", keys.join(", "))
+        };
+        let fate = match &self.fate {
+            None => "no answer yet".to_owned(),
+            Some(Fate::Answered { status, .. }) => status.to_string(),
+            Some(Fate::Lost { status, .. }) => format!("{status}, reply lost by the lab"),
+            Some(Fate::Failed(problem)) => format!("failed: {problem}"),
+        };
+        let fault = self
+            .fault
+            .as_ref()
+            .map(|f| format!(" [{f}]"))
+            .unwrap_or_default();
+        format!(
+            "{} {} ({key}) body {} -> {fate}{fault}",
+            self.method,
+            self.target,
+            super::super::excerpt::trimmed(&self.body, 160)
+        )
+    }
+}
+
+/// A fault for the next create the wrapper sends.
+#[derive(Clone, Debug)]
+pub enum Fault {
+    /// Forward it; the API commits; the wrapper's connection is closed without the reply.
+    LoseReply,
+    /// Answer it without forwarding.
+    Answer {
+        /// The status.
+        status: u16,
+        /// Extra headers (`Retry-After`).
+        headers: Vec<(String, String)>,
+        /// The body (a problem document).
+        body: String,
+        /// How the report names it.
+        name: String,
+    },
+}
+
+/// Records every request and applies the queued faults to creates, in order.
+#[derive(Default)]
+struct Recorder {
+    requests: Mutex<Vec<UpstreamRequest>>,
+    faults: Mutex<VecDeque<Fault>>,
+}
+
+impl Tap for Recorder {
+    fn arrived(
+        &self,
+        method: &str,
+        target: &str,
+        headers: &HeaderMap,
+        body: &Bytes,
+    ) -> (usize, Decision) {
+        let mut request = UpstreamRequest {
+            number: 0,
+            arrived: Instant::now(),
+            took: None,
+            method: method.to_owned(),
+            target: target.to_owned(),
+            headers: headers
+                .iter()
+                .map(|(n, v)| {
+                    (
+                        n.as_str().to_owned(),
+                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                    )
+                })
+                .collect(),
+            body: String::from_utf8_lossy(body).into_owned(),
+            fault: None,
+            fate: None,
+        };
+        let decision = if request.is_create() {
+            match self
+                .faults
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .pop_front()
+            {
+                None => Decision::Forward,
+                Some(Fault::LoseReply) => {
+                    request.fault = Some("the API committed; the lab lost its reply".to_owned());
+                    Decision::LoseReply
+                }
+                Some(Fault::Answer {
+                    status,
+                    headers,
+                    body,
+                    name,
+                }) => {
+                    request.fault = Some(format!("answered {status} by the lab: {name}"));
+                    Decision::Answer {
+                        status,
+                        headers,
+                        body: Bytes::from(body),
+                    }
+                }
+            }
+        } else {
+            Decision::Forward
+        };
+        let mut requests = self.requests.lock().unwrap_or_else(PoisonError::into_inner);
+        request.number = requests.len() + 1;
+        let number = request.number;
+        requests.push(request);
+        (number, decision)
+    }
+
+    fn settled(&self, number: usize, fate: Fate) {
+        let mut requests = self.requests.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(request) = requests.get_mut(number - 1) {
+            request.took = Some(request.arrived.elapsed());
+            request.fate = Some(fate);
+        }
+    }
+}
+
+/// The API the lab serves a wrapper, and what the wrapper sent it.
+pub struct UpstreamApi {
+    /// The proxy and the server, taken by `drop` (the proxy stops first).
+    running: Option<(DroppingProxy, TicketServer)>,
+    url: String,
+    port: u16,
+    recorder: Arc<Recorder>,
+    admin_token: String,
+    /// The file's `[upstream]`.
+    pub spec: Upstream,
+}
+
+impl UpstreamApi {
+    /// Starts the lab's ticket API on a fresh store in `dir`, and the recorder in front of it.
+    ///
+    /// # Errors
+    /// The reason, when either cannot start.
+    pub fn start(spec: &Upstream, dir: &std::path::Path) -> Result<UpstreamApi, String> {
+        let admin_token = format!("admin-{}", uuid::Uuid::new_v4().simple());
+        let callers = spec
+            .tokens
+            .iter()
+            .map(|(name, token)| format!("{name}={token}").parse::<CallerToken>())
+            .collect::<crate::error::Result<Vec<_>>>()
+            .map_err(|err| format!("upstream.tokens: {err}"))?;
+        let server = TicketServer::start(ServeOptions {
+            port: 0,
+            database: Some(dir.join("upstream-api.sqlite3")),
+            callers,
+            admin_token: Some(admin_token.clone()),
+            workers: 2,
+            ..ServeOptions::default()
+        })
+        .map_err(|err| format!("starting the API the lab serves: {err}"))?;
+        let recorder = Arc::new(Recorder::default());
+        let address = ([127, 0, 0, 1], server.port()).into();
+        let proxy = DroppingProxy::start_tapped(address, 0, recorder.clone())
+            .map_err(|err| format!("starting the API's recorder: {err}"))?;
+        Ok(UpstreamApi {
+            url: proxy.url(),
+            port: server.port(),
+            running: Some((proxy, server)),
+            recorder,
+            admin_token,
+            spec: spec.clone(),
+        })
+    }
+
+    /// The base URL the wrapper is given, `{{upstream}}`.
+    pub fn url(&self) -> String {
+        self.url.clone()
+    }
+
+    /// Queues a fault for the next create the wrapper sends.
+    pub fn fault_next(&self, fault: Fault) {
+        self.recorder
+            .faults
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push_back(fault);
+    }
+
+    /// Drops the faults no create has used, and says how many there were.
+    pub fn clear_faults(&self) -> usize {
+        let mut faults = self
+            .recorder
+            .faults
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let left = faults.len();
+        faults.clear();
+        left
+    }
+
+    /// How many requests the API has seen so far: a mark for [`UpstreamApi::since`].
+    pub fn mark(&self) -> usize {
+        self.recorder
+            .requests
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    /// The requests after `mark`.
+    pub fn since(&self, mark: usize) -> Vec<UpstreamRequest> {
+        self.recorder
+            .requests
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(mark..)
+            .unwrap_or_default()
+            .to_vec()
+    }
+
+    /// The creates after `mark`.
+    pub fn creates_since(&self, mark: usize) -> Vec<UpstreamRequest> {
+        self.since(mark)
+            .into_iter()
+            .filter(UpstreamRequest::is_create)
+            .collect()
+    }
+
+    /// Every request of the run.
+    pub fn all(&self) -> Vec<UpstreamRequest> {
+        self.since(0)
+    }
+
+    /// The tickets in the API's store, asked directly (not through the recorder).
+    ///
+    /// # Errors
+    /// The reason, when the API does not answer.
+    pub async fn count(&self) -> Result<i64, String> {
+        let address = format!("127.0.0.1:{}", self.port);
+        let mut sender = blocking::connect(&address)
+            .await
+            .map_err(|err| format!("the API the lab serves: {err}"))?;
+        let request = hyper::Request::get("/admin/tickets")
+            .header("host", &address)
+            .header(crate::http::contract::ADMIN_TOKEN, &self.admin_token)
+            .body(Full::new(Bytes::new()))
+            .map_err(|err| err.to_string())?;
+        let response = sender
+            .send_request(request)
+            .await
+            .map_err(|err| format!("the API the lab serves: {err}"))?;
+        let answer = blocking::read_whole(response, 16 * 1024 * 1024)
+            .await
+            .map_err(|err| format!("the API the lab serves: {err}"))?;
+        let json: serde_json::Value = serde_json::from_slice(&answer.body)
+            .map_err(|err| format!("the API's ticket list: {err}"))?;
+        json.get("ticket_ids")
+            .and_then(serde_json::Value::as_array)
+            .map(|ids| ids.len() as i64)
+            .ok_or_else(|| format!("the API's ticket list: {json}"))
+    }
+}
+
+impl Drop for UpstreamApi {
+    /// Stops the proxy, then the server, on a thread of their own: the server's shutdown waits
+    /// on a runtime of its own, which must not start inside the check's.
+    fn drop(&mut self) {
+        if let Some(running) = self.running.take() {
+            let _ = std::thread::spawn(move || drop(running)).join();
+        }
+    }
+}
+
+/// The key as the agent writes it: the API's header form.
+pub fn written_key(form: UpstreamKeyForm, uuid: &str) -> String {
+    match form {
+        UpstreamKeyForm::SfString => format!("\"{uuid}\""),
+        UpstreamKeyForm::Token => format!("k-{uuid}"),
+    }
+}
+
+/// Whether a header value carries the agent's key: the same text, or the same once the
+/// wrapper's own sf-string quoting is taken off (or put on).
+pub fn carries(value: &str, key: &str) -> bool {
+    let bare = |s: &str| {
+        s.strip_prefix('"')
+            .and_then(|s| s.strip_suffix('"'))
+            .map(str::to_owned)
+            .unwrap_or_else(|| s.to_owned())
+    };
+    value == key || bare(value) == bare(key)
+}
