@@ -87,6 +87,9 @@ pub enum Decision {
     /// Forward it, read the whole answer (so whatever the service committed is committed), then
     /// close the caller's connection without a byte of it.
     LoseReply,
+    /// Forward it, read the whole answer, and pass it on only after this long: a service that
+    /// did the work and answers past the caller's own timeout.
+    Late(Duration),
     /// Answer it without forwarding: the service never sees it.
     Answer {
         /// The status.
@@ -134,6 +137,14 @@ pub trait Tap: Send + Sync + 'static {
     ) -> (usize, Decision);
     /// What became of request `number`.
     fn settled(&self, number: usize, fate: Fate);
+    /// Rewrites forwarded request `number` just before it is sent (its path, its headers): for a
+    /// tap that plays another API than the service's. By default, nothing.
+    fn rewrite(&self, _number: usize, _request: &mut Request<Full<Bytes>>) {}
+    /// What the caller gets instead of the service's answer to request `number` (a status and a
+    /// JSON body), or `None` to pass the service's on. By default, `None`.
+    fn reply(&self, _number: usize, _status: u16, _body: &Bytes) -> Option<(u16, Bytes)> {
+        None
+    }
 }
 
 impl DroppingProxy {
@@ -389,6 +400,9 @@ async fn forward(
     }
     let mut outgoing = Request::from_parts(parts, Full::new(body));
     prepare_upstream_request(&mut outgoing, upstream);
+    if let Some((tap, number, _)) = &tapped {
+        tap.rewrite(*number, &mut outgoing);
+    }
     // Numbered when complete, in one atomic step: the first N are the first N to be forwarded.
     let number = counts.forwarded.fetch_add(1, Ordering::SeqCst);
     let (response, answered) =
@@ -413,6 +427,9 @@ async fn forward(
             }
         };
     let status = response.status().as_u16();
+    if let Some((_, _, Decision::Late(wait))) = &tapped {
+        tokio::time::sleep(*wait).await;
+    }
     // The service has answered in full, so whatever it committed is committed.
     let lose = match &tapped {
         Some((_, _, decision)) => matches!(decision, Decision::LoseReply),
@@ -426,10 +443,20 @@ async fn forward(
         });
         return Err(Unanswered::LostReply); // not a byte of the response
     }
+    let replaced = tapped
+        .as_ref()
+        .and_then(|(tap, number, _)| tap.reply(*number, status, &answered));
     settle(Fate::Answered {
         status,
         body: answered,
     });
+    if let Some((status, body)) = replaced {
+        return Ok(own_answer(
+            status,
+            &[("content-type".to_owned(), "application/json".to_owned())],
+            body,
+        ));
+    }
     Ok(response)
 }
 

@@ -43,10 +43,15 @@ fn hop_points_with(report: &Value, verdict: &str) -> Vec<String> {
 
 /// The planted-bug wrapper's target file, fitted to `python` and `bug`, checked.
 fn planted(python: &Path, bug: &str, folder: &Path, extra: &[&str]) -> Value {
+    planted_with("target.toml", python, bug, folder, extra)
+}
+
+/// As [`planted`], with another of the folder's target files.
+fn planted_with(target: &str, python: &Path, bug: &str, folder: &Path, extra: &[&str]) -> Value {
     let python = python.to_str().unwrap();
     let wrapper = repository_root().join("lab/tests/wrappers/planted/wrapper.py");
     let file = fitted(
-        "lab/tests/wrappers/planted/target.toml",
+        &format!("lab/tests/wrappers/planted/{target}"),
         &[
             ("\"python3\"", &format!("{python:?}")),
             (
@@ -136,6 +141,123 @@ fn each_planted_wrapper_bug_fails_the_hop_point_that_catches_it_and_the_wrapper_
             );
         }
     }
+}
+
+/// With `upstream.wrapper_timeout_ms`, the API does the work and answers past the wrapper's own
+/// timeout (the planted wrapper's is five seconds a request): the wrapper that gives up and tells
+/// the agent passes, and the one that resends under a key of its own makes a second effect.
+#[test]
+fn a_late_api_reply_past_the_wrappers_timeout_is_judged_by_what_the_wrapper_sends_next() {
+    let Some(python) = python(
+        "check_hop::a_late_api_reply_past_the_wrappers_timeout_is_judged_by_what_the_wrapper_sends_next",
+    ) else {
+        return;
+    };
+    let folder = tempfile::tempdir().unwrap();
+    let shipped =
+        std::fs::read_to_string(repository_root().join("lab/tests/wrappers/planted/target.toml"))
+            .unwrap();
+    let tokens = "tokens = { alice = \"alice-token\", bob = \"bob-token\" }\n";
+    assert!(shipped.contains(tokens));
+    let late = shipped.replace(tokens, &format!("{tokens}wrapper_timeout_ms = 5000\n"));
+    std::fs::write(folder.path().join("target.toml"), late).unwrap();
+    let mut verdicts_by_bug = Vec::new();
+    for bug in ["none", "retry-new-key"] {
+        let python = python.to_str().unwrap();
+        let wrapper = repository_root().join("lab/tests/wrappers/planted/wrapper.py");
+        let text = std::fs::read_to_string(folder.path().join("target.toml"))
+            .unwrap()
+            .replace("\"python3\"", &format!("{python:?}"))
+            .replace(
+                "\"wrapper.py\"",
+                &format!("{:?}", wrapper.to_str().unwrap()),
+            )
+            .replace("\"--bug\", \"none\"", &format!("\"--bug\", \"{bug}\""));
+        let file = write(folder.path(), &format!("{bug}.toml"), &text);
+        let report = check_json(&file, &[]);
+        let point = report["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == "hop-upstream-retry")
+            .unwrap()
+            .clone();
+        let late: Vec<(String, bool)> = point["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| {
+                c["what"]
+                    .as_str()
+                    .is_some_and(|w| w.contains("late") || w.contains("timeout"))
+            })
+            .map(|c| (c["what"].as_str().unwrap().to_owned(), c["passed"] == true))
+            .collect();
+        verdicts_by_bug.push((bug, point["verdict"].clone(), late));
+    }
+    let (_, none_verdict, none_late) = &verdicts_by_bug[0];
+    assert_eq!(none_verdict, "PASS", "{verdicts_by_bug:#?}");
+    assert!(
+        none_late.len() >= 2 && none_late.iter().all(|(_, passed)| *passed),
+        "{verdicts_by_bug:#?}"
+    );
+    let (_, bug_verdict, bug_late) = &verdicts_by_bug[1];
+    assert_eq!(bug_verdict, "FAIL", "{verdicts_by_bug:#?}");
+    assert!(
+        bug_late
+            .iter()
+            .any(|(what, passed)| what.starts_with("one effect") && !passed),
+        "{verdicts_by_bug:#?}"
+    );
+}
+
+/// A wrapper written for another API (`POST /v1/messages`, its token bare in `X-Api-Key`, a bare
+/// key in `X-Idempotency-Key`, its id in `message_id`): `[upstream.create]` has the lab play that
+/// API on its own store, and the hop points judge the wrapper as they judge one of the lab's.
+#[test]
+fn a_wrapper_of_another_api_is_checked_on_the_route_its_file_declares() {
+    let Some(python) =
+        python("check_hop::a_wrapper_of_another_api_is_checked_on_the_route_its_file_declares")
+    else {
+        return;
+    };
+    let folder = tempfile::tempdir().unwrap();
+    let report = planted_with(
+        "target-another-api.toml",
+        &python,
+        "none",
+        folder.path(),
+        &[],
+    );
+    assert_eq!(report["passed"], true, "{report:#}");
+    // What the wrapper sent is what the history shows: its own path and header, a bare key.
+    let creates: Vec<&Value> = report["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["caller"] == "wrapper → API")
+        .collect();
+    assert!(!creates.is_empty());
+    for create in &creates {
+        assert_eq!(create["path"], "/v1/messages", "{create:#}");
+        let key = create["key"].as_str().unwrap();
+        assert!(
+            !key.starts_with('"') && key.len() == 36,
+            "a bare key: {key}"
+        );
+    }
+    let report = planted_with(
+        "target-another-api.toml",
+        &python,
+        "mints-key",
+        folder.path(),
+        &[],
+    );
+    assert!(
+        hop_points_with(&report, "FAIL").contains(&"hop-retry".to_owned()),
+        "{:?}",
+        verdicts(&report)
+    );
 }
 
 /// The keys the API got for one failed point, and what the agent got, as the report's history
@@ -495,9 +617,9 @@ fn bad_upstream_sections_are_refused_naming_the_field_with_nothing_started() {
             "upstream.api: \"stripe\"",
         ),
         (
-            "another header",
-            format!("{head}[upstream]\nkey_header = \"X-Key\"\ntokens = {{ a = \"t\" }}\n"),
-            "upstream.key_header: \"X-Key\"",
+            "a header name with a space",
+            format!("{head}[upstream]\nkey_header = \"X Key\"\ntokens = {{ a = \"t\" }}\n"),
+            "upstream.key_header: \"X Key\" is not a header name",
         ),
         (
             "a bad key form",
@@ -521,6 +643,52 @@ fn bad_upstream_sections_are_refused_naming_the_field_with_nothing_started() {
             "a caller without a token",
             format!("{head}[upstream]\ntokens = {{ alice = \"t\" }}\n"),
             "upstream.tokens: names no token for the caller \"a\"",
+        ),
+        (
+            "a create route without a path",
+            format!(
+                "{head}[upstream]\ntokens = {{ a = \"t\" }}\n[upstream.create]\nstatus = 200\n"
+            ),
+            "upstream.create.path: missing (required)",
+        ),
+        (
+            "a create route with a query",
+            format!(
+                "{head}[upstream]\ntokens = {{ a = \"t\" }}\n[upstream.create]\npath = \"/v1/m?x=1\"\n"
+            ),
+            "upstream.create.path: \"/v1/m?x=1\"",
+        ),
+        (
+            "a create route that does not succeed",
+            format!(
+                "{head}[upstream]\ntokens = {{ a = \"t\" }}\n[upstream.create]\npath = \"/m\"\nstatus = 404\n"
+            ),
+            "upstream.create.status: 404",
+        ),
+        (
+            "an answer that names no id",
+            format!(
+                "{head}[upstream]\ntokens = {{ a = \"t\" }}\n[upstream.create]\npath = \"/m\"\nanswer = {{ ok = true }}\n"
+            ),
+            "upstream.create.answer: names no {{id}}",
+        ),
+        (
+            "a wrapper over HTTP, which the check does not start, without a port",
+            head.replace(
+                "transport = \"stdio\"\ncommand = [\"/nonexistent/wrapper\", \"--api\", \"{{upstream}}\"]",
+                "transport = \"http\"\nurl = \"http://127.0.0.1:9/mcp\"",
+            ) + "[upstream]\ntokens = { a = \"t\" }\n",
+            "upstream.port: a wrapper over HTTP is started by you",
+        ),
+        (
+            "port zero",
+            format!("{head}[upstream]\ntokens = {{ a = \"t\" }}\nport = 0\n"),
+            "upstream.port: 0",
+        ),
+        (
+            "a wrapper timeout too long to wait out",
+            format!("{head}[upstream]\ntokens = {{ a = \"t\" }}\nwrapper_timeout_ms = 600000\n"),
+            "upstream.wrapper_timeout_ms: 600000",
         ),
         (
             "an unknown field",

@@ -11,6 +11,7 @@
 //! reports show agent, wrapper and API together.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use regex::Regex;
 use serde_json::Value;
@@ -21,7 +22,7 @@ use super::super::points::Checks;
 use super::super::probe::same_effect;
 use super::super::report::{Grade, PointReport};
 use super::probe::{KeyArg, McpProbe, Seen, Session, ToolCall};
-use super::upstream::{Fault, UpstreamApi, UpstreamRequest, carries};
+use super::upstream::{Fault, UpstreamApi, UpstreamRequest, carries, ticket_id};
 use crate::http::contract::{ProblemType, problem as contract};
 use crate::http::proxy::Fate;
 
@@ -605,13 +606,19 @@ fn agent_text(seen: &Seen) -> String {
     }
 }
 
-/// The ticket id in an API answer's body (`{"ticket_id": N}`).
-fn ticket_of(body: &[u8]) -> Option<String> {
-    let json: Value = serde_json::from_slice(body).ok()?;
-    json.get("ticket_id").map(|id| match id {
-        Value::String(text) => text.clone(),
-        other => other.to_string(),
-    })
+/// Whether the identity a wrapper returned names the id the API committed: the same text, or
+/// the same digits in another API's form (`msg_7` for `7`, when `[upstream.create].answer` says
+/// so).
+fn names_id(identity: Option<&str>, committed: Option<&str>) -> bool {
+    let (Some(identity), Some(committed)) = (identity, committed) else {
+        return false;
+    };
+    identity == committed
+        || identity
+            .chars()
+            .filter(char::is_ascii_digit)
+            .collect::<String>()
+            == committed
 }
 
 async fn api_lost(probe: &McpProbe, api: &UpstreamApi) -> PointReport {
@@ -632,7 +639,7 @@ async fn api_lost(probe: &McpProbe, api: &UpstreamApi) -> PointReport {
     let first = through(probe, api, NAME, None, &call).await;
     let after_first = count_or_stop!(probe, checks, NAME, TITLE);
     let committed = first.creates.iter().find_map(|c| match &c.fate {
-        Some(Fate::Lost { body, .. }) => Some(ticket_of(body)),
+        Some(Fate::Lost { body, .. }) => Some(ticket_id(body)),
         _ => None,
     });
     let fired = checks.add(
@@ -659,7 +666,7 @@ async fn api_lost(probe: &McpProbe, api: &UpstreamApi) -> PointReport {
         checks.add(
             Grade::lab_over_should(section::ENFORCEMENT),
             "a success names the effect the API committed, never another",
-            read.identity.is_some() && read.identity == committed,
+            names_id(read.identity.as_deref(), committed.as_deref()),
             format!(
                 "a tool result naming {}",
                 committed.as_deref().unwrap_or("the committed ticket")
@@ -722,7 +729,8 @@ async fn api_lost(probe: &McpProbe, api: &UpstreamApi) -> PointReport {
         checks.add(
             Grade::lab_over_should(section::ENFORCEMENT),
             "the agent's retry is told of the effect the API committed",
-            retry.seen.read.success && retry.seen.read.identity == committed,
+            retry.seen.read.success
+                && names_id(retry.seen.read.identity.as_deref(), committed.as_deref()),
             format!(
                 "a tool result naming {}",
                 committed.as_deref().unwrap_or("the committed ticket")
@@ -873,8 +881,8 @@ fn problem(status: u16, kind: Option<ProblemType>, title: &str) -> String {
 
 async fn upstream_retries(probe: &McpProbe, api: &UpstreamApi) -> PointReport {
     const NAME: &str = "hop-upstream-retry";
-    const TITLE: &str =
-        "The API answers 503 or 429: the wrapper's own resends keep the key, or the agent is told";
+    const TITLE: &str = "The API answers 503 or 429, or late past the wrapper's timeout: the wrapper's own \
+         resends keep the key, or the agent is told";
     if let Some(report) = cannot(probe, NAME, TITLE) {
         return report;
     }
@@ -883,6 +891,9 @@ async fn upstream_retries(probe: &McpProbe, api: &UpstreamApi) -> PointReport {
         (503, Some(contract::OVERLOADED), "Service Unavailable", "0"),
         (429, None, "Too Many Requests", "1"),
     ];
+    if let Some(timeout) = api.spec.wrapper_timeout {
+        late(probe, api, NAME, &mut checks, timeout).await;
+    }
     for (status, kind, title, retry_after) in cases {
         let before = count_or_stop!(probe, checks, NAME, TITLE);
         api.fault_next(Fault::Answer {
@@ -959,6 +970,88 @@ async fn upstream_retries(probe: &McpProbe, api: &UpstreamApi) -> PointReport {
         );
     }
     PointReport::covered(NAME, TITLE, checks.0)
+}
+
+/// The API does the work and answers past the wrapper's own timeout (`upstream.wrapper_timeout_ms`):
+/// a resend by the wrapper keeps the key; without one, the agent is told, and its retry with the
+/// key names the one effect.
+async fn late(
+    probe: &McpProbe,
+    api: &UpstreamApi,
+    point: &'static str,
+    checks: &mut Checks,
+    timeout: Duration,
+) {
+    let before = match probe.count().await {
+        Ok(n) => n,
+        Err(problem) => {
+            checks.add(
+                Grade::lab(),
+                "the API's tickets can be counted",
+                false,
+                "a count",
+                problem,
+                &[],
+            );
+            return;
+        }
+    };
+    let hold = timeout + Duration::from_secs(1);
+    api.fault_next(Fault::Late(hold));
+    let call = probe.call(
+        "the call whose API reply comes past the wrapper's timeout",
+        probe.intention_key(),
+        &probe.fresh_fields(),
+    );
+    let first = through(probe, api, point, None, &call).await;
+    // Let the held reply go out, so the next call meets an idle API.
+    tokio::time::sleep(hold.saturating_sub(timeout)).await;
+    let resends = first.creates.len().saturating_sub(1);
+    let read = first.seen.read.clone();
+    let mut hops = vec![first];
+    if resends == 0 && read.success {
+        checks.add(
+            Grade::lab(),
+            "the wrapper waited for the late reply: the agent is told what was created",
+            read.identity.is_some(),
+            "a tool result naming the effect",
+            probe.describe(&hops[0].seen),
+            &hops[0].ids,
+        );
+    } else if resends == 0 {
+        let text = agent_text(&hops[0].seen);
+        checks.add(
+            Grade::should(section::ERRORS),
+            "the wrapper gave up at its timeout: the error says the outcome is unknown, or \
+             names the timeout",
+            says_unknown(&text),
+            "a text naming a timeout or an unknown outcome",
+            format!("{:?}", super::super::excerpt::trimmed(&text, 200)),
+            &hops[0].ids,
+        );
+        let mut again = call.clone();
+        again.step = "the agent's retry after the timeout".to_owned();
+        hops.push(through(probe, api, point, None, &again).await);
+    }
+    let all: Vec<&Hop> = hops.iter().collect();
+    keys_carried(
+        checks,
+        api,
+        &all,
+        agent_key(&call),
+        "every create after the late reply, the wrapper's resends and the agent's retry, \
+         carries the agent's key",
+    );
+    if let Ok(after) = probe.count().await {
+        checks.add(
+            Grade::lab_over_should(section::ENFORCEMENT),
+            "one effect for the intention whose API reply came late",
+            after - before == 1,
+            "one effect",
+            effects(after - before),
+            &hops.last().map(|h| h.ids.clone()).unwrap_or_default(),
+        );
+    }
 }
 
 async fn errors(probe: &McpProbe, api: &UpstreamApi) -> PointReport {
@@ -1113,7 +1206,15 @@ mod tests {
 
     #[test]
     fn the_ticket_of_an_api_answer_is_read_as_text() {
-        assert_eq!(ticket_of(br#"{"ticket_id": 7}"#).as_deref(), Some("7"));
-        assert_eq!(ticket_of(b"not json"), None);
+        assert_eq!(ticket_id(br#"{"ticket_id": 7}"#).as_deref(), Some("7"));
+        assert_eq!(ticket_id(b"not json"), None);
+    }
+
+    #[test]
+    fn an_identity_names_the_committed_id_even_in_another_apis_form() {
+        assert!(names_id(Some("7"), Some("7")));
+        assert!(names_id(Some("msg_7"), Some("7")));
+        assert!(!names_id(Some("msg_17"), Some("7")));
+        assert!(!names_id(None, Some("7")));
     }
 }

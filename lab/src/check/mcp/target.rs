@@ -161,6 +161,32 @@ pub struct Upstream {
     /// Where the API's body is in the tool's arguments (a JSON pointer); empty: the arguments
     /// without the key argument.
     pub body_argument: String,
+    /// The header the wrapper sends its caller's token in, bare; `None`: `Authorization: Bearer`.
+    pub token_header: Option<String>,
+    /// The create route of the API the wrapper was written for, when it is not the lab's own.
+    pub create: Option<CreateRoute>,
+    /// The loopback port the API is served on; `None` picks a free one. A wrapper the check does
+    /// not start (over HTTP) must be pointed at a port known beforehand.
+    pub port: Option<u16>,
+    /// The wrapper's own timeout for one API request, when the file knows it: the lab then holds
+    /// a create's reply past it once (`hop-upstream-retry`).
+    pub wrapper_timeout: Option<Duration>,
+}
+
+/// `[upstream.create]`: another API's create route, which the lab plays on its own store. The
+/// wrapper's request is forwarded as a create of the lab's (`POST /tickets`, its key moved to
+/// `Idempotency-Key`), and a success is answered with the file's status and body.
+#[derive(Clone, Debug)]
+pub struct CreateRoute {
+    /// The method (`POST` unless named).
+    pub method: String,
+    /// The path, `/v1/messages` (no query).
+    pub path: String,
+    /// The status of a create's answer (`201` unless named).
+    pub status: u16,
+    /// The body of a create's answer: JSON in which every string `{{id}}` is the new id (and
+    /// `{{id}}` inside a longer string is replaced within it). `None`: the lab's own answer.
+    pub answer: Option<Value>,
 }
 
 /// The written form of the key the agent passes (and the API reads).
@@ -170,6 +196,8 @@ pub enum UpstreamKeyForm {
     SfString,
     /// `k-<uuid>`.
     Token,
+    /// `<uuid>`, bare, as most APIs take it; the lab quotes it when it plays its own API.
+    Plain,
 }
 
 /// The placeholder of the upstream API's base URL.
@@ -200,6 +228,19 @@ struct UpstreamFile {
     key_header: Option<String>,
     key_form: Option<String>,
     body_argument: Option<String>,
+    token_header: Option<String>,
+    create: Option<CreateRouteFile>,
+    port: Option<u16>,
+    wrapper_timeout_ms: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateRouteFile {
+    method: Option<String>,
+    path: Option<String>,
+    status: Option<u16>,
+    answer: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -881,18 +922,18 @@ fn upstream(file: UpstreamFile) -> Checked<Upstream> {
     let key_header = file
         .key_header
         .unwrap_or_else(|| "Idempotency-Key".to_owned());
-    if !key_header.eq_ignore_ascii_case("idempotency-key") {
-        return Err(format!(
-            "upstream.key_header: {key_header:?}: the lab's API reads Idempotency-Key; a wrapper \
-             that sends another header loses the key, which the points report"
-        ));
-    }
+    header_name(&key_header, "upstream.key_header")?;
+    let token_header = file
+        .token_header
+        .map(|name| header_name(&name, "upstream.token_header").map(|()| name))
+        .transpose()?;
     let key_form = match file.key_form.as_deref() {
         None | Some("sf-string") => UpstreamKeyForm::SfString,
         Some("token") => UpstreamKeyForm::Token,
+        Some("plain") => UpstreamKeyForm::Plain,
         Some(other) => {
             return Err(format!(
-                "upstream.key_form: {other:?}: expected \"sf-string\" or \"token\""
+                "upstream.key_form: {other:?}: expected \"sf-string\", \"token\" or \"plain\""
             ));
         }
     };
@@ -900,11 +941,75 @@ fn upstream(file: UpstreamFile) -> Checked<Upstream> {
         file.body_argument.unwrap_or_default(),
         "upstream.body_argument",
     )?;
+    let create = file.create.map(create_route).transpose()?;
+    if file.port == Some(0) {
+        return Err(
+            "upstream.port: 0: a port from 1 to 65535 (or leave it out for a free one)".into(),
+        );
+    }
+    let wrapper_timeout = match file.wrapper_timeout_ms {
+        None => None,
+        Some(ms) if (100..=60_000).contains(&ms) => Some(Duration::from_millis(ms)),
+        Some(ms) => {
+            return Err(format!(
+                "upstream.wrapper_timeout_ms: {ms}: expected 100 to 60000 (the lab holds a reply \
+                 that long and a little more)"
+            ));
+        }
+    };
     Ok(Upstream {
         tokens,
         key_header,
         key_form,
         body_argument,
+        token_header,
+        create,
+        port: file.port,
+        wrapper_timeout,
+    })
+}
+
+fn header_name(name: &str, field: &str) -> Checked<()> {
+    let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    if name.is_empty() || !name.bytes().all(token) {
+        return Err(format!("{field}: {name:?} is not a header name"));
+    }
+    Ok(())
+}
+
+fn create_route(file: CreateRouteFile) -> Checked<CreateRoute> {
+    let method = file.method.unwrap_or_else(|| "POST".to_owned());
+    if !["POST", "PUT", "PATCH"].contains(&method.as_str()) {
+        return Err(format!(
+            "upstream.create.method: {method:?}: expected \"POST\", \"PUT\" or \"PATCH\""
+        ));
+    }
+    let path = required(file.path, "upstream.create.path")?;
+    if !path.starts_with('/') || path.contains(['?', '#', ' ']) {
+        return Err(format!(
+            "upstream.create.path: {path:?}: a path such as /v1/messages (no query)"
+        ));
+    }
+    let status = file.status.unwrap_or(201);
+    if !(200..=299).contains(&status) {
+        return Err(format!(
+            "upstream.create.status: {status}: a success status (2xx)"
+        ));
+    }
+    if let Some(answer) = &file.answer
+        && !answer.to_string().contains("{{id}}")
+    {
+        return Err(
+            "upstream.create.answer: names no {{id}}, so the wrapper could not tell what was \
+             created"
+                .into(),
+        );
+    }
+    Ok(CreateRoute {
+        method,
+        path,
+        status,
+        answer: file.answer,
     })
 }
 
@@ -936,19 +1041,6 @@ fn uses_upstream(target: &McpTarget) -> bool {
 
 /// A wrapper the file never points at the lab's API would call someone else's, or nobody.
 fn check_upstream_use(target: &McpTarget, upstream: &Upstream) -> Checked<()> {
-    if let McpTransport::Http { .. } = target.transport {
-        return Err(
-            "[upstream]: a wrapper is started by the check (transport = \"stdio\"), so that it \
-             can be pointed at the API the lab serves"
-                .into(),
-        );
-    }
-    if !uses_upstream(target) {
-        return Err(format!(
-            "mcp.command: names {UPSTREAM_PLACEHOLDER} nowhere (nor mcp.env or a caller's args \
-             or env), so the wrapper cannot be pointed at the API the lab serves"
-        ));
-    }
     for caller in &target.callers {
         if !upstream.tokens.iter().any(|(name, _)| *name == caller.name) {
             return Err(format!(
@@ -957,7 +1049,21 @@ fn check_upstream_use(target: &McpTarget, upstream: &Upstream) -> Checked<()> {
             ));
         }
     }
-    Ok(())
+    match target.transport {
+        // The check does not start this wrapper: whoever does points it at the port named here.
+        McpTransport::Http { .. } if upstream.port.is_none() => Err(
+            "upstream.port: a wrapper over HTTP is started by you, not by the check, so name the \
+             loopback port the lab serves the API on, and point the wrapper at \
+             http://127.0.0.1:PORT"
+                .into(),
+        ),
+        McpTransport::Http { .. } => Ok(()),
+        McpTransport::Stdio { .. } if !uses_upstream(target) => Err(format!(
+            "mcp.command: names {UPSTREAM_PLACEHOLDER} nowhere (nor mcp.env or a caller's args \
+             or env), so the wrapper cannot be pointed at the API the lab serves"
+        )),
+        McpTransport::Stdio { .. } => Ok(()),
+    }
 }
 
 #[cfg(test)]

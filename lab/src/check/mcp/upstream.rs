@@ -10,10 +10,11 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use http_body_util::Full;
-use hyper::header::HeaderMap;
+use hyper::header::{HeaderMap, HeaderValue};
 
 use super::target::{Upstream, UpstreamKeyForm};
 use crate::http::blocking;
+use crate::http::contract::IDEMPOTENCY_KEY;
 use crate::http::proxy::{Decision, DroppingProxy, Fate, Tap};
 use crate::http::server::{ServeOptions, TicketServer};
 use crate::service::CallerToken;
@@ -38,6 +39,8 @@ pub struct UpstreamRequest {
     pub headers: Vec<(String, String)>,
     /// The body as text (lossy).
     pub body: String,
+    /// Whether it is a create: the file's create route, or the lab's (`POST /tickets`).
+    pub create: bool,
     /// The fault the lab did to it, if any.
     pub fault: Option<String>,
     /// What became of it, once known.
@@ -45,9 +48,9 @@ pub struct UpstreamRequest {
 }
 
 impl UpstreamRequest {
-    /// Whether it is a create: a POST on the create path.
+    /// Whether it is a create.
     pub fn is_create(&self) -> bool {
-        self.method == "POST" && self.target.split('?').next() == Some(CREATE_PATH)
+        self.create
     }
 
     /// The values of header `name` (any case).
@@ -100,6 +103,8 @@ impl UpstreamRequest {
 pub enum Fault {
     /// Forward it; the API commits; the wrapper's connection is closed without the reply.
     LoseReply,
+    /// Forward it; the API commits; its reply is passed on only after this long.
+    Late(std::time::Duration),
     /// Answer it without forwarding.
     Answer {
         /// The status.
@@ -116,6 +121,7 @@ pub enum Fault {
 /// Records every request and applies the queued faults to creates, in order.
 #[derive(Default)]
 struct Recorder {
+    spec: Option<Upstream>,
     requests: Mutex<Vec<UpstreamRequest>>,
     faults: Mutex<VecDeque<Fault>>,
 }
@@ -144,6 +150,7 @@ impl Tap for Recorder {
                 })
                 .collect(),
             body: String::from_utf8_lossy(body).into_owned(),
+            create: self.is_create(method, target),
             fault: None,
             fate: None,
         };
@@ -158,6 +165,13 @@ impl Tap for Recorder {
                 Some(Fault::LoseReply) => {
                     request.fault = Some("the API committed; the lab lost its reply".to_owned());
                     Decision::LoseReply
+                }
+                Some(Fault::Late(wait)) => {
+                    request.fault = Some(format!(
+                        "the API committed; the lab held its reply for {} ms",
+                        wait.as_millis()
+                    ));
+                    Decision::Late(wait)
                 }
                 Some(Fault::Answer {
                     status,
@@ -183,12 +197,107 @@ impl Tap for Recorder {
         (number, decision)
     }
 
+    fn rewrite(&self, number: usize, request: &mut hyper::Request<Full<Bytes>>) {
+        let Some(spec) = &self.spec else { return };
+        let headers = request.headers_mut();
+        if let Some(name) = &spec.token_header
+            && let Some(token) = headers.remove(name.as_str())
+            && let Ok(bearer) = HeaderValue::from_bytes(&[b"Bearer ", token.as_bytes()].concat())
+        {
+            headers.insert(hyper::header::AUTHORIZATION, bearer);
+        }
+        if !self.was_create(number) {
+            return;
+        }
+        // The key, from wherever this API carries it, as the lab's API reads it: one RFC 8941
+        // string (a bare key is quoted; one already quoted or a token stays as it is).
+        let keys: Vec<HeaderValue> = headers
+            .get_all(spec.key_header.as_str())
+            .iter()
+            .cloned()
+            .collect();
+        headers.remove(spec.key_header.as_str());
+        for value in keys {
+            let text = String::from_utf8_lossy(value.as_bytes()).into_owned();
+            let written = match spec.key_form {
+                UpstreamKeyForm::Plain if !text.starts_with('"') => {
+                    format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""))
+                }
+                _ => text,
+            };
+            if let Ok(value) = HeaderValue::from_str(&written) {
+                headers.append(IDEMPOTENCY_KEY, value);
+            }
+        }
+        if spec.create.is_some() {
+            *request.method_mut() = hyper::Method::POST;
+            if let Ok(uri) = CREATE_PATH.parse() {
+                *request.uri_mut() = uri;
+            }
+        }
+    }
+
+    fn reply(&self, number: usize, status: u16, body: &Bytes) -> Option<(u16, Bytes)> {
+        let route = self.spec.as_ref()?.create.as_ref()?;
+        if !self.was_create(number) || !(200..300).contains(&status) {
+            return None;
+        }
+        let id = ticket_id(body)?;
+        let answer = match &route.answer {
+            Some(template) => with_id(template, &id),
+            None => serde_json::from_slice(body).ok()?,
+        };
+        Some((route.status, Bytes::from(answer.to_string())))
+    }
+
     fn settled(&self, number: usize, fate: Fate) {
         let mut requests = self.requests.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(request) = requests.get_mut(number - 1) {
             request.took = Some(request.arrived.elapsed());
             request.fate = Some(fate);
         }
+    }
+}
+
+impl Recorder {
+    fn is_create(&self, method: &str, target: &str) -> bool {
+        let path = target.split('?').next().unwrap_or_default();
+        match self.spec.as_ref().and_then(|s| s.create.as_ref()) {
+            Some(route) => method == route.method && path == route.path,
+            None => method == "POST" && path == CREATE_PATH,
+        }
+    }
+
+    fn was_create(&self, number: usize) -> bool {
+        self.requests
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(number - 1)
+            .is_some_and(UpstreamRequest::is_create)
+    }
+}
+
+/// The ticket id in an answer of the lab's API (`{"ticket_id": N}`), as text.
+pub fn ticket_id(body: &[u8]) -> Option<String> {
+    let json: serde_json::Value = serde_json::from_slice(body).ok()?;
+    json.get("ticket_id").map(|id| match id {
+        serde_json::Value::String(text) => text.clone(),
+        other => other.to_string(),
+    })
+}
+
+/// `template` with every `{{id}}` in its strings replaced by `id`.
+fn with_id(template: &serde_json::Value, id: &str) -> serde_json::Value {
+    use serde_json::Value;
+    match template {
+        Value::String(text) => Value::String(text.replace("{{id}}", id)),
+        Value::Array(items) => Value::Array(items.iter().map(|v| with_id(v, id)).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), with_id(v, id)))
+                .collect(),
+        ),
+        other => other.clone(),
     }
 }
 
@@ -226,9 +335,12 @@ impl UpstreamApi {
             ..ServeOptions::default()
         })
         .map_err(|err| format!("starting the API the lab serves: {err}"))?;
-        let recorder = Arc::new(Recorder::default());
+        let recorder = Arc::new(Recorder {
+            spec: Some(spec.clone()),
+            ..Recorder::default()
+        });
         let address = ([127, 0, 0, 1], server.port()).into();
-        let proxy = DroppingProxy::start_tapped(address, 0, recorder.clone())
+        let proxy = DroppingProxy::start_tapped(address, spec.port.unwrap_or(0), recorder.clone())
             .map_err(|err| format!("starting the API's recorder: {err}"))?;
         Ok(UpstreamApi {
             url: proxy.url(),
@@ -344,6 +456,7 @@ pub fn written_key(form: UpstreamKeyForm, uuid: &str) -> String {
     match form {
         UpstreamKeyForm::SfString => format!("\"{uuid}\""),
         UpstreamKeyForm::Token => format!("k-{uuid}"),
+        UpstreamKeyForm::Plain => uuid.to_owned(),
     }
 }
 

@@ -5,6 +5,11 @@ with a bug planted on request: the negative controls of the hop check (`lab chec
 
 Usage:
   wrapper.py --api URL --token TOKEN [--bug BUG] [--retries N]
+             [--create-path PATH] [--token-header NAME] [--key-header NAME] [--id-field NAME]
+
+The last four make it a wrapper of another API than the lab's (the hop check plays that API with
+[upstream.create]): its create route, the header that carries the token bare (instead of
+`Authorization: Bearer`), the header that carries the key, and the member that names a create.
 
 URL is the API's base (`http://127.0.0.1:PORT`, as `{{upstream}}` gives it); TOKEN the caller's bearer
 token (the environment's API_TOKEN when --token is absent). HTTP goes through the standard library
@@ -83,6 +88,11 @@ parser.add_argument("--api", required=True, help="the API's base URL, e.g. http:
 parser.add_argument("--token", default=os.environ.get("API_TOKEN"), help="the bearer token (default: $API_TOKEN)")
 parser.add_argument("--bug", choices=BUGS, default="none")
 parser.add_argument("--retries", type=int, metavar="N", help="resends after 503, 429 or a connection error (default 0)")
+# Another API's conventions, for the hop check's declared routes ([upstream.create]):
+parser.add_argument("--create-path", default="/tickets", help="the create route's path (default /tickets)")
+parser.add_argument("--token-header", help="send the token bare in this header (default: Authorization: Bearer)")
+parser.add_argument("--key-header", default="Idempotency-Key", help="the header the key goes in (default Idempotency-Key)")
+parser.add_argument("--id-field", default="ticket_id", help="the member of a create's answer that names it (default ticket_id)")
 options = parser.parse_args()
 if not options.token:
     parser.error("--token (or API_TOKEN) is required")
@@ -188,11 +198,12 @@ def call_api(method, path, attempt_request):
 
 
 def base_headers():
-    return {
-        "Authorization": f"Bearer {options.token}",
-        "Accept": "application/json",
-        "User-Agent": "planted-ticket-wrapper/1",
-    }
+    headers = {"Accept": "application/json", "User-Agent": "planted-ticket-wrapper/1"}
+    if options.token_header:
+        headers[options.token_header] = options.token
+    else:
+        headers["Authorization"] = f"Bearer {options.token}"
+    return headers
 
 
 def error(text, structured=None):
@@ -250,19 +261,21 @@ def create(title, priority, idempotency_key):
         headers["Content-Type"] = "application/json"
         key = keys(n)
         if key is not None:
-            headers["Idempotency-Key"] = key
+            headers[options.key_header] = key
         return headers, json.dumps(body).encode("utf-8")
 
-    outcome, unknown = call_api("POST", "/tickets", attempt_request)
+    path = options.create_path
+    outcome, unknown = call_api("POST", path, attempt_request)
     if isinstance(outcome, Reply) and outcome.status in (200, 201):
         answer = outcome.json()
-        if isinstance(answer, dict) and isinstance(answer.get("ticket_id"), int):
-            content = {"ticket_id": answer["ticket_id"]}
+        named = answer.get(options.id_field) if isinstance(answer, dict) else None
+        if isinstance(named, (int, str)) and not isinstance(named, bool):
+            content = {"ticket_id": named}
             return CallToolResult(content=[TextContent(type="text", text=json.dumps(content))], structured_content=content)
-        return error(f"POST /tickets answered {outcome.status} without a ticket_id: {outcome.text()}", {"status": outcome.status, "problem": outcome.text()})
+        return error(f"POST {path} answered {outcome.status} without a {options.id_field}: {outcome.text()}", {"status": outcome.status, "problem": outcome.text()})
     if options.bug == "conflict-as-success" and isinstance(outcome, Reply) and outcome.status in (409, 422):
         return CallToolResult(content=[TextContent(type="text", text="ticket created")])
-    return failed("POST", "/tickets", outcome, unknown)
+    return failed("POST", path, outcome, unknown)
 
 
 DESCRIPTION = (
