@@ -345,119 +345,152 @@ async fn forward(
     counts: &Counts,
 ) -> std::result::Result<Response<Full<Bytes>>, Unanswered> {
     let (parts, body) = request.into_parts();
-    // The whole body, chunked or not, before anything is sent: the service gets one request with
-    // a Content-Length, and a caller that stops sending is timed out here.
-    let body = match tokio::time::timeout(
+    let body = match whole_body(body).await {
+        Ok(body) => body,
+        Err(instead) => return instead,
+    };
+    if let Some(tap) = &counts.tap {
+        return forward_tapped(parts, body, upstream, counts, tap.as_ref()).await;
+    }
+    let mut outgoing = Request::from_parts(parts, Full::new(body));
+    prepare_upstream_request(&mut outgoing, upstream);
+    // Numbered when complete, in one atomic step: the first N are the first N to be forwarded.
+    let number = counts.forwarded.fetch_add(1, Ordering::SeqCst);
+    let (response, _) = match send_in_time(outgoing, upstream).await {
+        Ok(sent) => sent,
+        Err((instead, _)) => return Ok(instead),
+    };
+    // The service has answered in full, so whatever it committed is committed.
+    if number < counts.to_drop {
+        counts.dropped.fetch_add(1, Ordering::SeqCst);
+        return Err(Unanswered::LostReply); // not a byte of the response
+    }
+    Ok(response)
+}
+// ANCHOR_END: proxy_forward
+
+/// [`forward`] for a proxy with a [`Tap`]: the tap sees the request, decides its fault, may
+/// rewrite it and its answer, and hears what became of it.
+async fn forward_tapped(
+    parts: hyper::http::request::Parts,
+    body: Bytes,
+    upstream: SocketAddr,
+    counts: &Counts,
+    tap: &dyn Tap,
+) -> std::result::Result<Response<Full<Bytes>>, Unanswered> {
+    let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let (number, decision) = tap.arrived(parts.method.as_str(), target, &parts.headers, &body);
+    if let Decision::Answer {
+        status,
+        headers,
+        body,
+    } = &decision
+    {
+        let fate = Fate::Answered {
+            status: *status,
+            body: body.clone(),
+        };
+        tap.settled(number, fate);
+        return Ok(own_answer(*status, headers, body.clone()));
+    }
+    let mut outgoing = Request::from_parts(parts, Full::new(body));
+    prepare_upstream_request(&mut outgoing, upstream);
+    tap.rewrite(number, &mut outgoing);
+    counts.forwarded.fetch_add(1, Ordering::SeqCst);
+    let (response, answered) = match send_in_time(outgoing, upstream).await {
+        Ok(sent) => sent,
+        Err((instead, problem)) => {
+            tap.settled(number, Fate::Failed(problem));
+            return Ok(instead);
+        }
+    };
+    let status = response.status().as_u16();
+    match decision {
+        Decision::Late(wait) => tokio::time::sleep(wait).await,
+        Decision::LoseReply => {
+            counts.dropped.fetch_add(1, Ordering::SeqCst);
+            tap.settled(
+                number,
+                Fate::Lost {
+                    status,
+                    body: answered,
+                },
+            );
+            return Err(Unanswered::LostReply);
+        }
+        Decision::Forward | Decision::Answer { .. } => {}
+    }
+    let replaced = tap.reply(number, status, &answered);
+    tap.settled(
+        number,
+        Fate::Answered {
+            status,
+            body: answered,
+        },
+    );
+    Ok(match replaced {
+        Some((status, body)) => own_answer(
+            status,
+            &[("content-type".to_owned(), "application/json".to_owned())],
+            body,
+        ),
+        None => response,
+    })
+}
+
+/// The caller's whole body, chunked or not, before anything is sent: the service gets one
+/// request with a Content-Length, and a caller that stops sending is timed out here. `Err` holds
+/// what replaces the request: the proxy's own answer, or a hang-up.
+async fn whole_body(
+    body: Incoming,
+) -> std::result::Result<Bytes, std::result::Result<Response<Full<Bytes>>, Unanswered>> {
+    match tokio::time::timeout(
         BODY_READ_TIMEOUT,
         Limited::new(body, MAX_BODY_BYTES).collect(),
     )
     .await
     {
-        Ok(Ok(collected)) => collected.to_bytes(),
-        Ok(Err(error)) => {
-            return match error.downcast::<hyper::Error>() {
-                Ok(broken) => Err(Unanswered::CallerBroke(*broken)),
-                Err(_) => Ok(answer(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    code::TOO_LARGE,
-                    &format!("the proxy forwards bodies of at most {MAX_BODY_BYTES} bytes"),
-                )),
-            };
-        }
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(error)) => Err(match error.downcast::<hyper::Error>() {
+            Ok(broken) => Err(Unanswered::CallerBroke(*broken)),
+            Err(_) => Ok(answer(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                code::TOO_LARGE,
+                &format!("the proxy forwards bodies of at most {MAX_BODY_BYTES} bytes"),
+            )),
+        }),
+        Err(_) => Err(Ok(answer(
+            StatusCode::REQUEST_TIMEOUT,
+            code::BODY_TIMEOUT,
+            &format!("the body did not arrive within {BODY_READ_TIMEOUT:?}"),
+        ))),
+    }
+}
+
+/// Sends the request within [`UPSTREAM_TIMEOUT`]: the service's answer and its body, or the
+/// proxy's own `502` or `504` and why.
+async fn send_in_time(
+    outgoing: Request<Full<Bytes>>,
+    upstream: SocketAddr,
+) -> std::result::Result<(Response<Full<Bytes>>, Bytes), (Response<Full<Bytes>>, String)> {
+    match tokio::time::timeout(UPSTREAM_TIMEOUT, send(outgoing, upstream)).await {
+        Ok(Ok(sent)) => Ok(sent),
+        Ok(Err(problem)) => Err((
+            answer(StatusCode::BAD_GATEWAY, code::UPSTREAM_FAILED, &problem),
+            problem,
+        )),
         Err(_) => {
-            return Ok(answer(
-                StatusCode::REQUEST_TIMEOUT,
-                code::BODY_TIMEOUT,
-                &format!("the body did not arrive within {BODY_READ_TIMEOUT:?}"),
-            ));
-        }
-    };
-    let tapped = counts.tap.as_ref().map(|tap| {
-        let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-        let (number, decision) = tap.arrived(parts.method.as_str(), target, &parts.headers, &body);
-        (tap, number, decision)
-    });
-    let settle = |fate: Fate| {
-        if let Some((tap, number, _)) = &tapped {
-            tap.settled(*number, fate);
-        }
-    };
-    if let Some((
-        _,
-        _,
-        Decision::Answer {
-            status,
-            headers,
-            body,
-        },
-    )) = &tapped
-    {
-        settle(Fate::Answered {
-            status: *status,
-            body: body.clone(),
-        });
-        return Ok(own_answer(*status, headers, body.clone()));
-    }
-    let mut outgoing = Request::from_parts(parts, Full::new(body));
-    prepare_upstream_request(&mut outgoing, upstream);
-    if let Some((tap, number, _)) = &tapped {
-        tap.rewrite(*number, &mut outgoing);
-    }
-    // Numbered when complete, in one atomic step: the first N are the first N to be forwarded.
-    let number = counts.forwarded.fetch_add(1, Ordering::SeqCst);
-    let (response, answered) =
-        match tokio::time::timeout(UPSTREAM_TIMEOUT, send(outgoing, upstream)).await {
-            Ok(Ok(sent)) => sent,
-            Ok(Err(problem)) => {
-                settle(Fate::Failed(problem.clone()));
-                return Ok(answer(
-                    StatusCode::BAD_GATEWAY,
-                    code::UPSTREAM_FAILED,
-                    &problem,
-                ));
-            }
-            Err(_) => {
-                let problem = format!("the service did not answer within {UPSTREAM_TIMEOUT:?}");
-                settle(Fate::Failed(problem.clone()));
-                return Ok(answer(
+            let problem = format!("the service did not answer within {UPSTREAM_TIMEOUT:?}");
+            Err((
+                answer(
                     StatusCode::GATEWAY_TIMEOUT,
                     code::UPSTREAM_TIMEOUT,
                     &problem,
-                ));
-            }
-        };
-    let status = response.status().as_u16();
-    if let Some((_, _, Decision::Late(wait))) = &tapped {
-        tokio::time::sleep(*wait).await;
+                ),
+                problem,
+            ))
+        }
     }
-    // The service has answered in full, so whatever it committed is committed.
-    let lose = match &tapped {
-        Some((_, _, decision)) => matches!(decision, Decision::LoseReply),
-        None => number < counts.to_drop,
-    };
-    if lose {
-        counts.dropped.fetch_add(1, Ordering::SeqCst);
-        settle(Fate::Lost {
-            status,
-            body: answered,
-        });
-        return Err(Unanswered::LostReply); // not a byte of the response
-    }
-    let replaced = tapped
-        .as_ref()
-        .and_then(|(tap, number, _)| tap.reply(*number, status, &answered));
-    settle(Fate::Answered {
-        status,
-        body: answered,
-    });
-    if let Some((status, body)) = replaced {
-        return Ok(own_answer(
-            status,
-            &[("content-type".to_owned(), "application/json".to_owned())],
-            body,
-        ));
-    }
-    Ok(response)
 }
 
 /// A [`Decision::Answer`] as a response.
@@ -474,7 +507,6 @@ fn own_answer(status: u16, headers: &[(String, String)], body: Bytes) -> Respons
     }
     response
 }
-// ANCHOR_END: proxy_forward
 
 /// Sends one request to the service on a connection of its own and reads the whole answer. One
 /// connection per request keeps each forwarded request a single attempt: a pooled connection the

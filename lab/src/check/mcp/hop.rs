@@ -21,6 +21,7 @@ use super::super::history::{Answer, Sent, WRAPPER_TO_API};
 use super::super::points::Checks;
 use super::super::probe::same_effect;
 use super::super::report::{Grade, PointReport};
+use super::points::{count_or_stop, effects};
 use super::probe::{KeyArg, McpProbe, Seen, Session, ToolCall};
 use super::upstream::{Fault, UpstreamApi, UpstreamRequest, carries, ticket_id};
 use crate::http::contract::{ProblemType, problem as contract};
@@ -218,37 +219,18 @@ fn lines(api: &UpstreamApi, creates: &[UpstreamRequest]) -> String {
         .join("; ")
 }
 
+/// The agent's retry of `call`: the same key and arguments, under another step's name.
+fn retry_of(call: &ToolCall, step: &str) -> ToolCall {
+    let mut again = call.clone();
+    again.step = step.to_owned();
+    again
+}
+
 fn agent_key(call: &ToolCall) -> &str {
     match &call.key {
         KeyArg::Key(key) => key,
         _ => "",
     }
-}
-
-fn effects(delta: i64) -> String {
-    match delta {
-        1 => "one effect".to_owned(),
-        n => format!("{n} effects"),
-    }
-}
-
-macro_rules! count_or_stop {
-    ($probe:expr, $checks:expr, $name:expr, $title:expr) => {
-        match $probe.count().await {
-            Ok(n) => n,
-            Err(problem) => {
-                $checks.add(
-                    Grade::lab(),
-                    "the API's tickets can be counted",
-                    false,
-                    "a count",
-                    problem,
-                    &[],
-                );
-                return PointReport::covered($name, $title, $checks.0);
-            }
-        }
-    };
 }
 
 /// A point that needs a key, on a tool that takes none: it cannot pass, and `hop-key` shows why.
@@ -270,6 +252,27 @@ fn cannot(probe: &McpProbe, name: &'static str, title: &'static str) -> Option<P
         &[],
     );
     Some(PointReport::covered(name, title, checks.0))
+}
+
+/// The two sub-checks a retried intention ends with: every create of it carried the agent's key,
+/// and it made one effect in all (`delta`, the count's change since before its first call).
+fn kept_and_once(
+    checks: &mut Checks,
+    api: &UpstreamApi,
+    hops: &[&Hop],
+    call: &ToolCall,
+    (keys, once): (&str, &str),
+    delta: i64,
+) {
+    keys_carried(checks, api, hops, agent_key(call), keys);
+    checks.add(
+        Grade::lab_over_should(section::ENFORCEMENT),
+        once,
+        delta == 1,
+        "one effect in all",
+        effects(delta),
+        &hops.last().map(|h| h.ids.clone()).unwrap_or_default(),
+    );
 }
 
 /// Adds "every create carries the agent's key" and returns whether it held.
@@ -313,6 +316,47 @@ fn keys_carried(
     )
 }
 
+/// A tool without a key, called twice with the same arguments as an agent retries: the creates
+/// the API got are the evidence that it cannot be retried safely.
+async fn no_key_evidence(probe: &McpProbe, api: &UpstreamApi, checks: &mut Checks, before: i64) {
+    let point = "hop-key";
+    let tool = &probe.target.tool;
+    let header = &api.spec.key_header;
+    let fields = probe.fresh_fields();
+    let call = probe.call("the call", KeyArg::Absent, &fields);
+    let first = through(probe, api, point, None, &call).await;
+    let again = retry_of(&call, "the agent's retry, the same arguments");
+    let second = through(probe, api, point, None, &again).await;
+    let after = probe.count().await.unwrap_or(before);
+    let creates: Vec<&UpstreamRequest> = first.creates.iter().chain(&second.creates).collect();
+    let identical = creates.len() == 2
+        && creates[0].body == creates[1].body
+        && creates.iter().all(|c| c.header(header).is_empty());
+    let ids: Vec<usize> = first.ids.iter().chain(&second.ids).copied().collect();
+    checks.add(
+        Grade::lab(),
+        "the tool takes a key, so a retry can be told from a new call at the API",
+        false,
+        format!("an argument the wrapper sends as {header}"),
+        if identical {
+            format!(
+                "unsafe to retry: the same call twice sent two byte-identical creates \
+                 without {header}, and made {}: {}",
+                effects(after - before),
+                lines(api, &creates.into_iter().cloned().collect::<Vec<_>>())
+            )
+        } else {
+            format!(
+                "{} takes no key; the same call twice made {}: {}",
+                tool.name,
+                effects(after - before),
+                lines(api, &creates.into_iter().cloned().collect::<Vec<_>>())
+            )
+        },
+        &ids,
+    );
+}
+
 async fn key(probe: &McpProbe, api: &UpstreamApi) -> PointReport {
     const NAME: &str = "hop-key";
     const TITLE: &str = "The agent's key reaches the API, in the header the API reads";
@@ -322,40 +366,7 @@ async fn key(probe: &McpProbe, api: &UpstreamApi) -> PointReport {
     let before = count_or_stop!(probe, checks, NAME, TITLE);
     let Some(argument) = &tool.key_argument else {
         // No key at all: what a retry does at the API is the evidence.
-        let fields = probe.fresh_fields();
-        let call = probe.call("the call", KeyArg::Absent, &fields);
-        let first = through(probe, api, NAME, None, &call).await;
-        let mut again = call.clone();
-        again.step = "the agent's retry, the same arguments".to_owned();
-        let second = through(probe, api, NAME, None, &again).await;
-        let after = count_or_stop!(probe, checks, NAME, TITLE);
-        let creates: Vec<&UpstreamRequest> = first.creates.iter().chain(&second.creates).collect();
-        let identical = creates.len() == 2
-            && creates[0].body == creates[1].body
-            && creates.iter().all(|c| c.header(header).is_empty());
-        let ids: Vec<usize> = first.ids.iter().chain(&second.ids).copied().collect();
-        checks.add(
-            Grade::lab(),
-            "the tool takes a key, so a retry can be told from a new call at the API",
-            false,
-            format!("an argument the wrapper sends as {header}"),
-            if identical {
-                format!(
-                    "unsafe to retry: the same call twice sent two byte-identical creates \
-                     without {header}, and made {}: {}",
-                    effects(after - before),
-                    lines(api, &creates.into_iter().cloned().collect::<Vec<_>>())
-                )
-            } else {
-                format!(
-                    "{} takes no key; the same call twice made {}: {}",
-                    tool.name,
-                    effects(after - before),
-                    lines(api, &creates.into_iter().cloned().collect::<Vec<_>>())
-                )
-            },
-            &ids,
-        );
+        no_key_evidence(probe, api, &mut checks, before).await;
         return PointReport::covered(NAME, TITLE, checks.0);
     };
     let listed = probe
@@ -442,8 +453,7 @@ async fn payload(probe: &McpProbe, api: &UpstreamApi) -> PointReport {
         &probe.fresh_fields(),
     );
     let first = through(probe, api, NAME, None, &call).await;
-    let mut again = call.clone();
-    again.step = "the agent's retry, the same arguments".to_owned();
+    let again = retry_of(&call, "the agent's retry, the same arguments");
     let second = through(probe, api, NAME, None, &again).await;
     let Some(create) = first.creates.first() else {
         checks.add(
@@ -538,24 +548,19 @@ async fn retry(probe: &McpProbe, api: &UpstreamApi) -> PointReport {
     if !fired {
         return PointReport::covered(NAME, TITLE, checks.0);
     }
-    let mut again = call.clone();
-    again.step = "the agent's retry, the same key and arguments".to_owned();
+    let again = retry_of(&call, "the agent's retry, the same key and arguments");
     let second = through(probe, api, NAME, None, &again).await;
     let after = count_or_stop!(probe, checks, NAME, TITLE);
-    keys_carried(
+    kept_and_once(
         &mut checks,
         api,
         &[&first, &second],
-        agent_key(&call),
-        "the retry's create carries the same key as the first's",
-    );
-    checks.add(
-        Grade::lab_over_should(section::ENFORCEMENT),
-        "the retry made no second effect at the API",
-        after - before == 1,
-        "one effect in all",
-        effects(after - before),
-        &second.ids,
+        &call,
+        (
+            "the retry's create carries the same key as the first's",
+            "the retry made no second effect at the API",
+        ),
+        after - before,
     );
     let expected = first.seen.read.identity.as_deref().unwrap_or("none");
     checks.add(
@@ -621,6 +626,62 @@ fn names_id(identity: Option<&str>, committed: Option<&str>) -> bool {
             == committed
 }
 
+/// What the agent is told when the API's reply to the wrapper is lost: a success that names the
+/// committed effect (the wrapper resent and got the replay), or an error with a text that says
+/// the outcome is unknown. Returns whether it was told a success.
+fn judge_what_the_agent_is_told(
+    probe: &McpProbe,
+    checks: &mut Checks,
+    first: &Hop,
+    committed: Option<&str>,
+) -> bool {
+    let read = &first.seen.read;
+    let told_success = read.success && !read.refused;
+    if told_success {
+        // The wrapper resent by itself and got the API's replay: a success is true only if it
+        // names the effect the API committed.
+        checks.add(
+            Grade::lab_over_should(section::ENFORCEMENT),
+            "a success names the effect the API committed, never another",
+            names_id(read.identity.as_deref(), committed),
+            format!(
+                "a tool result naming {}",
+                committed.unwrap_or("the committed ticket")
+            ),
+            probe.describe(&first.seen),
+            &first.ids,
+        );
+    } else {
+        let text = agent_text(&first.seen);
+        let has_text = !text.trim().is_empty();
+        checks.add(
+            Grade::lab(),
+            "the agent is told something: the error has a text",
+            has_text,
+            "a text",
+            if has_text {
+                "a text".to_owned()
+            } else {
+                format!("{} with an empty text", first.seen.answer.summary())
+            },
+            &[first.seen.id],
+        );
+        checks.add(
+            Grade::should(section::ERRORS),
+            "the error says the outcome is unknown, or names the failure that makes it so",
+            says_unknown(&text),
+            "a text naming a lost connection, a timeout or an unknown outcome",
+            if text.trim().is_empty() {
+                format!("{} with an empty text", first.seen.answer.summary())
+            } else {
+                format!("{:?}", super::super::excerpt::trimmed(&text, 200))
+            },
+            &[first.seen.id],
+        );
+    }
+    told_success
+}
+
 async fn api_lost(probe: &McpProbe, api: &UpstreamApi) -> PointReport {
     const NAME: &str = "hop-api-lost";
     const TITLE: &str = "The API commits and its reply to the wrapper is lost: the agent is told the truth, and \
@@ -658,72 +719,24 @@ async fn api_lost(probe: &McpProbe, api: &UpstreamApi) -> PointReport {
         return PointReport::covered(NAME, TITLE, checks.0);
     }
     let committed = committed.flatten();
-    let read = &first.seen.read;
-    let told_success = read.success && !read.refused;
-    if told_success {
-        // The wrapper resent by itself and got the API's replay: a success is true only if it
-        // names the effect the API committed.
-        checks.add(
-            Grade::lab_over_should(section::ENFORCEMENT),
-            "a success names the effect the API committed, never another",
-            names_id(read.identity.as_deref(), committed.as_deref()),
-            format!(
-                "a tool result naming {}",
-                committed.as_deref().unwrap_or("the committed ticket")
-            ),
-            probe.describe(&first.seen),
-            &first.ids,
-        );
-    } else {
-        let text = agent_text(&first.seen);
-        let has_text = !text.trim().is_empty();
-        checks.add(
-            Grade::lab(),
-            "the agent is told something: the error has a text",
-            has_text,
-            "a text",
-            if has_text {
-                "a text".to_owned()
-            } else {
-                format!("{} with an empty text", first.seen.answer.summary())
-            },
-            &[first.seen.id],
-        );
-        checks.add(
-            Grade::should(section::ERRORS),
-            "the error says the outcome is unknown, or names the failure that makes it so",
-            says_unknown(&text),
-            "a text naming a lost connection, a timeout or an unknown outcome",
-            if text.trim().is_empty() {
-                format!("{} with an empty text", first.seen.answer.summary())
-            } else {
-                format!("{:?}", super::super::excerpt::trimmed(&text, 200))
-            },
-            &[first.seen.id],
-        );
-    }
+    let told_success =
+        judge_what_the_agent_is_told(probe, &mut checks, &first, committed.as_deref());
     let mut hops = vec![first];
     if !told_success {
-        let mut again = call.clone();
-        again.step = "the agent's retry, the same key and arguments".to_owned();
+        let again = retry_of(&call, "the agent's retry, the same key and arguments");
         hops.push(through(probe, api, NAME, None, &again).await);
     }
     let after = count_or_stop!(probe, checks, NAME, TITLE);
-    let all: Vec<&Hop> = hops.iter().collect();
-    keys_carried(
+    kept_and_once(
         &mut checks,
         api,
-        &all,
-        agent_key(&call),
-        "every create of the intention carries the agent's key, resends included",
-    );
-    checks.add(
-        Grade::lab_over_should(section::ENFORCEMENT),
-        "no second effect at the API",
-        after - before == 1,
-        "one effect in all",
-        effects(after - before),
-        &hops.last().map(|h| h.ids.clone()).unwrap_or_default(),
+        &hops.iter().collect::<Vec<_>>(),
+        &call,
+        (
+            "every create of the intention carries the agent's key, resends included",
+            "no second effect at the API",
+        ),
+        after - before,
     );
     if let Some(retry) = hops.get(1) {
         checks.add(
@@ -793,21 +806,16 @@ async fn restart(probe: &McpProbe, api: &UpstreamApi) -> PointReport {
         }
     }
     let after = count_or_stop!(probe, checks, NAME, TITLE);
-    let all: Vec<&Hop> = hops.iter().collect();
-    keys_carried(
+    kept_and_once(
         &mut checks,
         api,
-        &all,
-        agent_key(&call),
-        "the retry through the restarted wrapper carries the same key",
-    );
-    checks.add(
-        Grade::lab_over_should(section::ENFORCEMENT),
-        "the retry made no second effect at the API",
-        after - before == 1,
-        "one effect in all",
-        effects(after - before),
-        &hops[1].ids,
+        &hops.iter().collect::<Vec<_>>(),
+        &call,
+        (
+            "the retry through the restarted wrapper carries the same key",
+            "the retry made no second effect at the API",
+        ),
+        after - before,
     );
     PointReport::covered(NAME, TITLE, checks.0)
 }
@@ -879,6 +887,41 @@ fn problem(status: u16, kind: Option<ProblemType>, title: &str) -> String {
     .to_string()
 }
 
+/// Whether the wrapper resent a create the API first answered `status`, with the sub-check that
+/// says what the agent was told: the effect, after a resend; that the call failed, without one.
+fn judge_resends(probe: &McpProbe, checks: &mut Checks, first: &Hop, status: &str) -> bool {
+    let resends = first.creates.len().saturating_sub(1);
+    let read = &first.seen.read;
+    if resends == 0 {
+        checks.add(
+            Grade::lab(),
+            format!("the wrapper did not resend the {status}: the agent is told the call failed"),
+            read.refused || !read.success,
+            "an error result",
+            probe.describe(&first.seen),
+            &first.ids,
+        );
+        return false;
+    }
+    checks.add(
+        Grade::lab(),
+        format!(
+            "the wrapper resent the {status} by itself ({}), and the agent is told what was \
+             created",
+            if resends == 1 {
+                "once".to_owned()
+            } else {
+                format!("{resends} times")
+            }
+        ),
+        read.success && read.identity.is_some(),
+        "a tool result naming the effect",
+        probe.describe(&first.seen),
+        &first.ids,
+    );
+    true
+}
+
 async fn upstream_retries(probe: &McpProbe, api: &UpstreamApi) -> PointReport {
     const NAME: &str = "hop-upstream-retry";
     const TITLE: &str = "The API answers 503 or 429, or late past the wrapper's timeout: the wrapper's own \
@@ -914,59 +957,26 @@ async fn upstream_retries(probe: &McpProbe, api: &UpstreamApi) -> PointReport {
             &probe.fresh_fields(),
         );
         let first = through(probe, api, NAME, None, &call).await;
-        let resends = first.creates.len().saturating_sub(1);
+        let resent = judge_resends(probe, &mut checks, &first, &status.to_string());
         let mut hops = vec![first];
-        let read = &hops[0].seen.read;
-        if resends == 0 {
-            checks.add(
-                Grade::lab(),
-                format!(
-                    "the wrapper did not resend the {status}: the agent is told the call failed"
-                ),
-                read.refused || !read.success,
-                "an error result",
-                probe.describe(&hops[0].seen),
-                &hops[0].ids,
-            );
-            let mut again = call.clone();
-            again.step = format!("the agent's retry after the {status}");
+        if !resent {
+            let again = retry_of(&call, &format!("the agent's retry after the {status}"));
             hops.push(through(probe, api, NAME, None, &again).await);
-        } else {
-            checks.add(
-                Grade::lab(),
-                format!(
-                    "the wrapper resent the {status} by itself ({}), and the agent is told what \
-                     was created",
-                    if resends == 1 {
-                        "once".to_owned()
-                    } else {
-                        format!("{resends} times")
-                    }
-                ),
-                read.success && read.identity.is_some(),
-                "a tool result naming the effect",
-                probe.describe(&hops[0].seen),
-                &hops[0].ids,
-            );
         }
         let after = count_or_stop!(probe, checks, NAME, TITLE);
-        let all: Vec<&Hop> = hops.iter().collect();
-        keys_carried(
+        kept_and_once(
             &mut checks,
             api,
-            &all,
-            agent_key(&call),
-            &format!(
-                "every create after the {status}, the wrapper's resends and the agent's retry, carries the agent's key"
+            &hops.iter().collect::<Vec<_>>(),
+            &call,
+            (
+                &format!(
+                    "every create after the {status}, the wrapper's resends and the agent's \
+                     retry, carries the agent's key"
+                ),
+                &format!("one effect for the intention the API first answered {status}"),
             ),
-        );
-        checks.add(
-            Grade::lab_over_should(section::ENFORCEMENT),
-            format!("one effect for the intention the API first answered {status}"),
-            after - before == 1,
-            "one effect",
-            effects(after - before),
-            &hops.last().map(|h| h.ids.clone()).unwrap_or_default(),
+            after - before,
         );
     }
     PointReport::covered(NAME, TITLE, checks.0)
@@ -1029,39 +1039,45 @@ async fn late(
             format!("{:?}", super::super::excerpt::trimmed(&text, 200)),
             &hops[0].ids,
         );
-        let mut again = call.clone();
-        again.step = "the agent's retry after the timeout".to_owned();
+        let again = retry_of(&call, "the agent's retry after the timeout");
         hops.push(through(probe, api, point, None, &again).await);
     }
-    let all: Vec<&Hop> = hops.iter().collect();
-    keys_carried(
+    let after = match probe.count().await {
+        Ok(after) => after,
+        Err(problem) => {
+            checks.add(
+                Grade::lab(),
+                "the API's tickets can be counted",
+                false,
+                "a count",
+                problem,
+                &[],
+            );
+            return;
+        }
+    };
+    kept_and_once(
         checks,
         api,
-        &all,
-        agent_key(&call),
-        "every create after the late reply, the wrapper's resends and the agent's retry, \
-         carries the agent's key",
-    );
-    if let Ok(after) = probe.count().await {
-        checks.add(
-            Grade::lab_over_should(section::ENFORCEMENT),
+        &hops.iter().collect::<Vec<_>>(),
+        &call,
+        (
+            "every create after the late reply, the wrapper's resends and the agent's retry, \
+             carries the agent's key",
             "one effect for the intention whose API reply came late",
-            after - before == 1,
-            "one effect",
-            effects(after - before),
-            &hops.last().map(|h| h.ids.clone()).unwrap_or_default(),
-        );
-    }
+        ),
+        after - before,
+    );
 }
 
-async fn errors(probe: &McpProbe, api: &UpstreamApi) -> PointReport {
-    const NAME: &str = "hop-errors";
-    const TITLE: &str = "The API's 422 (key reused with another payload) and 409 (in progress) reach the agent \
-         as errors";
-    if let Some(report) = cannot(probe, NAME, TITLE) {
-        return report;
-    }
-    let mut checks = Checks::new();
+/// The API's `422` for a changed payload under one key: it must reach the agent as an error,
+/// with the API's text.
+async fn conflict_reaches_agent(
+    probe: &McpProbe,
+    api: &UpstreamApi,
+    point: &'static str,
+    checks: &mut Checks,
+) {
     match probe.changes(&probe.fresh_fields()).into_iter().next() {
         None => {
             checks.add(
@@ -1075,11 +1091,11 @@ async fn errors(probe: &McpProbe, api: &UpstreamApi) -> PointReport {
         }
         Some(change) => {
             let call = probe.call("the first call", probe.intention_key(), &change.first);
-            let first = through(probe, api, NAME, None, &call).await;
+            let first = through(probe, api, point, None, &call).await;
             let mut changed = call.clone();
             changed.step = format!("the same key, {}", change.what);
             changed.fields = change.changed;
-            let second = through(probe, api, NAME, None, &changed).await;
+            let second = through(probe, api, point, None, &changed).await;
             let refused_by_api = second.creates.iter().any(|c| c.status() == Some(422));
             let ids: Vec<usize> = first.ids.iter().chain(&second.ids).copied().collect();
             let fired = checks.add(
@@ -1116,6 +1132,17 @@ async fn errors(probe: &McpProbe, api: &UpstreamApi) -> PointReport {
             }
         }
     }
+}
+
+async fn errors(probe: &McpProbe, api: &UpstreamApi) -> PointReport {
+    const NAME: &str = "hop-errors";
+    const TITLE: &str = "The API's 422 (key reused with another payload) and 409 (in progress) reach the agent \
+         as errors";
+    if let Some(report) = cannot(probe, NAME, TITLE) {
+        return report;
+    }
+    let mut checks = Checks::new();
+    conflict_reaches_agent(probe, api, NAME, &mut checks).await;
     let before = count_or_stop!(probe, checks, NAME, TITLE);
     api.fault_next(Fault::Answer {
         status: 409,
@@ -1159,8 +1186,7 @@ async fn errors(probe: &McpProbe, api: &UpstreamApi) -> PointReport {
         probe.describe(&busy.seen),
         &busy.ids,
     );
-    let mut again = call.clone();
-    again.step = "the agent's retry after the 409".to_owned();
+    let again = retry_of(&call, "the agent's retry after the 409");
     let retry = through(probe, api, NAME, None, &again).await;
     let after = count_or_stop!(probe, checks, NAME, TITLE);
     keys_carried(

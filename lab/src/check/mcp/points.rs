@@ -33,7 +33,7 @@ fn lab26() -> Grade {
     Grade::lab_over_should(section::ENFORCEMENT)
 }
 
-fn effects(delta: i64) -> String {
+pub(super) fn effects(delta: i64) -> String {
     match delta {
         1 => "one effect".to_owned(),
         n => format!("{n} effects"),
@@ -67,6 +67,7 @@ macro_rules! count_or_stop {
         }
     };
 }
+pub(super) use count_or_stop;
 
 /// Every point, in order; the key point first, since without a key nothing else is safe.
 pub async fn all(probe: &Arc<McpProbe>) -> Vec<PointReport> {
