@@ -982,6 +982,24 @@ async fn upstream_retries(probe: &McpProbe, api: &UpstreamApi) -> PointReport {
     PointReport::covered(NAME, TITLE, checks.0)
 }
 
+/// The count now, or `None` after a failed sub-check saying it could not be read.
+async fn count_or_note(probe: &McpProbe, checks: &mut Checks) -> Option<i64> {
+    match probe.count().await {
+        Ok(n) => Some(n),
+        Err(problem) => {
+            checks.add(
+                Grade::lab(),
+                "the API's tickets can be counted",
+                false,
+                "a count",
+                problem,
+                &[],
+            );
+            None
+        }
+    }
+}
+
 /// The API does the work and answers past the wrapper's own timeout (`upstream.wrapper_timeout_ms`):
 /// a resend by the wrapper keeps the key; without one, the agent is told, and its retry with the
 /// key names the one effect.
@@ -992,19 +1010,8 @@ async fn late(
     checks: &mut Checks,
     timeout: Duration,
 ) {
-    let before = match probe.count().await {
-        Ok(n) => n,
-        Err(problem) => {
-            checks.add(
-                Grade::lab(),
-                "the API's tickets can be counted",
-                false,
-                "a count",
-                problem,
-                &[],
-            );
-            return;
-        }
+    let Some(before) = count_or_note(probe, checks).await else {
+        return;
     };
     let hold = timeout + Duration::from_secs(1);
     api.fault_next(Fault::Late(hold));
@@ -1042,19 +1049,8 @@ async fn late(
         let again = retry_of(&call, "the agent's retry after the timeout");
         hops.push(through(probe, api, point, None, &again).await);
     }
-    let after = match probe.count().await {
-        Ok(after) => after,
-        Err(problem) => {
-            checks.add(
-                Grade::lab(),
-                "the API's tickets can be counted",
-                false,
-                "a count",
-                problem,
-                &[],
-            );
-            return;
-        }
+    let Some(after) = count_or_note(probe, checks).await else {
+        return;
     };
     kept_and_once(
         checks,
