@@ -119,8 +119,8 @@ pub async fn when_refused(
         }],
         passed: false,
         wrapper_at_fault: Some(
-            "the wrapper sends them without the agent's key, or with another; the hop points \
-             below show which"
+            "the hop points below show what the wrapper sent it (its key, its body) and what \
+             the API answered"
                 .to_owned(),
         ),
     };
