@@ -211,6 +211,46 @@ fn a_late_api_reply_past_the_wrappers_timeout_is_judged_by_what_the_wrapper_send
     );
 }
 
+/// A slip in the file's `upstream.key_header`, against a wrapper that sends the key in the
+/// header the API reads: the calibration names the field (exit status 2), instead of grading the
+/// wrapper as one that loses the key.
+#[test]
+fn a_key_header_the_wrapper_does_not_use_is_the_files_fault_not_the_wrappers() {
+    let Some(python) = python(
+        "check_hop::a_key_header_the_wrapper_does_not_use_is_the_files_fault_not_the_wrappers",
+    ) else {
+        return;
+    };
+    let folder = tempfile::tempdir().unwrap();
+    let python = python.to_str().unwrap();
+    let wrapper = repository_root().join("lab/tests/wrappers/planted/wrapper.py");
+    let tokens = "tokens = { alice = \"alice-token\", bob = \"bob-token\" }\n";
+    let file = fitted(
+        "lab/tests/wrappers/planted/target.toml",
+        &[
+            ("\"python3\"", &format!("{python:?}")),
+            (
+                "\"wrapper.py\"",
+                &format!("{:?}", wrapper.to_str().unwrap()),
+            ),
+            (tokens, &format!("{tokens}key_header = \"X-Key\"\n")),
+        ],
+        folder.path(),
+    );
+    let output = Command::new(LAB)
+        .args(["check", "--target"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("upstream.key_header: #1 reached the API with the agent's key in idempotency-key, not in X-Key"),
+        "{stderr}"
+    );
+    assert!(output.stdout.is_empty(), "nothing was graded");
+}
+
 /// A wrapper written for another API (`POST /v1/messages`, its token bare in `X-Api-Key`, a bare
 /// key in `X-Idempotency-Key`, its id in `message_id`): `[upstream.create]` has the lab play that
 /// API on its own store, and the hop points judge the wrapper as they judge one of the lab's.
@@ -287,12 +327,36 @@ fn a_wrapper_that_resends_with_a_new_key_shows_both_keys_at_the_api_and_its_page
     };
     let folder = tempfile::tempdir().unwrap();
     let page_path = folder.path().join("report.html");
-    let report = planted(
-        &python,
-        "retry-new-key",
-        folder.path(),
-        &["--html", page_path.to_str().unwrap()],
+    // The shipped file beside the wrapper, only its bug changed, and the venv's python first on
+    // PATH: the page names the command as a reader would write it, with no path of this machine.
+    let planted_folder = repository_root().join("lab/tests/wrappers/planted");
+    let shipped = std::fs::read_to_string(planted_folder.join("target.toml")).unwrap();
+    let file = planted_folder.join(".target-fitted.toml");
+    std::fs::write(
+        &file,
+        shipped.replace("\"--bug\", \"none\"", "\"--bug\", \"retry-new-key\""),
+    )
+    .unwrap();
+    let path = format!(
+        "{}:{}",
+        python.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
     );
+    let output = Command::new(LAB)
+        .current_dir(repository_root())
+        .env("PATH", path)
+        .args([
+            "check",
+            "--target",
+            "lab/tests/wrappers/planted/.target-fitted.toml",
+        ])
+        .args(["--json", "--html", page_path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&file);
+    let report: Value = lab::serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&output.stderr)));
+    assert_eq!(output.status.code(), Some(1), "{report:#}");
     // The API's reply is lost; the wrapper resends the create under a key of its own; the API
     // creates a second ticket. The history holds the agent's call and both of the wrapper's
     // creates, with their keys.

@@ -16,6 +16,7 @@ use super::super::calibration::{
 use super::super::history::Answer;
 use super::probe::{KeyArg, McpProbe, Seen, ToolCall};
 use super::target::{McpCount, McpIdentity};
+use super::upstream::{UpstreamApi, key_in_another_header};
 
 type Proved<T> = Result<T, Stop>;
 
@@ -142,7 +143,20 @@ async fn create(
         &probe.fresh_fields(),
     );
     call.caller = caller;
+    let mark = probe.upstream.as_ref().map(UpstreamApi::mark);
     let seen = probe.send(POINT, &call).await;
+    if let (Some(api), Some(mark), KeyArg::Key(key)) = (&probe.upstream, mark, &call.key)
+        && let Some(name) = key_in_another_header(api, mark, key)
+    {
+        return Err(Stop::mismatch(
+            "upstream.key_header",
+            format!(
+                "#{} reached the API with the agent's key in {name}, not in {}: name the header \
+                 the wrapper sends it in",
+                seen.id, api.spec.key_header
+            ),
+        ));
+    }
     let who = &probe.target.callers[caller].name;
     if !seen.read.success {
         if let Answer::NoAnswer { .. } = seen.answer {

@@ -451,6 +451,22 @@ impl Drop for UpstreamApi {
     }
 }
 
+/// When the creates after `mark` lack the file's key header but another header carries the
+/// agent's `key`: that header's name. The file names the wrong header, and the wrapper is not
+/// at fault.
+pub fn key_in_another_header(api: &UpstreamApi, mark: usize, key: &str) -> Option<String> {
+    let header = &api.spec.key_header;
+    api.creates_since(mark)
+        .iter()
+        .filter(|c| c.header(header).is_empty())
+        .find_map(|c| {
+            c.headers
+                .iter()
+                .find(|(_, value)| carries(value, key))
+                .map(|(name, _)| name.clone())
+        })
+}
+
 /// The key as the agent writes it: the API's header form.
 pub fn written_key(form: UpstreamKeyForm, uuid: &str) -> String {
     match form {

@@ -4,7 +4,7 @@ Usage (with a python that has mcp==2.3.0, e.g. /tmp/hopvenv/bin/python):
   by_hand.py [BUG ...] [--retries N]
 
 For each BUG (default: every one in wrapper.py's BUGS) it starts a fresh `lab serve` ($LAB_BIN,
-default /work/main/target/debug/lab) with the caller alice=alice-token, puts a small recorder in
+default target/debug/lab in this repository) with the caller alice=alice-token, puts a small recorder in
 front of it (it logs every request the wrapper sends and can inject one fault into the next POST),
 runs `wrapper.py --api RECORDER --token alice-token --bug BUG [--retries N]` over stdio with
 JSON-RPC lines, and acts as an agent that follows the tool's schema (it sends idempotency_key only
@@ -35,7 +35,9 @@ import threading
 import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-LAB_BIN = os.environ.get("LAB_BIN", "/work/main/target/debug/lab")
+LAB_BIN = os.environ.get(
+    "LAB_BIN", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..", "target", "debug", "lab")
+)
 PYTHON = os.environ.get("WRAPPER_PYTHON", sys.executable)
 TOKEN = "alice-token"
 STEP_TIMEOUT = 30.0
