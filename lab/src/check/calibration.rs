@@ -721,6 +721,10 @@ impl<'p> Counter<'p> {
             Count::Sqlite { .. } => ("count.sql.sqlite", "SQLite query"),
             Count::Postgres { .. } => ("count.sql.postgres", "PostgreSQL query"),
             Count::Command(_) => ("count.command", "command"),
+            Count::Upstream => (
+                "[upstream]",
+                "count of the tickets in the API the lab serves",
+            ),
         }
     }
 

@@ -21,7 +21,9 @@
 pub mod calibration;
 pub mod excerpt;
 pub mod fields;
+pub mod gateway;
 pub mod history;
+pub mod hop;
 pub mod html;
 pub mod http;
 pub mod init;
@@ -32,6 +34,7 @@ pub mod points;
 pub mod probe;
 pub mod report;
 pub mod target;
+pub mod upstream;
 
 use std::sync::Arc;
 
@@ -113,26 +116,57 @@ pub fn run(target: Target) -> Result<Report> {
         })?;
     let file = target.path.display().to_string();
     let base_url = target.service.base_url.clone();
-    let probe = Arc::new(probe::Probe::new(target));
-    let (points, calibration) = runtime.block_on(async {
+    let (probe, points, calibration) = runtime.block_on(async {
+        let probe = probe::Probe::start(target)
+            .await
+            .map_err(|problem| not_started(problem).into_error(&file, &base_url))?;
+        let probe = Arc::new(probe);
         probe
             .reset()
             .await
             .map_err(|problem| reset_failed(problem).into_error(&file, &base_url))?;
-        let calibration = calibration::calibrate(&probe)
-            .await
-            .map_err(|stop| stop.into_error(&file, &base_url))?;
-        let points = points::all(&probe).await;
+        let calibration = match calibration::calibrate(&probe).await {
+            Ok(calibration) => calibration,
+            Err(calibration::Stop::Mismatch { field, problem }) if probe.upstream.is_some() => {
+                // The API refused the gateway's creates: the hop points show whether the
+                // gateway's key or body is at fault, before the file is blamed.
+                let Some((calibration, points)) = hop::when_refused(probe.as_ref(), &problem).await
+                else {
+                    let stop = calibration::Stop::Mismatch { field, problem };
+                    return Err(stop.into_error(&file, &base_url));
+                };
+                return Ok((probe, points, calibration));
+            }
+            Err(stop) => return Err(stop.into_error(&file, &base_url)),
+        };
+        let mut points = points::all(&probe).await;
         if let Some(stop) = points::file_at_fault(&probe, &points) {
             return Err(stop.into_error(&file, &base_url));
         }
-        Ok::<_, Error>((points, calibration))
+        points.extend(hop::all(probe.as_ref()).await);
+        Ok::<_, Error>((probe, points, calibration))
     })?;
     let elapsed = probe.history.elapsed();
     let mut report = Report::new(file, base_url, points, elapsed, probe.history.exchanges());
     report.calibration = calibration;
     report.counts = probe.history.counts();
     Ok(report)
+}
+
+/// A service the check could not start (`service.command`) or an API it could not serve: the
+/// file's fault when it names a program that is not there or a port already taken.
+fn not_started(problem: String) -> calibration::Stop {
+    let field = if problem.starts_with("service.base_url") {
+        "service.base_url"
+    } else if problem.starts_with("service.command") {
+        "service.command"
+    } else {
+        return calibration::Stop::Unreachable {
+            asked: "start",
+            problem,
+        };
+    };
+    calibration::Stop::mismatch(field, calibration::trimmed(&problem))
 }
 
 /// A failed reset: the file's fault (a request the service refuses, a command that fails),

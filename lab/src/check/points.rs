@@ -257,7 +257,8 @@ fn same_json(a: &Answer, b: &Answer) -> bool {
     }
 }
 
-fn effects(delta: i64) -> String {
+/// `one effect`, `2 effects`.
+pub(crate) fn effects(delta: i64) -> String {
     match delta {
         1 => "one effect".to_owned(),
         n => format!("{n} effects"),

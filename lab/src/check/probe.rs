@@ -190,6 +190,12 @@ pub struct Probe {
     pub history: History,
     run: String,
     serial: AtomicUsize,
+    /// The API behind a gateway (`[upstream]`), served by the lab.
+    pub upstream: Option<super::upstream::UpstreamApi>,
+    /// The gateway process, when the check starts it (`service.command`).
+    pub gateway: Option<super::gateway::Gateway>,
+    /// The run's folder: the API's store, the gateway's output.
+    dir: Option<tempfile::TempDir>,
 }
 
 impl Probe {
@@ -214,7 +220,45 @@ impl Probe {
             history: History::new(),
             run: format!("{:x}", tag & 0xffff_ffff_ffff),
             serial: AtomicUsize::new(0),
+            upstream: None,
+            gateway: None,
+            dir: None,
         }
+    }
+
+    /// A probe for `target` that also serves the API of its `[upstream]` and starts its
+    /// `service.command`, if the file has them, and waits until the service listens.
+    ///
+    /// # Errors
+    /// The reason, naming `service.command` or `[upstream]`, when either cannot start.
+    pub async fn start(target: Target) -> Result<Probe, String> {
+        let mut probe = Probe::new(target);
+        if probe.target.upstream.is_none() && probe.target.service.command.is_none() {
+            return Ok(probe);
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("lab-check-")
+            .tempdir()
+            .map_err(|err| format!("the run's folder: {err}"))?;
+        if let Some(spec) = &probe.target.upstream {
+            probe.upstream = Some(super::upstream::UpstreamApi::start(spec, dir.path())?);
+        }
+        if probe.target.service.command.is_some() {
+            let url = probe
+                .upstream
+                .as_ref()
+                .map(super::upstream::UpstreamApi::url);
+            let gateway = super::gateway::Gateway::new(
+                &probe.target.service,
+                probe.target.folder.clone(),
+                url.as_deref(),
+                dir.path().join("service.log"),
+            );
+            gateway.start().await?;
+            probe.gateway = Some(gateway);
+        }
+        probe.dir = Some(dir);
+        Ok(probe)
     }
 
     fn next(&self) -> usize {
@@ -288,7 +332,8 @@ impl Probe {
         }
     }
 
-    fn key_value(&self, key: &KeyWire) -> Option<String> {
+    /// The key header's value for `key`, as the file's form writes it.
+    pub fn key_value(&self, key: &KeyWire) -> Option<String> {
         let quoted = |k: &str| format!("\"{k}\"");
         match (key, self.target.key.form) {
             (KeyWire::Normal(k), KeyForm::SfString) | (KeyWire::OtherForm(k), KeyForm::Token) => {
@@ -348,7 +393,15 @@ impl Probe {
     pub async fn send(&self, point: &'static str, call: &Call) -> Seen {
         let (outgoing, sent) = self.outgoing(point, call);
         let at = Instant::now();
-        let answer = self.wire.send(&outgoing).await;
+        // A gateway the restart point stopped is started again before anything else is sent.
+        let started = match &self.gateway {
+            Some(gateway) => gateway.ensure().await,
+            None => Ok(()),
+        };
+        let answer = match started {
+            Ok(()) => self.wire.send(&outgoing).await,
+            Err(reason) => Answer::NoAnswer { reason },
+        };
         let id = self.history.record(sent, recorded(answer.clone()), at);
         Seen { id, answer }
     }
@@ -626,6 +679,10 @@ impl Probe {
             Count::Sqlite { file, query } => sqlite_count(file.clone(), query.clone()).await,
             Count::Postgres { url, query } => postgres_count(url.clone(), query.clone()).await,
             Count::Command(argv) => command_count(argv.clone(), self.target.folder.clone()).await,
+            Count::Upstream => match &self.upstream {
+                Some(api) => api.count().await,
+                None => Err("[upstream]: the API the lab serves is not running".to_owned()),
+            },
         }
     }
 }

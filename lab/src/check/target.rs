@@ -46,6 +46,9 @@ pub struct Target {
     pub load: Load,
     /// How one effect is read back by its identity, to see an overwrite counting cannot see.
     pub read: Option<ReadBack>,
+    /// `[upstream]`: the service is a gateway in front of an HTTP API, which the lab serves,
+    /// records and faults (the hop points).
+    pub upstream: Option<super::upstream::Upstream>,
     /// The target file's folder: relative paths in the file are read from it, and every command
     /// the file names runs in it.
     pub folder: PathBuf,
@@ -70,6 +73,12 @@ pub struct Service {
     pub reset_command: Option<Vec<String>>,
     /// How long one request may take before it counts as "no answer".
     pub timeout: Duration,
+    /// A command that starts the service (a gateway the check points at the API it serves, with
+    /// `{{upstream}}`); the check starts it before the reset, waits for its port, and stops it
+    /// at the end. `None`: the service is already running.
+    pub command: Option<Vec<String>>,
+    /// Variables added to the command's environment.
+    pub env: Vec<(String, String)>,
 }
 
 /// A request the check sends: method, path, headers and a JSON body template.
@@ -209,6 +218,8 @@ pub enum Count {
     },
     /// A command that prints one number.
     Command(Vec<String>),
+    /// The tickets in the API the lab serves (`[upstream]`).
+    Upstream,
 }
 
 /// Which callers a counting request is sent as.
@@ -321,6 +332,7 @@ struct File {
     faults: Option<FaultsFile>,
     load: Option<LoadFile>,
     read: Option<ReadFile>,
+    upstream: Option<super::upstream::UpstreamFile>,
 }
 
 #[derive(Deserialize)]
@@ -347,6 +359,9 @@ struct ServiceFile {
     reset: Option<EndpointFile>,
     reset_command: Option<Vec<String>>,
     timeout_ms: Option<u64>,
+    command: Option<Vec<String>>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -513,7 +528,7 @@ impl Target {
     }
 }
 
-type Checked<T> = std::result::Result<T, String>;
+pub(crate) type Checked<T> = std::result::Result<T, String>;
 
 /// The folder a target file's relative paths and commands start from: the file's own, made
 /// absolute (from the working directory) so that a command run in it can still be named by it.
@@ -544,7 +559,7 @@ pub fn in_folder(folder: &Path, file: &Path) -> PathBuf {
     }
 }
 
-fn required<T>(value: Option<T>, field: &str) -> Checked<T> {
+pub(crate) fn required<T>(value: Option<T>, field: &str) -> Checked<T> {
     value.ok_or_else(|| format!("{field}: missing (required)"))
 }
 
@@ -564,7 +579,12 @@ impl File {
             Some(file) => statuses(file, key.required)?,
         };
         let callers = callers(self.callers)?;
-        let count = count(required(self.count, "[count]")?, &callers, folder)?;
+        let upstream = self.upstream.map(super::upstream::upstream).transpose()?;
+        let count = match (self.count, &upstream) {
+            (Some(file), _) => count(file, &callers, folder)?,
+            (None, Some(_)) => Count::Upstream,
+            (None, None) => return Err("[count]: missing (required)".into()),
+        };
         let other_endpoint = self
             .other_endpoint
             .map(|file| endpoint(file, "other_endpoint"))
@@ -599,8 +619,10 @@ impl File {
             faults,
             load,
             read,
+            upstream,
             folder: folder.to_owned(),
         })
+        .and_then(check_upstream_use)
     }
 }
 
@@ -814,6 +836,20 @@ fn service(file: ServiceFile, overrides: &Overrides) -> Checked<Service> {
             "service.timeout_ms: {timeout_ms}: expected 100 to 600000"
         ));
     }
+    if let Some(command) = &file.command {
+        if command.first().is_none_or(String::is_empty) {
+            return Err("service.command: an argv list whose first word is the program".into());
+        }
+        if !loopback {
+            return Err(format!(
+                "service.command: the check starts the service on this machine, so \
+                 {field} must be a loopback address, not {base_url:?}"
+            ));
+        }
+    }
+    if file.command.is_none() && !file.env.is_empty() {
+        return Err("service.env: only with service.command (the variables are its)".into());
+    }
     Ok(Service {
         base_url,
         host,
@@ -823,7 +859,43 @@ fn service(file: ServiceFile, overrides: &Overrides) -> Checked<Service> {
         reset,
         reset_command: file.reset_command,
         timeout: Duration::from_millis(timeout_ms),
+        command: file.command,
+        env: file.env.into_iter().collect(),
     })
+}
+
+/// A gateway the file never points at the API the lab serves would call someone else's, or
+/// nobody; `{{upstream}}` without `[upstream]` names an API nobody serves.
+fn check_upstream_use(target: Target) -> Checked<Target> {
+    use super::upstream::UPSTREAM_PLACEHOLDER;
+    let service = &target.service;
+    let words: Vec<&str> = service
+        .command
+        .iter()
+        .flatten()
+        .chain(service.env.iter().map(|(_, v)| v))
+        .map(String::as_str)
+        .collect();
+    let names = words.iter().any(|w| w.contains(UPSTREAM_PLACEHOLDER));
+    match &target.upstream {
+        None if names => Err(format!(
+            "[upstream]: service.command names {UPSTREAM_PLACEHOLDER}, but the file has no \
+             [upstream] section to say which API the lab serves there"
+        )),
+        Some(upstream) if service.command.is_none() && upstream.port.is_none() => Err(
+            "upstream.port: the gateway is started by you, not by the check (no \
+             service.command), so name the loopback port the lab serves the API on, and point \
+             the gateway at http://127.0.0.1:PORT"
+                .into(),
+        ),
+        Some(upstream) if service.command.is_some() && !names && upstream.port.is_none() => {
+            Err(format!(
+                "service.command: names {UPSTREAM_PLACEHOLDER} nowhere (nor service.env), so the \
+                 gateway cannot be pointed at the API the lab serves (or name upstream.port)"
+            ))
+        }
+        _ => Ok(target),
+    }
 }
 
 /// `http://HOST[:PORT][/PREFIX]` into its parts.
@@ -887,7 +959,7 @@ fn request_path(value: Option<String>, field: &str) -> Checked<String> {
     Ok(path)
 }
 
-fn header_name(name: &str, field: &str) -> Checked<String> {
+pub(crate) fn header_name(name: &str, field: &str) -> Checked<String> {
     let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
     if name.is_empty() || !name.bytes().all(token) {
         return Err(format!("{field}: {name:?} is not a header name"));
@@ -1104,7 +1176,7 @@ fn identity(file: IdentityFile, field: &str) -> Checked<Identity> {
     }
 }
 
-fn json_pointer(pointer: String, field: &str) -> Checked<String> {
+pub(crate) fn json_pointer(pointer: String, field: &str) -> Checked<String> {
     if !pointer.is_empty() && !pointer.starts_with('/') {
         return Err(format!(
             "{field}: {pointer:?} is not a JSON pointer (RFC 6901: empty, or starting with /)"

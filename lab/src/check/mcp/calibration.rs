@@ -14,9 +14,9 @@ use super::super::calibration::{
     Calibration, POINT, Stop, id_pointers, is_uuid, trimmed, uuid_key,
 };
 use super::super::history::Answer;
+use super::super::upstream::{UpstreamApi, key_in_another_header};
 use super::probe::{KeyArg, McpProbe, Seen, ToolCall};
 use super::target::{McpCount, McpIdentity};
-use super::upstream::{UpstreamApi, key_in_another_header};
 
 type Proved<T> = Result<T, Stop>;
 

@@ -21,7 +21,6 @@ pub mod init;
 pub mod points;
 pub mod probe;
 pub mod target;
-pub mod upstream;
 
 use std::sync::Arc;
 
@@ -62,7 +61,9 @@ pub fn run(target: McpTarget) -> Result<Report> {
         let calibration = match calibrated {
             Ok(calibration) => calibration,
             Err(Stop::Mismatch { field, problem }) if probe.upstream.is_some() => {
-                let Some((calibration, points)) = hop::when_refused(&probe, &problem).await else {
+                let Some((calibration, points)) =
+                    super::hop::when_refused(probe.as_ref(), &problem).await
+                else {
                     if let Ok(probe) = Arc::try_unwrap(probe) {
                         probe.finish().await;
                     }
@@ -83,7 +84,7 @@ pub fn run(target: McpTarget) -> Result<Report> {
             }
         };
         let mut points = points::all(&probe).await;
-        points.extend(hop::all(&probe).await);
+        points.extend(super::hop::all(probe.as_ref()).await);
         let elapsed = probe.history.elapsed();
         let history = (probe.history.exchanges(), probe.history.counts());
         if let Ok(probe) = Arc::try_unwrap(probe) {

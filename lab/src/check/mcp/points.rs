@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::super::points::Checks;
+use super::super::points::{Checks, effects};
 use super::super::probe::same_effect;
 use super::super::report::{Grade, Level, PointReport};
 use super::probe::{KeyArg, McpProbe, Seen, ToolCall};
@@ -31,13 +31,6 @@ mod rule {
 
 fn lab26() -> Grade {
     Grade::lab_over_should(section::ENFORCEMENT)
-}
-
-pub(super) fn effects(delta: i64) -> String {
-    match delta {
-        1 => "one effect".to_owned(),
-        n => format!("{n} effects"),
-    }
 }
 
 fn ids(seen: &[Seen]) -> Vec<usize> {
@@ -67,7 +60,6 @@ macro_rules! count_or_stop {
         }
     };
 }
-pub(super) use count_or_stop;
 
 /// Every point, in order; the key point first, since without a key nothing else is safe.
 pub async fn all(probe: &Arc<McpProbe>) -> Vec<PointReport> {

@@ -99,7 +99,7 @@ pub struct McpProbe {
     run: String,
     serial: AtomicUsize,
     /// The API behind a wrapper (`[upstream]`), served by the lab.
-    pub upstream: Option<super::upstream::UpstreamApi>,
+    pub upstream: Option<super::super::upstream::UpstreamApi>,
 }
 
 fn with_dir(text: &str, dir: &std::path::Path, upstream: Option<&str>) -> String {
@@ -135,7 +135,10 @@ impl McpProbe {
             upstream: None,
         };
         if let Some(spec) = &probe.target.upstream {
-            probe.upstream = Some(super::upstream::UpstreamApi::start(spec, probe.dir.path())?);
+            probe.upstream = Some(super::super::upstream::UpstreamApi::start(
+                spec,
+                probe.dir.path(),
+            )?);
         }
         for caller in 0..probe.target.callers.len() {
             let session = probe.open(caller).await?;
@@ -164,7 +167,7 @@ impl McpProbe {
     pub fn fresh_key(&self) -> String {
         let uuid = uuid::Uuid::new_v4().to_string();
         match &self.target.upstream {
-            Some(spec) => super::upstream::written_key(spec.key_form, &uuid),
+            Some(spec) => super::super::upstream::written_key(spec.key_form, &uuid),
             None => uuid,
         }
     }
@@ -211,7 +214,7 @@ impl McpProbe {
             return false;
         };
         let kind = crate::http::contract::problem::INVALID_REQUEST;
-        api.fault_next(super::upstream::Fault::Answer {
+        api.fault_next(super::super::upstream::Fault::Answer {
             status: kind.status,
             headers: vec![(
                 "content-type".to_owned(),
@@ -302,7 +305,7 @@ impl McpProbe {
         let upstream_url = self
             .upstream
             .as_ref()
-            .map(super::upstream::UpstreamApi::url);
+            .map(super::super::upstream::UpstreamApi::url);
         let upstream = upstream_url.as_deref();
         let opening = async {
             match &self.target.transport {

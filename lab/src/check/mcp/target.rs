@@ -11,6 +11,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::super::target::{Overrides, Vary, folder_of, placeholders, vary};
+pub use super::super::upstream::{CreateRoute, UPSTREAM_PLACEHOLDER, Upstream, UpstreamKeyForm};
+use super::super::upstream::{UpstreamFile, upstream};
 
 /// A validated MCP target.
 #[derive(Clone, Debug)]
@@ -147,62 +149,6 @@ pub enum McpCount {
     Upstream,
 }
 
-/// `[upstream]`: the HTTP API a wrapper calls, which the lab serves on loopback (its own ticket
-/// contract), records and faults. `{{upstream}}` in the `[mcp]` section is its base URL.
-#[derive(Clone, Debug)]
-pub struct Upstream {
-    /// Callers' names and the bearer tokens the API accepts for them.
-    pub tokens: Vec<(String, String)>,
-    /// The request header the API reads its key from.
-    pub key_header: String,
-    /// How the agent's key argument is written: as the header's value, an RFC 8941 string
-    /// (`"<uuid>"`, quotes included) or a token.
-    pub key_form: UpstreamKeyForm,
-    /// Where the API's body is in the tool's arguments (a JSON pointer); empty: the arguments
-    /// without the key argument.
-    pub body_argument: String,
-    /// The header the wrapper sends its caller's token in, bare; `None`: `Authorization: Bearer`.
-    pub token_header: Option<String>,
-    /// The create route of the API the wrapper was written for, when it is not the lab's own.
-    pub create: Option<CreateRoute>,
-    /// The loopback port the API is served on; `None` picks a free one. A wrapper the check does
-    /// not start (over HTTP) must be pointed at a port known beforehand.
-    pub port: Option<u16>,
-    /// The wrapper's own timeout for one API request, when the file knows it: the lab then holds
-    /// a create's reply past it once (`hop-upstream-retry`).
-    pub wrapper_timeout: Option<Duration>,
-}
-
-/// `[upstream.create]`: another API's create route, which the lab plays on its own store. The
-/// wrapper's request is forwarded as a create of the lab's (`POST /tickets`, its key moved to
-/// `Idempotency-Key`), and a success is answered with the file's status and body.
-#[derive(Clone, Debug)]
-pub struct CreateRoute {
-    /// The method (`POST` unless named).
-    pub method: String,
-    /// The path, `/v1/messages` (no query).
-    pub path: String,
-    /// The status of a create's answer (`201` unless named).
-    pub status: u16,
-    /// The body of a create's answer: JSON in which every string `{{id}}` is the new id (and
-    /// `{{id}}` inside a longer string is replaced within it). `None`: the lab's own answer.
-    pub answer: Option<Value>,
-}
-
-/// The written form of the key the agent passes (and the API reads).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum UpstreamKeyForm {
-    /// `"<uuid>"`, quotes included.
-    SfString,
-    /// `k-<uuid>`.
-    Token,
-    /// `<uuid>`, bare, as most APIs take it; the lab quotes it when it plays its own API.
-    Plain,
-}
-
-/// The placeholder of the upstream API's base URL.
-pub const UPSTREAM_PLACEHOLDER: &str = "{{upstream}}";
-
 /// `[mcp.load]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct McpLoad {
@@ -217,30 +163,6 @@ pub struct McpLoad {
 struct FileRoot {
     mcp: McpFile,
     upstream: Option<UpstreamFile>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct UpstreamFile {
-    api: Option<String>,
-    #[serde(default)]
-    tokens: BTreeMap<String, String>,
-    key_header: Option<String>,
-    key_form: Option<String>,
-    body_argument: Option<String>,
-    token_header: Option<String>,
-    create: Option<CreateRouteFile>,
-    port: Option<u16>,
-    wrapper_timeout_ms: Option<u64>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CreateRouteFile {
-    method: Option<String>,
-    path: Option<String>,
-    status: Option<u16>,
-    answer: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -888,129 +810,6 @@ fn load(file: LoadFile) -> Checked<McpLoad> {
 /// own structs: the book's reference table is compared with this list.
 pub fn accepted_fields() -> Vec<String> {
     crate::check::fields::accepted::<FileRoot>()
-}
-
-fn upstream(file: UpstreamFile) -> Checked<Upstream> {
-    match file.api.as_deref() {
-        None | Some("lab") => {}
-        Some(other) => {
-            return Err(format!(
-                "upstream.api: {other:?}: expected \"lab\" (the lab's ticket contract, the \
-                 only API the lab serves so far)"
-            ));
-        }
-    }
-    if file.tokens.is_empty() {
-        return Err(
-            "upstream.tokens: name at least one caller and the bearer token the API accepts \
-             for it, e.g. { alice = \"alice-token\" }"
-                .into(),
-        );
-    }
-    let mut tokens = Vec::new();
-    for (name, token) in file.tokens {
-        if token.is_empty() || token.bytes().any(|b| !(0x21..=0x7e).contains(&b)) {
-            return Err(format!(
-                "upstream.tokens.{name}: {token:?}: a token of printable ASCII without spaces"
-            ));
-        }
-        if tokens.iter().any(|(_, t)| *t == token) {
-            return Err(format!("upstream.tokens.{name}: {token:?} is given twice"));
-        }
-        tokens.push((name, token));
-    }
-    let key_header = file
-        .key_header
-        .unwrap_or_else(|| "Idempotency-Key".to_owned());
-    header_name(&key_header, "upstream.key_header")?;
-    let token_header = file
-        .token_header
-        .map(|name| header_name(&name, "upstream.token_header").map(|()| name))
-        .transpose()?;
-    let key_form = match file.key_form.as_deref() {
-        None | Some("sf-string") => UpstreamKeyForm::SfString,
-        Some("token") => UpstreamKeyForm::Token,
-        Some("plain") => UpstreamKeyForm::Plain,
-        Some(other) => {
-            return Err(format!(
-                "upstream.key_form: {other:?}: expected \"sf-string\", \"token\" or \"plain\""
-            ));
-        }
-    };
-    let body_argument = pointer(
-        file.body_argument.unwrap_or_default(),
-        "upstream.body_argument",
-    )?;
-    let create = file.create.map(create_route).transpose()?;
-    if file.port == Some(0) {
-        return Err(
-            "upstream.port: 0: a port from 1 to 65535 (or leave it out for a free one)".into(),
-        );
-    }
-    let wrapper_timeout = match file.wrapper_timeout_ms {
-        None => None,
-        Some(ms) if (100..=60_000).contains(&ms) => Some(Duration::from_millis(ms)),
-        Some(ms) => {
-            return Err(format!(
-                "upstream.wrapper_timeout_ms: {ms}: expected 100 to 60000 (the lab holds a reply \
-                 that long and a little more)"
-            ));
-        }
-    };
-    Ok(Upstream {
-        tokens,
-        key_header,
-        key_form,
-        body_argument,
-        token_header,
-        create,
-        port: file.port,
-        wrapper_timeout,
-    })
-}
-
-fn header_name(name: &str, field: &str) -> Checked<()> {
-    let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
-    if name.is_empty() || !name.bytes().all(token) {
-        return Err(format!("{field}: {name:?} is not a header name"));
-    }
-    Ok(())
-}
-
-fn create_route(file: CreateRouteFile) -> Checked<CreateRoute> {
-    let method = file.method.unwrap_or_else(|| "POST".to_owned());
-    if !["POST", "PUT", "PATCH"].contains(&method.as_str()) {
-        return Err(format!(
-            "upstream.create.method: {method:?}: expected \"POST\", \"PUT\" or \"PATCH\""
-        ));
-    }
-    let path = required(file.path, "upstream.create.path")?;
-    if !path.starts_with('/') || path.contains(['?', '#', ' ']) {
-        return Err(format!(
-            "upstream.create.path: {path:?}: a path such as /v1/messages (no query)"
-        ));
-    }
-    let status = file.status.unwrap_or(201);
-    if !(200..=299).contains(&status) {
-        return Err(format!(
-            "upstream.create.status: {status}: a success status (2xx)"
-        ));
-    }
-    if let Some(answer) = &file.answer
-        && !answer.to_string().contains("{{id}}")
-    {
-        return Err(
-            "upstream.create.answer: names no {{id}}, so the wrapper could not tell what was \
-             created"
-                .into(),
-        );
-    }
-    Ok(CreateRoute {
-        method,
-        path,
-        status,
-        answer: file.answer,
-    })
 }
 
 /// Every word and value of the `[mcp]` section a wrapper could be pointed with.
