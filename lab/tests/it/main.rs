@@ -6,6 +6,7 @@ mod bench;
 mod book;
 mod calibration;
 mod check;
+mod check_gateway;
 mod check_hop;
 mod check_mcp;
 mod check_target;
