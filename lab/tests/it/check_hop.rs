@@ -21,7 +21,7 @@ use crate::repository_root;
 const LAB: &str = env!("CARGO_BIN_EXE_lab");
 
 /// The hop points, in the order they run.
-const HOP_POINTS: [&str; 8] = [
+pub(crate) const HOP_POINTS: [&str; 8] = [
     "hop-key",
     "hop-payload",
     "hop-retry",
@@ -455,6 +455,14 @@ fn wrapper(test: &str, name: &str, runs: &Runs) -> Option<(PathBuf, Vec<(String,
         "\n*** SKIPPED: {test}: no {what}; LAB_REQUIRE_WRAPPERS=1 makes this a failure ***\n"
     );
     None
+}
+
+/// The python of the venv `variable` names, for a wrapper in `lab/tests/wrappers/NAME` that the
+/// test starts itself (over Streamable HTTP the check does not); `None` after [`wrapper`]'s loud
+/// skip, a failure under `LAB_REQUIRE_WRAPPERS=1`.
+pub(crate) fn venv_python(test: &str, name: &str, variable: &'static str) -> Option<PathBuf> {
+    wrapper(test, name, &Runs::Venv(variable))?;
+    std::env::var_os(variable).map(|venv| PathBuf::from(venv).join("bin/python"))
 }
 
 /// One point's cell of the book's findings table: its verdict, and for the points whose finding

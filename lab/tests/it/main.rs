@@ -8,6 +8,7 @@ mod calibration;
 mod check;
 mod check_gateway;
 mod check_hop;
+mod check_hop_streamable;
 mod check_mcp;
 mod check_target;
 mod check_vocab;
