@@ -3,7 +3,7 @@
 //! the restart point, and stop it at the end; and the hop points ([`super::hop`]) send its
 //! create route as an agent's tool would, then read what reached the API.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -30,12 +30,16 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    /// The gateway `service.command` describes, its `{{upstream}}` replaced by `upstream`; its
-    /// output goes to `log`.
-    pub fn new(service: &Service, folder: PathBuf, upstream: Option<&str>, log: PathBuf) -> Self {
-        let fill = |word: &String| match upstream {
-            Some(url) => word.replace(UPSTREAM_PLACEHOLDER, url),
-            None => word.clone(),
+    /// The gateway `service.command` describes, its `{{upstream}}` replaced by `upstream` and
+    /// its `{{dir}}` by `dir`, the run's folder (removed at the end); its output goes to a log
+    /// there.
+    pub fn new(service: &Service, folder: PathBuf, upstream: Option<&str>, dir: &Path) -> Self {
+        let fill = |word: &String| {
+            let word = word.replace("{{dir}}", &dir.display().to_string());
+            match upstream {
+                Some(url) => word.replace(UPSTREAM_PLACEHOLDER, url),
+                None => word,
+            }
         };
         Gateway {
             argv: service.command.iter().flatten().map(fill).collect(),
@@ -46,7 +50,7 @@ impl Gateway {
                 .collect(),
             folder,
             address: format!("{}:{}", service.host, service.port),
-            log,
+            log: dir.join("service.log"),
             child: Mutex::new(None),
         }
     }
@@ -279,6 +283,10 @@ impl Front for Probe {
             described: self.describe(&seen.answer),
             answer: seen.answer,
         }
+    }
+
+    fn restarts_process(&self) -> bool {
+        true
     }
 
     fn cannot_restart(&self) -> Option<String> {

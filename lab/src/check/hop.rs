@@ -81,6 +81,9 @@ pub trait Front {
         session: Option<&Self::Session>,
         call: &Self::Call,
     ) -> Told;
+    /// Whether the restart point ends the front's process (`false`: it can only close a session
+    /// and open another on the same process, and says so).
+    fn restarts_process(&self) -> bool;
     /// Why the restart point cannot run against this front, when it cannot.
     fn cannot_restart(&self) -> Option<String>;
     /// Opens a new session, or starts the front again.
@@ -645,7 +648,7 @@ fn says_unknown(text: &str) -> bool {
     WORDS
         .get_or_init(|| {
             Regex::new(
-                r"(?i)unknown|may (or may not )?have|might have|uncertain|not (be )?sure|hang ?up|closed|reset|disconnect|timed? ?out|timeout|no (reply|response)|connection|eof|broken pipe|aborted|socket|unreachable",
+                r"(?i)unknown|may (or may not )?have|might have|uncertain|not (be )?sure|hang ?up|closed|reset|disconnect|timed?[ -]?out|timeout|no (reply|response)|connection|eof|broken pipe|aborted|socket|unreachable",
             )
             .expect("a valid regex")
         })
@@ -793,18 +796,51 @@ async fn api_lost<F: Front>(front: &F, api: &UpstreamApi) -> PointReport {
     PointReport::covered(NAME, TITLE, checks.0)
 }
 
+/// The restart point's words: a process ended and started again, or (where the check cannot
+/// end the wrapper's process: an MCP server over HTTP it did not start) a session closed and a
+/// new one opened, said as such, since a key kept in the process survives it.
+struct RestartWords {
+    title: &'static str,
+    retry: &'static str,
+    fired: &'static str,
+    gone: &'static str,
+    kept: &'static str,
+}
+
+const PROCESS_RESTART: RestartWords = RestartWords {
+    title: "The wrapper restarts before the retry: the retry carries the same key",
+    retry: "the agent's retry on the restarted wrapper",
+    fired: "the fault fired: the first call made its effect, then the wrapper ended",
+    gone: "one effect, then the wrapper gone",
+    kept: "the retry through the restarted wrapper carries the same key",
+};
+
+const SESSION_RESTART: RestartWords = RestartWords {
+    title: "The session reconnects before the retry (the wrapper's process, which the check did \
+            not start, lives on): the retry carries the same key",
+    retry: "the agent's retry on a new session",
+    fired: "the fault fired: the first call made its effect, then its session ended",
+    gone: "one effect, then the session closed",
+    kept: "the retry on the new session carries the same key",
+};
+
 async fn restart<F: Front>(front: &F, api: &UpstreamApi) -> PointReport {
     const NAME: &str = "hop-restart";
-    const TITLE: &str = "The wrapper restarts before the retry: the retry carries the same key";
-    if let Some(report) = cannot(front, NAME, TITLE) {
+    let words = if front.restarts_process() {
+        PROCESS_RESTART
+    } else {
+        SESSION_RESTART
+    };
+    let title = words.title;
+    if let Some(report) = cannot(front, NAME, title) {
         return report;
     }
-    let mut checks = Checks::new();
-    let before = count_or_stop!(front, checks, NAME, TITLE);
-    let call = front.keyed_call("the call before the restart", &front.fresh_fields());
     if let Some(reason) = front.cannot_restart() {
-        return PointReport::not_covered(NAME, TITLE, reason);
+        return PointReport::not_covered(NAME, title, reason);
     }
+    let mut checks = Checks::new();
+    let before = count_or_stop!(front, checks, NAME, title);
+    let call = front.keyed_call("the call before the restart", &front.fresh_fields());
     let mut hops = Vec::new();
     for round in 0..2 {
         let session = match front.open().await {
@@ -818,44 +854,41 @@ async fn restart<F: Front>(front: &F, api: &UpstreamApi) -> PointReport {
                     problem,
                     &[],
                 );
-                return PointReport::covered(NAME, TITLE, checks.0);
+                return PointReport::covered(NAME, title, checks.0);
             }
         };
         let this = if round == 1 {
-            front.again(&call, "the agent's retry on the restarted wrapper", None)
+            front.again(&call, words.retry, None)
         } else {
             call.clone()
         };
         hops.push(through(front, api, NAME, Some(&session), &this).await);
         let ended = front.close(session).await;
         if round == 0 {
-            let after_first = count_or_stop!(front, checks, NAME, TITLE);
+            let after_first = count_or_stop!(front, checks, NAME, title);
             let fired = checks.add(
                 Grade::lab(),
-                "the fault fired: the first call made its effect, then the wrapper ended",
+                words.fired,
                 after_first - before == 1 && !ended.contains("still running"),
-                "one effect, then the wrapper gone",
+                words.gone,
                 format!("{}; {ended}", effects(after_first - before)),
                 &hops[0].ids,
             );
             if !fired {
-                return PointReport::covered(NAME, TITLE, checks.0);
+                return PointReport::covered(NAME, title, checks.0);
             }
         }
     }
-    let after = count_or_stop!(front, checks, NAME, TITLE);
+    let after = count_or_stop!(front, checks, NAME, title);
     kept_and_once(
         &mut checks,
         api,
         &hops.iter().collect::<Vec<_>>(),
         &front.key_of(&call),
-        (
-            "the retry through the restarted wrapper carries the same key",
-            "the retry made no second effect at the API",
-        ),
+        (words.kept, "the retry made no second effect at the API"),
         after - before,
     );
-    PointReport::covered(NAME, TITLE, checks.0)
+    PointReport::covered(NAME, title, checks.0)
 }
 
 async fn new_intention<F: Front>(front: &F, api: &UpstreamApi) -> PointReport {
@@ -1261,10 +1294,16 @@ mod tests {
             "API request failed: socket hang up",
             "Error: read ECONNRESET (connection reset)",
             "the request timed out",
+            "<title>504 Gateway Time-out</title>",
         ] {
             assert!(says_unknown(text), "{text}");
         }
-        for text in ["", "Please retry.", "Error calling tool 'createTicket'"] {
+        for text in [
+            "",
+            "Please retry.",
+            "Error calling tool 'createTicket'",
+            "<title>502 Bad Gateway</title>",
+        ] {
             assert!(!says_unknown(text), "{text}");
         }
     }

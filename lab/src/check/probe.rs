@@ -252,7 +252,7 @@ impl Probe {
                 &probe.target.service,
                 probe.target.folder.clone(),
                 url.as_deref(),
-                dir.path().join("service.log"),
+                dir.path(),
             );
             gateway.start().await?;
             probe.gateway = Some(gateway);

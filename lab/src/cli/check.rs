@@ -42,9 +42,10 @@ pub struct CheckArgs {
     /// [mcp] section checks an MCP server instead: over stdio (mcp.command, which the check
     /// starts; each reconnect is a new process) or Streamable HTTP (mcp.url, or --url; each
     /// reconnect a new session), the create tool and its key argument (or no_key = true). An
-    /// [upstream] section says the MCP server wraps an HTTP API: the lab serves that API on
-    /// loopback ({{upstream}} in the file is its URL), records what reaches it, and grades the
-    /// key across the hop
+    /// [upstream] section says the MCP server, or the HTTP service (a gateway), wraps an HTTP
+    /// API: the lab serves that API on loopback ({{upstream}} in the file is its URL, in
+    /// mcp.command or in service.command, which the check then starts), records what reaches
+    /// it, and grades the key across the hop
     #[arg(long = "target", value_name = "FILE")]
     pub target_file: Option<PathBuf>,
 

@@ -363,3 +363,83 @@ fn a_port_something_else_listens_on_is_refused_before_the_gateway_starts() {
         "{stderr}"
     );
 }
+
+/// nginx on this machine (Debian's nginx-light in CI): its path, or `None` after a loud skip, a
+/// failure under `LAB_REQUIRE_WRAPPERS=1`.
+fn nginx(test: &str) -> Option<PathBuf> {
+    let found = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
+        .chain([PathBuf::from("/usr/sbin")])
+        .map(|dir| dir.join("nginx"))
+        .find(|candidate| candidate.is_file());
+    if found.is_some() {
+        return found;
+    }
+    assert!(
+        std::env::var("LAB_REQUIRE_WRAPPERS").as_deref() != Ok("1"),
+        "LAB_REQUIRE_WRAPPERS=1, but nginx is missing (.ci/run installs nginx-light)"
+    );
+    let _ = writeln!(
+        std::io::stderr(),
+        "\n*** SKIPPED: {test}: no nginx (apt-get install nginx-light); LAB_REQUIRE_WRAPPERS=1 \
+         makes this a failure ***\n"
+    );
+    None
+}
+
+/// nginx as a stock reverse proxy in front of the API (`proxy_pass`, nothing about keys): it
+/// passes the key through unchanged and resends nothing, so every retry replays; but when the
+/// API's reply is lost, the agent gets nginx's own `502` page, which never says the create may
+/// have been made. Confirmed by hand in `lab/tests/wrappers/nginx/REPRODUCTION.md`.
+#[test]
+fn nginx_in_front_of_the_api_keeps_its_pinned_hop_verdicts() {
+    if nginx("check_gateway::nginx_in_front_of_the_api_keeps_its_pinned_hop_verdicts").is_none() {
+        return;
+    }
+    let folder = tempfile::tempdir().unwrap();
+    let run_sh = repository_root().join("lab/tests/wrappers/nginx/run.sh");
+    let file = fitted(
+        "lab/tests/wrappers/nginx/target.toml",
+        &[
+            ("18432", &free_port().to_string()),
+            ("\"run.sh\"", &format!("{:?}", run_sh.to_str().unwrap())),
+        ],
+        folder.path(),
+    );
+    let started = Instant::now();
+    let report = check_json(&file, &[]);
+    let _ = writeln!(
+        std::io::stderr(),
+        "nginx: lab check --target took {} ms; {:?}",
+        started.elapsed().as_millis(),
+        verdicts(&report)
+    );
+    let package = "nginx 1.22.1 (Debian nginx-light), proxy_pass";
+    crate::check_mcp::compare_with_the_pinned_findings(
+        &crate::check_mcp::findings(&report, "nginx", package),
+        &repository_root().join("lab/tests/wrappers/nginx/findings.json"),
+    );
+    crate::check_mcp::compare_with_the_book(
+        &crate::check_hop::row(&report, package),
+        "hop-nginx.md",
+    );
+    assert_eq!(hop_points_with(&report, "FAIL"), Vec::<String>::new());
+    assert_eq!(
+        hop_points_with(&report, "PASS_WITH_WARNINGS"),
+        ["hop-api-lost"]
+    );
+    let lost = point(&report, "hop-api-lost");
+    let told = lost["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["passed"] == false)
+        .unwrap();
+    assert!(
+        told["observed"]
+            .as_str()
+            .is_some_and(|o| o.contains("502 Bad Gateway")),
+        "{told:#}"
+    );
+}

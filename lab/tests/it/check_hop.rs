@@ -467,7 +467,7 @@ pub(crate) fn venv_python(test: &str, name: &str, variable: &'static str) -> Opt
 
 /// One point's cell of the book's findings table: its verdict, and for the points whose finding
 /// has a short name, that name.
-fn cell(report: &Value, point: &str) -> String {
+pub(crate) fn cell(report: &Value, point: &str) -> String {
     let Some(found) = report["points"]
         .as_array()
         .unwrap()
@@ -505,7 +505,7 @@ fn cell(report: &Value, point: &str) -> String {
 /// The wrapper's row of the book's findings table, from its report: the key at the API, the
 /// body, the three retries (after a lost result, a lost API reply, a restart) together, the
 /// API's `503` and `429`, its `422` and `409`, and the verdict.
-fn row(report: &Value, package: &str) -> String {
+pub(crate) fn row(report: &Value, package: &str) -> String {
     let retries: Vec<String> = ["hop-retry", "hop-api-lost", "hop-restart"]
         .iter()
         .map(|p| cell(report, p))

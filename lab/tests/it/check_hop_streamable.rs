@@ -203,11 +203,10 @@ fn fastmcp_over_streamable_http_runs_every_hop_point_with_the_verdicts_of_its_st
 }
 
 /// hop-restart over HTTP keeps the stdio run's verdict, but it is not a restart: the check did
-/// not start this wrapper and cannot end its process, so "the restart" is the session closed and
-/// a new one opened on the same process (its first sub-check reads the session closed, where
-/// over stdio it reads the process exited). This wrapper keeps nothing between calls and passes
-/// the agent's key through, so it passes either way; but whatever a wrapper keeps in its process
-/// survives here, so this PASS says a new session keeps the key, not that a restart does.
+/// not start this wrapper and cannot end its process, so it closes the session and opens a new
+/// one on the same process, and says so in the point's title and its first sub-check (over stdio
+/// they say the wrapper ended). Whatever a wrapper keeps in its process survives here, so this
+/// PASS says that a new session keeps the key, not that a restart does.
 fn restart_was_a_new_session(report: &Value, context: &dyn Fn() -> String) {
     let restart = report["points"]
         .as_array()
@@ -230,6 +229,11 @@ fn restart_was_a_new_session(report: &Value, context: &dyn Fn() -> String) {
         ended.contains("the session was closed") && !ended.contains("exited"),
         "{ended}: {}",
         context()
+    );
+    let title = restart["title"].as_str().unwrap_or_default();
+    assert!(
+        title.starts_with("The session reconnects before the retry"),
+        "the point says it reconnected, not restarted: {title}"
     );
 }
 

@@ -9,6 +9,7 @@ use super::super::hop::{Fields, Front, Told};
 use super::super::probe::Change;
 use super::super::upstream::UpstreamApi;
 use super::probe::{KeyArg, McpProbe, Seen, Session, ToolCall};
+use super::target::McpTransport;
 
 impl Front for McpProbe {
     type Call = ToolCall;
@@ -130,6 +131,10 @@ impl Front for McpProbe {
             described: self.describe(&seen),
             answer: seen.answer,
         }
+    }
+
+    fn restarts_process(&self) -> bool {
+        matches!(self.target.transport, McpTransport::Stdio { .. })
     }
 
     fn cannot_restart(&self) -> Option<String> {
