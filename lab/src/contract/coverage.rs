@@ -158,6 +158,16 @@ const HTTP: Coverage = Coverage {
         ("fault-between-effect-and-record", &["atomic"]),
         // Always reported not covered: it names the gap, it checks nothing.
         ("crash", &[]),
+        // The hop points, with `[upstream]`: the service is a gateway, the API's caller, so the
+        // caller's promises are checked on it.
+        ("hop-key", &["key-intact", "no-key"]),
+        ("hop-payload", &["keep-key"]),
+        ("hop-retry", &["keep-key", "lost-reply"]),
+        ("hop-api-lost", &["lost-reply", "honest-verdict"]),
+        ("hop-restart", &["keep-key"]),
+        ("hop-new-intention", &["new-key"]),
+        ("hop-upstream-retry", &["keep-key"]),
+        ("hop-errors", &["conflict", "honest-verdict"]),
     ],
     not_checked: &[
         ("retention", CANNOT_WAIT_OUT_RETENTION),
@@ -166,8 +176,6 @@ const HTTP: Coverage = Coverage {
             "a black box cannot crash the service at a chosen step (its `crash` point \
           reports this as not covered)",
         ),
-        ("keep-key", CHECK_IS_THE_CALLER),
-        ("honest-verdict", CHECK_IS_THE_CALLER),
     ],
 };
 
