@@ -25,7 +25,8 @@ pub enum TransportName {
 /// `lab mcp`'s arguments.
 #[derive(Args)]
 pub struct McpArgs {
-    /// stdio, or http (then --caller NAME=TOKEN is needed)
+    /// stdio, or http (then --caller NAME=TOKEN is needed, except with --grade-client, whose
+    /// every call acts for one caller and takes no token)
     #[arg(long, value_enum, default_value_t = TransportName::Stdio)]
     pub transport: TransportName,
     /// For --transport http: the port; 0 picks a free one. The URL is printed on start.

@@ -371,6 +371,69 @@ fn with_calls_one_the_grader_stops_by_itself_and_reports_the_late_reply_it_sent(
     assert!(report.contains("what this run cannot know:"), "{report}");
 }
 
+/// A client that sends `lines`, waits `hold`, then closes the grader's stdin without a
+/// cancellation (as clients that time out by dropping the call do): the grader's report.
+fn leave_after(args: &[&str], lines: &[&str], hold: std::time::Duration) -> String {
+    let mut child = Command::new(LAB)
+        .args(["mcp", "--grade-client"])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for line in lines {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    stdin.flush().unwrap();
+    std::thread::sleep(hold);
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success());
+    String::from_utf8(output.stderr).unwrap()
+}
+
+/// The issue #35 report: a reply held past the client's own timeout was counted as received
+/// when the client went away without a cancellation, and the run said PASS.
+#[test]
+fn a_held_reply_is_not_received_by_a_client_that_closed_stdin_before_it_was_sent() {
+    let report = leave_after(
+        &["--lose-replies", "none", "--delay-replies", "1@3s"],
+        &[INITIALIZE, INITIALIZED, CREATE],
+        std::time::Duration::from_millis(800),
+    );
+    assert!(report.contains("replies lost: 0, late: 1"), "{report}");
+    assert!(
+        report.contains("ticket 1 exists and the client was never told of it"),
+        "{report}"
+    );
+    assert!(report.contains("\nverdict: UNRESOLVED"), "{report}");
+}
+
+/// A re-plan sent while the first reply is still held (the same fields, a new key) is that
+/// intention's retry, and it made a second ticket.
+#[test]
+fn a_new_key_with_the_same_fields_while_a_reply_is_held_fails_as_one_intention() {
+    const REPLAN: &str = r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"create_ticket","arguments":{"operation_key":"raw-2","title":"Late"}}}"#;
+    let (report, exited, _) = raw_grader(
+        &[
+            "--lose-replies",
+            "none",
+            "--delay-replies",
+            "1@1s",
+            "--calls",
+            "2",
+        ],
+        &[INITIALIZE, INITIALIZED, CREATE, REPLAN],
+    );
+    assert!(exited, "{report}");
+    assert!(report.contains("intention 1:"), "{report}");
+    assert!(!report.contains("intention 2:"), "{report}");
+    assert!(report.contains("keys: \"raw-1\", \"raw-2\""), "{report}");
+    assert!(report.contains("\nverdict: FAIL"), "{report}");
+}
+
 #[test]
 fn a_reply_that_is_never_lost_or_late_is_reported_as_not_exercised() {
     let (report, exited, _) = raw_grader(
@@ -495,4 +558,97 @@ fn on_sigterm_the_grader_stops_and_writes_the_report_of_the_calls_it_saw() {
     assert!(report.contains("1 create_ticket call(s)"), "{report}");
     assert!(report.contains("verdict: NOT EXERCISED"), "{report}");
     drop(stdin);
+}
+
+/// One HTTP/1.1 request to the grader on loopback: the status line and the whole answer.
+fn http(address: &str, method: &str, session: Option<&str>, body: &str) -> String {
+    use std::io::Read;
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    let session = session.map_or_else(String::new, |id| format!("Mcp-Session-Id: {id}\r\n"));
+    write!(
+        stream,
+        "{method} /mcp HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-06-18\r\n\
+         {session}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    answer
+}
+
+/// Over Streamable HTTP, a session's DELETE is its client leaving: a reply held for it then is
+/// never received, and the DELETE is answered 200 (the Python SDK logs a 202 as a failed
+/// termination).
+#[test]
+fn over_http_a_delete_while_a_reply_is_held_is_the_client_leaving_and_is_answered_200() {
+    let folder = tempfile::tempdir().unwrap();
+    let file = folder.path().join("report.txt");
+    let mut child = Command::new(LAB)
+        .args([
+            "mcp",
+            "--grade-client",
+            "--transport",
+            "http",
+            "--port",
+            "0",
+        ])
+        .args([
+            "--lose-replies",
+            "none",
+            "--delay-replies",
+            "1@3s",
+            "--report",
+        ])
+        .arg(&file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut url = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut url)
+        .unwrap();
+    let address = url
+        .trim()
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned();
+    let opened = http(&address, "POST", None, INITIALIZE);
+    let session = opened
+        .lines()
+        .find_map(|line| {
+            line.to_ascii_lowercase()
+                .starts_with("mcp-session-id:")
+                .then(|| line.split_once(':').unwrap().1.trim().to_owned())
+        })
+        .unwrap_or_else(|| panic!("no session id: {opened}"));
+    http(&address, "POST", Some(&session), INITIALIZED);
+    let held = {
+        let (address, session) = (address.clone(), session.clone());
+        std::thread::spawn(move || http(&address, "POST", Some(&session), CREATE))
+    };
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    let deleted = http(&address, "DELETE", Some(&session), "");
+    assert!(deleted.starts_with("HTTP/1.1 200"), "{deleted}");
+    let _ = held.join();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    assert!(child.wait().unwrap().success());
+    let report = std::fs::read_to_string(&file).unwrap();
+    assert!(report.contains("replies lost: 0, late: 1"), "{report}");
+    assert!(
+        report.contains("ticket 1 exists and the client was never told of it"),
+        "{report}"
+    );
+    assert!(report.contains("\nverdict: UNRESOLVED"), "{report}");
 }

@@ -3,8 +3,9 @@
 //! schedule says. The tools themselves are not changed: the wrapper only decides what the client
 //! gets to see.
 
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, JsonObject, ListToolsResult,
@@ -32,6 +33,8 @@ pub struct Grader {
     pub(crate) calls_bound: Option<u64>,
     settled: AtomicU64,
     prepared: AtomicU64,
+    /// Per session, cancelled when the client shows it has left (stdin closed, its DELETE).
+    leaving: Mutex<HashMap<String, CancellationToken>>,
 }
 
 impl Grader {
@@ -49,7 +52,25 @@ impl Grader {
             calls_bound,
             settled: AtomicU64::new(0),
             prepared: AtomicU64::new(0),
+            leaving: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The token cancelled when the client leaves `session`.
+    fn leaving(&self, session: &str) -> CancellationToken {
+        self.leaving
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(session.to_owned())
+            .or_default()
+            .clone()
+    }
+
+    /// The client showed it left `session` (its stdin closed, its DELETE came): recorded in
+    /// the journal, and a reply held for it is not sent.
+    pub(crate) fn left(&self, session: &str) {
+        let _ = self.journal.left(session);
+        self.leaving(session).cancel();
     }
 
     fn settle(&self, number: u64, settled: &Settled) {
@@ -159,10 +180,17 @@ impl Graded {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let arguments = request.arguments.clone().unwrap_or_default();
-        let client = context.peer.peer_info().map_or_else(
-            || "unknown client".to_owned(),
-            |info| format!("{} {}", info.client_info.name, info.client_info.version),
-        );
+        // From `initialize`, or (a client on a protocol version without it) from the
+        // request's own `_meta`.
+        let client = context
+            .peer
+            .peer_info()
+            .map(|info| info.client_info.clone())
+            .or_else(|| context.meta.client_info())
+            .map_or_else(
+                || "unknown client".to_owned(),
+                |info| format!("{} {}", info.name, info.version),
+            );
         // Over HTTP one handler may serve several sessions: the session is the one the
         // client's Mcp-Session-Id header names.
         let session = context
@@ -174,6 +202,7 @@ impl Graded {
                 || self.session.to_string(),
                 |id| format!("{} session {id}", self.session),
             );
+        let leaving = self.grader.leaving(&session);
         let arrival = Arrival {
             session,
             client,
@@ -209,8 +238,12 @@ impl Graded {
             Fate::Lose => {
                 grader.settle(number, &settled("lost".to_owned(), false));
                 // Never answered: the call waits until the client cancels it or goes away.
-                cancelled.cancelled().await;
-                let _ = grader.journal.cancelled(number);
+                tokio::select! {
+                    () = cancelled.cancelled() => {
+                        let _ = grader.journal.cancelled(number);
+                    }
+                    () = leaving.cancelled() => {}
+                }
                 Err(ErrorData::internal_error(
                     "the grader lost this reply on purpose",
                     None,
@@ -218,6 +251,9 @@ impl Graded {
             }
             Fate::Delay(by) => {
                 let fate = format!("delayed {}ms", by.as_millis());
+                // The answer is on record before the hold: a process that ends during it
+                // leaves a reply that never reached the client, not a call with no answer.
+                let _ = grader.journal.settle(number, &settled(fate.clone(), false));
                 tokio::select! {
                     () = tokio::time::sleep(by) => {
                         grader.settle(number, &settled(fate, true));
@@ -227,6 +263,10 @@ impl Graded {
                         grader.settle(number, &settled(fate, false));
                         let _ = grader.journal.cancelled(number);
                         Err(ErrorData::internal_error("cancelled while the grader held the reply", None))
+                    }
+                    () = leaving.cancelled() => {
+                        grader.settle(number, &settled(fate, false));
+                        Err(ErrorData::internal_error("the client left while the grader held the reply", None))
                     }
                 }
             }

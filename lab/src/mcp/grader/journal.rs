@@ -25,7 +25,12 @@ CREATE TABLE IF NOT EXISTS lab_grader_calls (
     ticket_id TEXT,
     created INTEGER NOT NULL DEFAULT 0,
     reached_client INTEGER NOT NULL DEFAULT 0,
-    cancelled INTEGER NOT NULL DEFAULT 0
+    cancelled INTEGER NOT NULL DEFAULT 0,
+    settled_ms INTEGER
+);
+CREATE TABLE IF NOT EXISTS lab_grader_left (
+    session TEXT PRIMARY KEY,
+    left_ms INTEGER NOT NULL
 );";
 
 /// One call, as the grader recorded it.
@@ -61,6 +66,12 @@ pub struct Call {
     pub reached_client: bool,
     /// Whether the client sent `notifications/cancelled` for it (or went away) while it waited.
     pub cancelled: bool,
+    /// When its reply was sent, or given up, in milliseconds since the Unix epoch (`None`
+    /// while it runs, or when the process ended before).
+    pub settled_ms: Option<u64>,
+    /// When its session showed that the client had left (stdin closed, the session's DELETE),
+    /// if it did.
+    pub left_ms: Option<u64>,
 }
 
 /// A new call, before its answer.
@@ -124,6 +135,16 @@ impl Journal {
         let connection = Connection::open(path)?;
         connection.busy_timeout(std::time::Duration::from_secs(10))?;
         connection.execute_batch(SCHEMA)?;
+        // A journal written by an older lab has no settled_ms yet.
+        let has_settled: bool = connection
+            .prepare(
+                "SELECT 1 FROM pragma_table_info('lab_grader_calls') WHERE name = 'settled_ms'",
+            )?
+            .exists([])?;
+        if !has_settled {
+            connection
+                .execute_batch("ALTER TABLE lab_grader_calls ADD COLUMN settled_ms INTEGER")?;
+        }
         Ok(Journal {
             connection: Mutex::new(connection),
         })
@@ -173,14 +194,15 @@ impl Journal {
         let connection = self.connection.lock().map_err(poisoned)?;
         connection.execute(
             "UPDATE lab_grader_calls SET fate = ?2, answer = ?3, ticket_id = ?4, created = ?5, \
-             reached_client = ?6 WHERE number = ?1",
+             reached_client = ?6, settled_ms = ?7 WHERE number = ?1",
             params![
                 i64::try_from(number).unwrap_or(i64::MAX),
                 settled.fate,
                 settled.answer,
                 settled.ticket_id,
                 settled.created,
-                settled.reached_client
+                settled.reached_client,
+                i64::try_from(now_ms()).unwrap_or(i64::MAX)
             ],
         )?;
         Ok(())
@@ -199,6 +221,20 @@ impl Journal {
         Ok(())
     }
 
+    /// Records that the client left `session` (its stdin closed, its DELETE came), now; a
+    /// session that leaves twice keeps its first time.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the row cannot be written.
+    pub fn left(&self, session: &str) -> Result<()> {
+        let connection = self.connection.lock().map_err(poisoned)?;
+        connection.execute(
+            "INSERT OR IGNORE INTO lab_grader_left (session, left_ms) VALUES (?1, ?2)",
+            params![session, i64::try_from(now_ms()).unwrap_or(i64::MAX)],
+        )?;
+        Ok(())
+    }
+
     /// Every call, in arrival order.
     ///
     /// # Errors
@@ -206,9 +242,11 @@ impl Journal {
     pub fn calls(&self) -> Result<Vec<Call>> {
         let connection = self.connection.lock().map_err(poisoned)?;
         let mut statement = connection.prepare(
-            "SELECT number, session, client, request_id, operation_key, arguments, fields, \
-             started_ms, fate, answer, ticket_id, created, reached_client, cancelled \
-             FROM lab_grader_calls ORDER BY number",
+            "SELECT number, c.session, client, request_id, operation_key, arguments, fields, \
+             started_ms, fate, answer, ticket_id, created, reached_client, cancelled, \
+             settled_ms, l.left_ms \
+             FROM lab_grader_calls c LEFT JOIN lab_grader_left l ON l.session = c.session \
+             ORDER BY number",
         )?;
         let rows = statement.query_map([], |row| {
             Ok(Call {
@@ -226,6 +264,12 @@ impl Journal {
                 created: row.get(11)?,
                 reached_client: row.get(12)?,
                 cancelled: row.get(13)?,
+                settled_ms: row
+                    .get::<_, Option<i64>>(14)?
+                    .map(|ms| u64::try_from(ms).unwrap_or(0)),
+                left_ms: row
+                    .get::<_, Option<i64>>(15)?
+                    .map(|ms| u64::try_from(ms).unwrap_or(0)),
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<Vec<Call>>>()?)

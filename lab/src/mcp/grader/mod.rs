@@ -185,6 +185,7 @@ impl ClientGrader {
             .map_err(io("reading the listener's address"))?;
         let tools = server::ticket_tools(&self.options)?;
         let grader = Arc::clone(&self.grader);
+        let left = Arc::clone(&self.grader);
         let stop = self.grader.stop.clone();
         let runtime = server::runtime()?;
         let served = runtime.block_on(async move {
@@ -206,7 +207,12 @@ impl ClientGrader {
                 Arc::new(LocalSessionManager::default()),
                 config,
             );
-            let router = axum::Router::new().nest_service("/mcp", service);
+            let router =
+                axum::Router::new()
+                    .nest_service("/mcp", service)
+                    .layer(axum::middleware::from_fn(move |request, next| {
+                        session_end(Arc::clone(&left), request, next)
+                    }));
             on_url(format!("http://{bound}/mcp"));
             let stopped = stop.clone();
             let serving = axum::serve(listener, router)
@@ -233,8 +239,35 @@ impl ClientGrader {
     /// # Errors
     /// As [`ClientGrader::open`]; [`Error::Adapter`] when the session fails.
     pub fn serve_stdio(&self) -> Result<Report> {
-        let handler = self.handler(format!("process {}", std::process::id()))?;
-        server::serve_handler_on_stdio(handler, self.grader.stop.clone())?;
+        let session = format!("process {}", std::process::id());
+        let handler = self.handler(session.clone())?;
+        let grader = Arc::clone(&self.grader);
+        server::serve_handler_on_stdio(handler, self.grader.stop.clone(), move || {
+            grader.left(&session);
+        })?;
         self.report()
     }
+}
+
+/// A session's DELETE is its client leaving: recorded before the session ends, so a reply held
+/// for it is not counted as received. The DELETE's success is answered `200`, which clients
+/// expect (the Python SDK logs `202` as a failed termination).
+async fn session_end(
+    grader: Arc<Grader>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let leaving = (request.method() == axum::http::Method::DELETE)
+        .then(|| request.headers().get("mcp-session-id"))
+        .flatten()
+        .and_then(|value| value.to_str().ok())
+        .map(|id| format!("http session {id}"));
+    if let Some(session) = &leaving {
+        grader.left(session);
+    }
+    let mut response = next.run(request).await;
+    if leaving.is_some() && response.status() == axum::http::StatusCode::ACCEPTED {
+        *response.status_mut() = axum::http::StatusCode::OK;
+    }
+    response
 }

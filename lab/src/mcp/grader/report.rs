@@ -3,9 +3,14 @@
 //!
 //! How intentions are told apart: calls with the same `operation_key` are one intention. A call
 //! with a key not seen before joins an earlier intention when it carries the same fields (the
-//! arguments without the key) and that intention has not yet seen a ticket reach the client: it
-//! is then a retry with a new key. Otherwise it starts a new intention; when it comes right
-//! after a call whose answer never reached the client, it is marked as a possible re-plan of it.
+//! arguments without the key) and no ticket of that intention had reached the client when it
+//! arrived (a reply still held back had not): it is then a retry with a new key. Otherwise it
+//! starts a new intention; when it comes right after a call whose answer never reached the
+//! client, and shares a field's value with it, it is marked as a possible re-plan of it.
+//!
+//! Whether a reply reached the client is judged by what the client did, from the journal: a
+//! reply sent after the client showed it had left (it cancelled the call, closed stdin, sent its
+//! session's DELETE) or after its next call for the same intention arrived did not reach it.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -107,16 +112,20 @@ pub struct Report {
 /// How the report tells intentions apart, as it prints it.
 pub const TOLD_APART_BY: &str = "by operation_key; a call with a new key joins an earlier \
 intention when its fields (the arguments without the key) are the same and no ticket of that \
-intention had reached the client";
+intention had reached the client when it arrived; a reply sent after the client cancelled, \
+left its session or called again for the intention did not reach it";
 
 /// What one run cannot know, printed with every report.
-pub const CANNOT_KNOW: [&str; 4] = [
+pub const CANNOT_KNOW: [&str; 5] = [
     "A model may re-plan differently under another prompt, task or sampling: a PASS is evidence \
 about this run, not a proof about the loop.",
     "Two tickets the client really wanted with the same fields look like a retry with a new key \
 when the second follows an unanswered first; a re-plan that changes both the key and the fields \
 looks like a new intention, and is only marked as a possible re-plan when it follows an \
-unanswered call.",
+unanswered call and keeps one of its field values.",
+    "A client that stops waiting for a reply held back without a sign the server can see (a \
+cancellation, a closed stdin, its session's DELETE, its next call for the intention) \
+is counted as having received it.",
     "The client's own state is out of sight: whether it saved the key durably before sending, so \
 that a crash of the host (not only the reconnects this run showed) keeps it.",
     "Only this server's create_ticket is graded; other tools and other servers the agent calls \
@@ -129,11 +138,53 @@ struct Group<'a> {
 }
 
 impl Group<'_> {
+    /// Whether a ticket of this intention reached the client.
     fn resolved(&self) -> bool {
-        self.calls
-            .iter()
-            .any(|call| call.reached_client && call.ticket_id.is_some())
+        self.resolved_by(u64::MAX)
     }
+
+    /// Whether a ticket of this intention had reached the client by the time `at`.
+    fn resolved_by(&self, at: u64) -> bool {
+        self.calls.iter().any(|call| {
+            call.ticket_id.is_some() && reached(call, &self.calls) && sent_at(call) <= at
+        })
+    }
+}
+
+/// When a call's reply was sent or given up (a journal from before the lab recorded it: when
+/// the call arrived).
+fn sent_at(call: &Call) -> u64 {
+    call.settled_ms.unwrap_or(call.started_ms)
+}
+
+/// Whether `call`'s reply reached the client, judged by what the client did: it was sent (not
+/// lost or cancelled), before the client showed it had left the session, and, for a reply held
+/// back, before the client's next call of the same intention (`members`) arrived: a client
+/// that sends again has stopped waiting.
+fn reached(call: &Call, members: &[&Call]) -> bool {
+    if !call.reached_client || call.cancelled {
+        return false;
+    }
+    let sent = sent_at(call);
+    if call.left_ms.is_some_and(|left| left <= sent) {
+        return false;
+    }
+    !(call.fate.starts_with("delayed")
+        && members
+            .iter()
+            .any(|other| other.number > call.number && other.started_ms < sent))
+}
+
+/// Whether two intentions' fields share a value under one name (a reworded title, the same
+/// priority): what a re-plan keeps, and an unrelated intention need not.
+fn share_a_field(a: &str, b: &str) -> bool {
+    let (Ok(serde_json::Value::Object(a)), Ok(serde_json::Value::Object(b))) = (
+        serde_json::from_str::<serde_json::Value>(a),
+        serde_json::from_str::<serde_json::Value>(b),
+    ) else {
+        return false;
+    };
+    a.iter().any(|(name, value)| b.get(name) == Some(value))
 }
 
 fn key_name(call: &Call) -> String {
@@ -156,18 +207,24 @@ pub fn grade(calls: &[Call], tickets: &[StoredTicket], key_source: &str, schedul
         };
         let joined = same_key.or_else(|| {
             groups.iter().position(|group| {
-                !group.resolved() && group.calls.first().is_some_and(|c| c.fields == call.fields)
+                !group.resolved_by(call.started_ms)
+                    && group.calls.first().is_some_and(|c| c.fields == call.fields)
             })
         });
         let index = match joined {
             Some(index) => index,
             None => {
                 let follows = previous.filter(|&index| {
-                    groups[index]
+                    let group = &groups[index];
+                    group
                         .calls
                         .last()
-                        .is_some_and(|last| !last.reached_client)
-                        && !groups[index].resolved()
+                        .is_some_and(|last| !reached(last, &group.calls))
+                        && !group.resolved_by(call.started_ms)
+                        && group
+                            .calls
+                            .first()
+                            .is_some_and(|first| share_a_field(&first.fields, &call.fields))
                 });
                 groups.push(Group {
                     calls: Vec::new(),
@@ -404,14 +461,119 @@ mod tests {
             operation_key: key.map(str::to_owned),
             arguments: String::new(),
             fields: fields.to_owned(),
-            started_ms: 0,
+            // One call a second, each answered ten milliseconds after it arrived.
+            started_ms: number * 1000 - 10,
             fate: fate.to_owned(),
             answer: String::new(),
             ticket_id: Some(ticket.to_string()),
             created,
             reached_client: fate != "lost",
             cancelled: fate == "lost",
+            settled_ms: Some(number * 1000),
+            left_ms: None,
         }
+    }
+
+    /// A call at `started` whose reply was held and sent at `sent`.
+    fn held(
+        number: u64,
+        key: &str,
+        fields: &str,
+        (started, sent): (u64, u64),
+        ticket: u64,
+    ) -> Call {
+        Call {
+            started_ms: started,
+            settled_ms: Some(sent),
+            ..call(number, Some(key), fields, "delayed 4000ms", ticket, true)
+        }
+    }
+
+    #[test]
+    fn a_new_key_with_the_same_fields_while_a_reply_is_held_is_a_retry_of_that_intention() {
+        // The client gave up on call 1 at its own timeout and re-planned with a new key while
+        // the grader still held call 1's reply: one intention, two tickets.
+        let fields = "{\"title\":\"x\"}";
+        let calls = [
+            held(1, "a", fields, (1000, 5000), 1),
+            Call {
+                started_ms: 3000,
+                settled_ms: Some(3010),
+                ..call(2, Some("b"), fields, "delivered", 2, true)
+            },
+        ];
+        let report = grade(&calls, &[], "host", "");
+        assert_eq!(report.intentions.len(), 1, "{report}");
+        assert_eq!(report.intentions[0].verdict, Verdict::Fail);
+        assert_eq!(report.intentions[0].tickets, ["1", "2"]);
+    }
+
+    #[test]
+    fn a_held_reply_sent_after_the_client_left_or_called_again_did_not_reach_it() {
+        let fields = "{\"title\":\"x\"}";
+        // Left (stdin closed, DELETE) before the reply went out, and never asked again.
+        let left = [Call {
+            left_ms: Some(4000),
+            ..held(1, "a", fields, (1000, 5000), 1)
+        }];
+        let report = grade(&left, &[], "host", "");
+        assert_eq!(
+            report.intentions[0].verdict,
+            Verdict::Unresolved,
+            "{report}"
+        );
+        assert!(!report.intentions[0].resolved);
+        // Its retry with the same key came before the held reply: that retry, not the held
+        // reply, is what told the client.
+        let again = [
+            held(1, "a", fields, (1000, 5000), 1),
+            Call {
+                started_ms: 3000,
+                settled_ms: Some(3010),
+                ..call(2, Some("a"), fields, "delivered", 1, false)
+            },
+        ];
+        let report = grade(&again, &[], "host", "");
+        assert_eq!(report.intentions[0].verdict, Verdict::Pass, "{report}");
+        assert!(
+            report.intentions[0]
+                .reason
+                .starts_with("every retry reused the key"),
+            "{report}"
+        );
+        // A reply held and sent while the client waited reached it.
+        let waited = [held(1, "a", fields, (1000, 5000), 1)];
+        let report = grade(&waited, &[], "host", "");
+        assert_eq!(report.intentions[0].verdict, Verdict::Pass, "{report}");
+        assert!(
+            report.intentions[0]
+                .reason
+                .contains("waited for the late reply")
+        );
+    }
+
+    #[test]
+    fn an_unrelated_intention_after_an_unanswered_one_is_not_called_its_replan() {
+        let calls = [
+            call(
+                1,
+                Some("a"),
+                "{\"priority\":\"high\",\"title\":\"x\"}",
+                "lost",
+                1,
+                true,
+            ),
+            call(
+                2,
+                Some("b"),
+                "{\"priority\":\"low\",\"title\":\"y\"}",
+                "delivered",
+                2,
+                true,
+            ),
+        ];
+        let report = grade(&calls, &[], "host", "");
+        assert_eq!(report.intentions[1].possible_replan_of, None, "{report}");
     }
 
     #[test]
@@ -443,8 +605,22 @@ mod tests {
     #[test]
     fn a_lost_reply_never_retried_is_unresolved_and_the_next_call_a_possible_replan() {
         let calls = [
-            call(1, Some("a"), "{\"title\":\"x\"}", "lost", 1, true),
-            call(2, Some("b"), "{\"title\":\"y\"}", "delivered", 2, true),
+            call(
+                1,
+                Some("a"),
+                "{\"priority\":\"high\",\"title\":\"x\"}",
+                "lost",
+                1,
+                true,
+            ),
+            call(
+                2,
+                Some("b"),
+                "{\"priority\":\"high\",\"title\":\"y\"}",
+                "delivered",
+                2,
+                true,
+            ),
         ];
         let report = grade(&calls, &[], "host", "");
         assert_eq!(report.intentions[0].verdict, Verdict::Unresolved);

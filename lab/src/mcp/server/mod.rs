@@ -155,13 +155,17 @@ fn mcp_error(action: &str, err: impl std::fmt::Display) -> Error {
 /// [`Error::InvalidIdentifier`] for a bad caller name; [`Error::Store`] when the database cannot
 /// be opened; [`Error::Adapter`] when the MCP session fails to start.
 pub fn serve_stdio(options: &McpOptions) -> Result<()> {
-    serve_handler_on_stdio(ticket_tools(options)?, CancellationToken::new())
+    serve_handler_on_stdio(ticket_tools(options)?, CancellationToken::new(), || {})
 }
 
 /// Serves `handler` over stdio (line-bounded, `-32700` for a bad line) until the client closes
 /// stdin, `stop` is cancelled, or SIGTERM or SIGINT arrives. `lab mcp` and the client grader
 /// both serve this way.
-pub(crate) fn serve_handler_on_stdio<H>(handler: H, stop: CancellationToken) -> Result<()>
+pub(crate) fn serve_handler_on_stdio<H>(
+    handler: H,
+    stop: CancellationToken,
+    on_end: impl FnOnce() + Send + 'static,
+) -> Result<()>
 where
     H: rmcp::ServerHandler,
 {
@@ -170,7 +174,7 @@ where
         use rmcp::ServiceExt;
         let signals = signal_stop(stop.clone())?;
         let started = handler
-            .serve_with_ct(stdio::transport(), stop.child_token())
+            .serve_with_ct(stdio::transport().on_end(on_end), stop.child_token())
             .await;
         let running = match started {
             Ok(running) => running,

@@ -31,6 +31,8 @@ pub(crate) struct Lines<R, W> {
     partial: Vec<u8>,
     /// The line being read is over the limit: its bytes are dropped up to its end.
     skipping: bool,
+    /// Called once, when the input ends (the client closed its side).
+    on_end: Option<Box<dyn FnOnce() + Send>>,
 }
 
 /// The transport over this process's stdin and stdout.
@@ -63,7 +65,15 @@ where
             limit,
             partial: Vec::new(),
             skipping: false,
+            on_end: None,
         }
+    }
+
+    /// The same transport, calling `on_end` once when the input ends: the moment the client
+    /// showed it left, before the session drains its last replies.
+    pub(crate) fn on_end(mut self, on_end: impl FnOnce() + Send + 'static) -> Lines<R, W> {
+        self.on_end = Some(Box::new(on_end));
+        self
     }
 
     /// The next line without its end, reading at most `limit` bytes into memory. Cancel-safe:
@@ -176,7 +186,12 @@ where
                     answer_error(&self.writer, PARSE_ERROR, message).await;
                     continue;
                 }
-                Ok(Line::End) | Err(_) => return None,
+                Ok(Line::End) | Err(_) => {
+                    if let Some(on_end) = self.on_end.take() {
+                        on_end();
+                    }
+                    return None;
+                }
             };
             if text.iter().all(u8::is_ascii_whitespace) {
                 continue;
