@@ -434,6 +434,24 @@ fn a_new_key_with_the_same_fields_while_a_reply_is_held_fails_as_one_intention()
     assert!(report.contains("\nverdict: FAIL"), "{report}");
 }
 
+/// A client on the protocol version without `initialize` (FastMCP 4, the Python SDK 2) names
+/// itself in each request's `_meta`: the report's `clients:` line reads it there.
+#[test]
+fn a_client_that_names_itself_only_in_a_requests_meta_is_named_in_the_report() {
+    const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"fastmcp","version":"4.2.3"},"io.modelcontextprotocol/clientCapabilities":{}}"#;
+    let discover =
+        format!(r#"{{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{{{META}}}}}"#);
+    let create = format!(
+        r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"create_ticket","arguments":{{"operation_key":"m-1","title":"Meta"}},{META}}}}}"#
+    );
+    let (report, exited, _) = raw_grader(
+        &["--lose-replies", "none", "--calls", "1"],
+        &[&discover, &create],
+    );
+    assert!(exited, "{report}");
+    assert!(report.contains("clients: fastmcp 4.2.3"), "{report}");
+}
+
 #[test]
 fn a_reply_that_is_never_lost_or_late_is_reported_as_not_exercised() {
     let (report, exited, _) = raw_grader(
