@@ -56,6 +56,8 @@ pub struct ServeArgs {
 /// # Errors
 /// Any error opening the store or binding the port.
 pub fn exec(args: ServeArgs) -> lab::Result<()> {
+    // Without the postgres feature the target is `()`: checked the same way, used nowhere.
+    #[cfg_attr(not(feature = "postgres"), allow(clippy::let_unit_value))]
     let _postgres = postgres_target(&args)?;
     if let Some(path) = &args.database {
         lab::database_file::check(path).map_err(|err| file_option("--database", path, err))?;
