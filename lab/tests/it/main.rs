@@ -1,5 +1,6 @@
 //! One integration-test binary, a module per concern.
 
+mod agents;
 mod backend;
 mod bad_input;
 mod bench;

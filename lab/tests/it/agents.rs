@@ -1,0 +1,514 @@
+//! Real agent frameworks against `lab mcp --grade-client`: each framework's own MCP client,
+//! driven by a scripted model through the framework's own test or function model facility (no
+//! hosted model, no network), under a lost reply and a late one, with the framework's default
+//! retry behaviour and its documented retry option. The scripts and their pins are in
+//! `lab/tests/agents/NAME/` (see its README); every run's findings (how the run ended, what the
+//! model saw, the recorded calls, the verdicts) are compared with `lab/tests/agents/NAME/findings.json`.
+//!
+//! The verdicts of late replies are expected to change with the grader (a reply delivered after
+//! the client gave up is not received): after a deliberate change, rerun with
+//! `LAB_WRITE_FINDINGS=1` and review the diff. Nothing here is tuned to today's verdicts.
+//!
+//! A framework that is not installed (`LAB_AGENTS_VENV_PYDANTIC_AI`, `LAB_AGENTS_VENV_OPENAI_AGENTS`
+//! naming a venv from the folder's requirements.txt; `npm ci` in the JavaScript folders) is a loud
+//! skip, and a failure under `LAB_REQUIRE_AGENTS=1` (as `.ci/run` sets it).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use lab::serde_json::{self, Value, json};
+
+use crate::repository_root;
+
+const LAB: &str = env!("CARGO_BIN_EXE_lab");
+
+/// The client-side timeout of the short setting, in seconds.
+const SHORT_TIMEOUT: &str = "2";
+/// How late a late reply is: longer than the short timeout, so the client has given up on it.
+const LATE: &str = "first@4s";
+/// How long a long-lived host keeps the session open after the run, in seconds: the run ends at
+/// least 2 s (the short timeout) after the first call, so the late reply is due inside the hold.
+const HOLD: &str = "4";
+/// The bound on a run with a short timeout; one that reaches it is a finding, not a hang.
+const BOUND: Duration = Duration::from_secs(25);
+/// The bound on a run with the framework's default timeout: long enough for a default of a few
+/// seconds, far shorter than the minutes (or for ever) some frameworks wait.
+const DEFAULT_TIMEOUT_BOUND: Duration = Duration::from_secs(12);
+/// How long the grader may take to write its report once the client is gone.
+const REPORT_WAIT: Duration = Duration::from_secs(15);
+
+/// What a framework's script runs on.
+enum Runtime {
+    /// The python of the venv this variable names.
+    Venv(&'static str),
+    /// Node, with `node_modules` in the framework's folder (npm ci).
+    Node,
+}
+
+struct Framework {
+    /// The folder in `lab/tests/agents/`, and the framework's name in the findings.
+    name: &'static str,
+    runtime: Runtime,
+    /// The script in the folder.
+    script: &'static str,
+    /// The framework's documented retry option, as the script's SETTING takes it.
+    retry_option: &'static str,
+}
+
+const PYDANTIC_AI: Framework = Framework {
+    name: "pydantic-ai",
+    runtime: Runtime::Venv("LAB_AGENTS_VENV_PYDANTIC_AI"),
+    script: "agent.py",
+    retry_option: "max_retries=0",
+};
+
+const OPENAI_AGENTS: Framework = Framework {
+    name: "openai-agents",
+    runtime: Runtime::Venv("LAB_AGENTS_VENV_OPENAI_AGENTS"),
+    script: "agent.py",
+    retry_option: "max_retry_attempts=1",
+};
+
+const VERCEL_AI: Framework = Framework {
+    name: "vercel-ai",
+    runtime: Runtime::Node,
+    script: "agent.mjs",
+    retry_option: "maxRetries=2",
+};
+
+const LANGCHAIN_JS: Framework = Framework {
+    name: "langchain-js",
+    runtime: Runtime::Node,
+    script: "agent.mjs",
+    retry_option: "toolRetryMiddleware:maxRetries=1",
+};
+
+/// Which replies the grader loses or holds back, and what the host does after the run.
+#[derive(Clone, Copy)]
+enum Schedule {
+    /// The first call's reply is lost.
+    Lost,
+    /// The first call's reply comes 4 s late; the host keeps the session open past that.
+    LateHeld,
+    /// The first call's reply comes 4 s late; the host closes the session when the run ends.
+    LateClosed,
+}
+
+impl Schedule {
+    fn name(self) -> &'static str {
+        match self {
+            Schedule::Lost => "lost reply",
+            Schedule::LateHeld => "late reply, session kept open",
+            Schedule::LateClosed => "late reply, session closed after the run",
+        }
+    }
+
+    fn grader_args(self) -> &'static [&'static str] {
+        match self {
+            Schedule::Lost => &["--lose-replies", "first"],
+            Schedule::LateHeld | Schedule::LateClosed => {
+                &["--lose-replies", "none", "--delay-replies", LATE]
+            }
+        }
+    }
+
+    fn hold(self) -> &'static str {
+        match self {
+            Schedule::LateHeld => HOLD,
+            Schedule::Lost | Schedule::LateClosed => "0",
+        }
+    }
+}
+
+const SCENARIOS: [&str; 3] = ["retry-same-key", "replan-new-key", "give-up"];
+
+/// One run: the framework's setting, the client timeout, the schedule and the model's scenario.
+struct Run {
+    setting: &'static str,
+    timeout: &'static str,
+    schedule: Schedule,
+    scenario: &'static str,
+}
+
+/// Every run of a framework: both schedules and every scenario with the short timeout, under the
+/// default setting and the retry option; a late reply cut off by the close (give-up); and the
+/// framework's default timeout under a lost reply.
+fn runs(framework: &Framework) -> Vec<Run> {
+    let mut runs = Vec::new();
+    for setting in ["default", framework.retry_option] {
+        for schedule in [Schedule::Lost, Schedule::LateHeld] {
+            for scenario in SCENARIOS {
+                runs.push(Run {
+                    setting,
+                    timeout: SHORT_TIMEOUT,
+                    schedule,
+                    scenario,
+                });
+            }
+        }
+    }
+    runs.push(Run {
+        setting: "default",
+        timeout: SHORT_TIMEOUT,
+        schedule: Schedule::LateClosed,
+        scenario: "give-up",
+    });
+    runs.push(Run {
+        setting: "default",
+        timeout: "default",
+        schedule: Schedule::Lost,
+        scenario: "retry-same-key",
+    });
+    runs
+}
+
+fn stderr_line(line: &str) {
+    // Past libtest's capture, so skips and per-run lines are seen.
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
+/// The program that runs the framework's script, or `None` after a loud skip; a failure under
+/// `LAB_REQUIRE_AGENTS=1`.
+fn program(test: &str, framework: &Framework, folder: &Path) -> Option<PathBuf> {
+    let found = match framework.runtime {
+        Runtime::Venv(variable) => std::env::var_os(variable)
+            .filter(|venv| !venv.is_empty())
+            .map(|venv| PathBuf::from(venv).join("bin/python"))
+            .filter(|python| python.exists()),
+        Runtime::Node => {
+            let node = Command::new("node")
+                .arg("--version")
+                .output()
+                .is_ok_and(|output| output.status.success());
+            (node && folder.join("node_modules").is_dir()).then(|| PathBuf::from("node"))
+        }
+    };
+    if found.is_some() {
+        return found;
+    }
+    let what = match framework.runtime {
+        Runtime::Venv(variable) => format!(
+            "{variable} (a venv from lab/tests/agents/{}/requirements.txt)",
+            framework.name
+        ),
+        Runtime::Node => format!("node, or npm ci in lab/tests/agents/{}", framework.name),
+    };
+    if std::env::var("LAB_REQUIRE_AGENTS").as_deref() == Ok("1") {
+        panic!("LAB_REQUIRE_AGENTS=1, but {what} is missing (.ci/run installs it)");
+    }
+    stderr_line(&format!(
+        "\n*** SKIPPED: {test}: no {what}; LAB_REQUIRE_AGENTS=1 makes this a failure ***\n"
+    ));
+    None
+}
+
+/// The grader's JSON report at `path`, once the grader has written it whole.
+fn wait_for_report(path: &Path) -> Value {
+    let started = Instant::now();
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path)
+            && let Ok(report) = serde_json::from_str::<Value>(&text)
+        {
+            return report;
+        }
+        assert!(
+            started.elapsed() < REPORT_WAIT,
+            "the grader wrote no report to {} within {REPORT_WAIT:?} of the client's end",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// What the script said on stdout: its versions, what the model saw, how the run ended.
+struct Said {
+    versions: Value,
+    saw: Vec<String>,
+    ended: Option<String>,
+}
+
+fn read_events(stdout: &str) -> Said {
+    let mut said = Said {
+        versions: Value::Null,
+        saw: Vec::new(),
+        ended: None,
+    };
+    for line in stdout.lines().filter(|line| line.starts_with('{')) {
+        let event: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}"));
+        match event["event"].as_str() {
+            Some("start") => said.versions = event["versions"].clone(),
+            Some("saw") => said.saw.push(event["what"].as_str().unwrap().to_owned()),
+            Some("ended") => said.ended = Some(event["ended"].as_str().unwrap().to_owned()),
+            _ => panic!("an event the test does not know: {line}"),
+        }
+    }
+    said
+}
+
+/// Runs one scenario and returns the script's versions and the run's findings record.
+fn run_one(framework: &Framework, program: &Path, folder: &Path, run: &Run) -> (Value, Value) {
+    let scratch = tempfile::tempdir().unwrap();
+    let report_path = scratch.path().join("report.json");
+    let bound = if run.timeout == "default" {
+        DEFAULT_TIMEOUT_BOUND
+    } else {
+        BOUND
+    };
+    let started = Instant::now();
+    // `timeout` ends the script (and, in its process group, a grader the client did not move to
+    // a session of its own) when the run outlasts its bound.
+    let output = Command::new("timeout")
+        .args(["-k", "3", &bound.as_secs().to_string()])
+        .arg(program)
+        .arg(folder.join(framework.script))
+        .args([LAB, run.scenario, run.timeout, run.setting])
+        .args(run.schedule.grader_args())
+        .arg("--json")
+        .arg("--report")
+        .arg(&report_path)
+        .env("AGENT_HOLD_SECONDS", run.schedule.hold())
+        .current_dir(scratch.path())
+        .output()
+        .unwrap();
+    let elapsed = started.elapsed();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // 124: `timeout` ended the script at the bound; 137: it had to kill it after that.
+    let killed = matches!(output.status.code(), Some(124 | 137));
+    assert!(
+        output.status.success() || killed,
+        "{} {} {}: the script failed ({}):\n{stderr}",
+        framework.name,
+        run.setting,
+        run.scenario,
+        output.status
+    );
+    let said = read_events(&stdout);
+    let ended = match (&said.ended, killed) {
+        (Some(ended), false) => ended.clone(),
+        (_, true) => format!(
+            "no answer: the test ended the run at its bound of {} s",
+            bound.as_secs()
+        ),
+        (None, false) => panic!("the script exited 0 without an `ended` event:\n{stderr}"),
+    };
+    let report = wait_for_report(&report_path);
+    let finding = finding(run, &ended, &said.saw, &report, killed);
+    stderr_line(&format!(
+        "{} | {} | timeout {} | {} | {} | {:.1} s | {} | {}",
+        framework.name,
+        run.setting,
+        run.timeout,
+        run.schedule.name(),
+        run.scenario,
+        elapsed.as_secs_f64(),
+        finding["verdict"].as_str().unwrap_or_default(),
+        ended
+    ));
+    // The model's observations: captured by libtest, shown when the test fails.
+    for line in stderr.lines() {
+        println!("    {line}");
+    }
+    (said.versions, finding)
+}
+
+/// The findings record of one run: what the client did and what the grader made of it, a line
+/// per recorded call and per intention, so that a drift reads as a short diff. After a run the
+/// test had to end (`killed`), whether a pending call shows as cancelled is left out: a client
+/// killed without a word leaves the grader at stdin's end, where that record races the report.
+fn finding(run: &Run, ended: &str, saw: &[String], report: &Value, killed: bool) -> Value {
+    let text = |value: &Value| match value {
+        Value::String(text) => text.clone(),
+        Value::Null => "none".to_owned(),
+        other => other.to_string(),
+    };
+    let yes = |value: &Value| if value == true { "yes" } else { "no" };
+    let list = |value: &Value| {
+        let items: Vec<String> = value.as_array().unwrap().iter().map(text).collect();
+        if items.is_empty() {
+            "none".to_owned()
+        } else {
+            items.join(", ")
+        }
+    };
+    let recorded = report["recorded"].as_array().unwrap();
+    let calls: Vec<String> = recorded
+        .iter()
+        .map(|call| {
+            let cancelled = if killed {
+                String::new()
+            } else {
+                format!(", cancelled: {}", yes(&call["cancelled"]))
+            };
+            format!(
+                "call {}: key {}, reply {}, answer {} (ticket {}), reached the client: {}{cancelled}",
+                call["number"],
+                text(&call["operation_key"]),
+                text(&call["fate"]),
+                text(&call["answer"]),
+                text(&call["ticket_id"]),
+                yes(&call["reached_client"]),
+            )
+        })
+        .collect();
+    let same_arguments = recorded
+        .windows(2)
+        .all(|w| w[0]["fields"] == w[1]["fields"]);
+    let intentions: Vec<String> = report["intentions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|intention| {
+            let replan = match intention["possible_replan_of"].as_u64() {
+                Some(earlier) => format!(" (possibly a re-plan of intention {earlier})"),
+                None => String::new(),
+            };
+            format!(
+                "intention {}{replan}: calls {}; keys {}; arguments {}; tickets {}; {}: {}",
+                intention["number"],
+                list(&intention["calls"]),
+                list(&intention["keys"]),
+                if intention["same_arguments"] == true {
+                    "the same"
+                } else {
+                    "changed"
+                },
+                list(&intention["tickets"]),
+                text(&intention["verdict"]),
+                text(&intention["reason"]),
+            )
+        })
+        .collect();
+    // What the model was told, by kind; the texts are in the test's stderr and the README (some
+    // carry a timer's wording that races between two equal timeouts).
+    let model_saw: Vec<&str> = saw
+        .iter()
+        .map(|what| what.split(':').next().unwrap_or_default())
+        .collect();
+    json!({
+        "setting": run.setting,
+        "client_timeout": if run.timeout == "default" { "default".to_owned() } else { format!("{} s", run.timeout) },
+        "schedule": run.schedule.name(),
+        "grader_args": run.schedule.grader_args().join(" "),
+        "scenario": run.scenario,
+        "ended": ended,
+        "model_saw": model_saw.join(", "),
+        "calls": calls,
+        "same_arguments": same_arguments,
+        "sessions": report["sessions"],
+        "clients": list(&report["clients"]),
+        "tickets_in_store": report["tickets_in_store"],
+        "intentions": intentions,
+        "verdict": report["verdict"],
+    })
+}
+
+/// Runs every scenario of `framework` and compares the findings with its `findings.json`;
+/// `LAB_WRITE_FINDINGS=1` rewrites that file first.
+fn check_framework(test: &str, framework: &Framework) {
+    let folder = repository_root()
+        .join("lab/tests/agents")
+        .join(framework.name);
+    let Some(program) = program(test, framework, &folder) else {
+        return;
+    };
+    let mut versions = Value::Null;
+    let mut found_runs = Vec::new();
+    for run in runs(framework) {
+        let (said, finding) = run_one(framework, &program, &folder, &run);
+        assert!(
+            !finding["calls"].as_array().unwrap().is_empty(),
+            "{}: the scripted model never reached create_ticket: {finding:#}",
+            framework.name
+        );
+        if versions.is_null() {
+            versions = said;
+        }
+        found_runs.push(finding);
+    }
+    let found = json!({
+        "framework": framework.name,
+        "versions": versions,
+        "runs": found_runs,
+    });
+    compare_with_the_pinned_findings(&found, &folder.join("findings.json"));
+}
+
+/// Compares `found` with the pinned file run by run, naming the first run that drifted.
+fn compare_with_the_pinned_findings(found: &Value, pinned_path: &Path) {
+    if std::env::var("LAB_WRITE_FINDINGS").as_deref() == Ok("1") {
+        std::fs::write(
+            pinned_path,
+            serde_json::to_string_pretty(found).unwrap() + "\n",
+        )
+        .unwrap();
+    }
+    let pinned: Value = serde_json::from_str(
+        &std::fs::read_to_string(pinned_path)
+            .unwrap_or_else(|e| panic!("{}: {e}", pinned_path.display())),
+    )
+    .unwrap();
+    let advice = format!(
+        "this run drifted from {}; after a deliberate change (a new version, a grader change) \
+         rerun with LAB_WRITE_FINDINGS=1 and review the diff",
+        pinned_path.display()
+    );
+    assert_eq!(found["versions"], pinned["versions"], "{advice}");
+    let (runs, pinned_runs) = (
+        found["runs"].as_array().unwrap(),
+        pinned["runs"].as_array().unwrap(),
+    );
+    let pretty = |value: &Value| serde_json::to_string_pretty(value).unwrap();
+    for (run, pinned_run) in runs.iter().zip(pinned_runs) {
+        assert!(
+            run == pinned_run,
+            "{}, {}, {}, {}: {advice}\nthis run:\n{}\npinned:\n{}",
+            run["setting"],
+            run["client_timeout"],
+            run["schedule"],
+            run["scenario"],
+            pretty(run),
+            pretty(pinned_run)
+        );
+    }
+    assert!(
+        found == &pinned,
+        "{advice}\nthis run:\n{}\npinned:\n{}",
+        pretty(found),
+        pretty(&pinned)
+    );
+}
+
+#[test]
+fn pydantic_ai_keeps_its_pinned_findings_under_lost_and_late_replies() {
+    check_framework(
+        "agents::pydantic_ai_keeps_its_pinned_findings",
+        &PYDANTIC_AI,
+    );
+}
+
+#[test]
+fn openai_agents_keeps_its_pinned_findings_under_lost_and_late_replies() {
+    check_framework(
+        "agents::openai_agents_keeps_its_pinned_findings",
+        &OPENAI_AGENTS,
+    );
+}
+
+#[test]
+fn the_vercel_ai_sdk_keeps_its_pinned_findings_under_lost_and_late_replies() {
+    check_framework(
+        "agents::the_vercel_ai_sdk_keeps_its_pinned_findings",
+        &VERCEL_AI,
+    );
+}
+
+#[test]
+fn langchain_js_keeps_its_pinned_findings_under_lost_and_late_replies() {
+    check_framework(
+        "agents::langchain_js_keeps_its_pinned_findings",
+        &LANGCHAIN_JS,
+    );
+}
