@@ -174,12 +174,9 @@ impl Graded {
         tools
     }
 
-    async fn create(
-        &self,
-        request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        let arguments = request.arguments.clone().unwrap_or_default();
+    /// The journal's record of a call as it arrives: who sent it, in which session, with
+    /// which key and fields.
+    fn arrival(&self, arguments: &JsonObject, context: &RequestContext<RoleServer>) -> Arrival {
         // From `initialize`, or (a client on a protocol version without it) from the
         // request's own `_meta`.
         let client = context
@@ -202,8 +199,7 @@ impl Graded {
                 || self.session.to_string(),
                 |id| format!("{} session {id}", self.session),
             );
-        let leaving = self.grader.leaving(&session);
-        let arrival = Arrival {
+        Arrival {
             session,
             client,
             request_id: serde_json::to_string(&context.id).unwrap_or_default(),
@@ -212,8 +208,18 @@ impl Graded {
                 .and_then(Value::as_str)
                 .map(str::to_owned),
             arguments: Value::Object(arguments.clone()).to_string(),
-            fields: fields_of(&arguments),
-        };
+            fields: fields_of(arguments),
+        }
+    }
+
+    async fn create(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let arguments = request.arguments.clone().unwrap_or_default();
+        let arrival = self.arrival(&arguments, &context);
+        let leaving = self.grader.leaving(&arrival.session);
         let grader = &self.grader;
         let (number, first) = grader
             .journal
