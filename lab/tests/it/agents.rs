@@ -5,9 +5,10 @@
 //! `lab/tests/agents/NAME/` (see its README); every run's findings (how the run ended, what the
 //! model saw, the recorded calls, the verdicts) are compared with `lab/tests/agents/NAME/findings.json`.
 //!
-//! The verdicts of late replies are expected to change with the grader (a reply delivered after
-//! the client gave up is not received): after a deliberate change, rerun with
-//! `LAB_WRITE_FINDINGS=1` and review the diff. Nothing here is tuned to today's verdicts.
+//! The grader judges a late reply by what the client did (a reply sent after the client
+//! cancelled, left its session or called again for the intention is not received), so the late
+//! runs' verdicts rest on how each framework times out. After a deliberate change to a framework's
+//! pin or to the grader, rerun with `LAB_WRITE_FINDINGS=1` and review the diff.
 //!
 //! A framework that is not installed (`LAB_AGENTS_VENV_PYDANTIC_AI`, `LAB_AGENTS_VENV_OPENAI_AGENTS`
 //! naming a venv from the folder's requirements.txt; `npm ci` in the JavaScript folders) is a loud
@@ -55,6 +56,8 @@ struct Framework {
     script: &'static str,
     /// The framework's documented retry option, as the script's SETTING takes it.
     retry_option: &'static str,
+    /// The package whose version names the framework in the book's table.
+    package: &'static str,
 }
 
 const PYDANTIC_AI: Framework = Framework {
@@ -62,6 +65,7 @@ const PYDANTIC_AI: Framework = Framework {
     runtime: Runtime::Venv("LAB_AGENTS_VENV_PYDANTIC_AI"),
     script: "agent.py",
     retry_option: "max_retries=0",
+    package: "pydantic-ai-slim",
 };
 
 const OPENAI_AGENTS: Framework = Framework {
@@ -69,6 +73,7 @@ const OPENAI_AGENTS: Framework = Framework {
     runtime: Runtime::Venv("LAB_AGENTS_VENV_OPENAI_AGENTS"),
     script: "agent.py",
     retry_option: "max_retry_attempts=1",
+    package: "openai-agents",
 };
 
 const VERCEL_AI: Framework = Framework {
@@ -76,6 +81,7 @@ const VERCEL_AI: Framework = Framework {
     runtime: Runtime::Node,
     script: "agent.mjs",
     retry_option: "maxRetries=2",
+    package: "ai",
 };
 
 const LANGCHAIN_JS: Framework = Framework {
@@ -83,6 +89,7 @@ const LANGCHAIN_JS: Framework = Framework {
     runtime: Runtime::Node,
     script: "agent.mjs",
     retry_option: "toolRetryMiddleware:maxRetries=1",
+    package: "langchain",
 };
 
 /// Which replies the grader loses or holds back, and what the host does after the run.
@@ -434,6 +441,91 @@ fn check_framework(test: &str, framework: &Framework) {
         "runs": found_runs,
     });
     compare_with_the_pinned_findings(&found, &folder.join("findings.json"));
+    compare_with_the_book(&book_rows(framework, &found), framework.name);
+}
+
+/// The framework's rows of the book's table "Which agent loops keep the key", from its runs:
+/// for each setting and client timeout, the verdicts under a lost reply and under a late one
+/// (the session kept open), for the model's three scenarios in order (retry with the key,
+/// re-plan with a new key, give up); a scenario a setting did not run is "not run".
+fn book_rows(framework: &Framework, found: &Value) -> String {
+    let version = found["versions"][framework.package]
+        .as_str()
+        .unwrap_or("(no version)");
+    let runs = found["runs"].as_array().unwrap();
+    let mut settings: Vec<(String, String)> = Vec::new();
+    for run in runs {
+        let setting = (
+            run["setting"].as_str().unwrap().to_owned(),
+            run["client_timeout"].as_str().unwrap().to_owned(),
+        );
+        if !settings.contains(&setting) {
+            settings.push(setting);
+        }
+    }
+    let verdicts = |(setting, timeout): &(String, String), schedule: Schedule| {
+        let cells: Vec<String> = SCENARIOS
+            .iter()
+            .map(|scenario| {
+                runs.iter()
+                    .find(|r| {
+                        r["setting"] == setting.as_str()
+                            && r["client_timeout"] == timeout.as_str()
+                            && r["schedule"] == schedule.name()
+                            && r["scenario"] == *scenario
+                    })
+                    .map_or("not run".to_owned(), |r| {
+                        r["verdict"].as_str().unwrap().replace('_', " ")
+                    })
+            })
+            .collect();
+        if cells.iter().all(|c| c == "not run") {
+            "not run".to_owned()
+        } else {
+            cells.join(" / ")
+        }
+    };
+    let rows: Vec<String> = settings
+        .iter()
+        .enumerate()
+        .map(|(index, setting)| {
+            // The framework and its version head its first row only.
+            let named = if index == 0 {
+                format!("{} {version}", framework.name)
+            } else {
+                String::new()
+            };
+            let timeout = if setting.1 == "default" {
+                "its default timeout".to_owned()
+            } else {
+                format!("a {} timeout", setting.1)
+            };
+            format!(
+                "| {named} | `{}`, {timeout} | {} | {} |",
+                setting.0,
+                verdicts(setting, Schedule::Lost),
+                verdicts(setting, Schedule::LateHeld)
+            )
+        })
+        .collect();
+    // No line break at the end: the chapter includes the files one under another, and a blank
+    // line would end its table.
+    rows.join("\n")
+}
+
+/// Compares the framework's rows with `src/mcp/agents-NAME.md`; `LAB_BLESS=1` rewrites it.
+fn compare_with_the_book(rows: &str, name: &str) {
+    let path = repository_root().join(format!("src/mcp/agents-{name}.md"));
+    if std::env::var("LAB_BLESS").as_deref() == Ok("1") {
+        std::fs::write(&path, rows).unwrap();
+    }
+    let shown = std::fs::read_to_string(&path).unwrap_or_default();
+    assert_eq!(
+        shown,
+        rows,
+        "{} differs from the run; rerun with LAB_BLESS=1 and review the diff",
+        path.display()
+    );
 }
 
 /// Compares `found` with the pinned file run by run, naming the first run that drifted.
