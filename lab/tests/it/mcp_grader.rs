@@ -604,31 +604,41 @@ fn http(address: &str, method: &str, session: Option<&str>, body: &str) -> Strin
 /// termination).
 #[test]
 fn over_http_a_delete_while_a_reply_is_held_is_the_client_leaving_and_is_answered_200() {
+    /// Kills the grader when the test ends early (a failed assertion), so no server is left.
+    struct Grader(std::process::Child);
+    impl Drop for Grader {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
     let folder = tempfile::tempdir().unwrap();
     let file = folder.path().join("report.txt");
-    let mut child = Command::new(LAB)
-        .args([
-            "mcp",
-            "--grade-client",
-            "--transport",
-            "http",
-            "--port",
-            "0",
-        ])
-        .args([
-            "--lose-replies",
-            "none",
-            "--delay-replies",
-            "1@3s",
-            "--report",
-        ])
-        .arg(&file)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = Grader(
+        Command::new(LAB)
+            .args([
+                "mcp",
+                "--grade-client",
+                "--transport",
+                "http",
+                "--port",
+                "0",
+            ])
+            .args([
+                "--lose-replies",
+                "none",
+                "--delay-replies",
+                "1@3s",
+                "--report",
+            ])
+            .arg(&file)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     let mut url = String::new();
-    BufReader::new(child.stdout.take().unwrap())
+    BufReader::new(child.0.stdout.take().unwrap())
         .read_line(&mut url)
         .unwrap();
     let address = url
@@ -656,12 +666,12 @@ fn over_http_a_delete_while_a_reply_is_held_is_the_client_leaving_and_is_answere
     let _ = held.join();
     assert!(
         Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
+            .args(["-TERM", &child.0.id().to_string()])
             .status()
             .unwrap()
             .success()
     );
-    assert!(child.wait().unwrap().success());
+    assert!(child.0.wait().unwrap().success());
     let report = std::fs::read_to_string(&file).unwrap();
     assert!(report.contains("replies lost: 0, late: 1"), "{report}");
     assert!(
