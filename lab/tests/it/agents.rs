@@ -530,18 +530,7 @@ fn compare_with_the_book(rows: &str, name: &str) {
 
 /// Compares `found` with the pinned file run by run, naming the first run that drifted.
 fn compare_with_the_pinned_findings(found: &Value, pinned_path: &Path) {
-    if std::env::var("LAB_WRITE_FINDINGS").as_deref() == Ok("1") {
-        std::fs::write(
-            pinned_path,
-            serde_json::to_string_pretty(found).unwrap() + "\n",
-        )
-        .unwrap();
-    }
-    let pinned: Value = serde_json::from_str(
-        &std::fs::read_to_string(pinned_path)
-            .unwrap_or_else(|e| panic!("{}: {e}", pinned_path.display())),
-    )
-    .unwrap();
+    let pinned = crate::check_mcp::pinned_findings(found, pinned_path);
     let advice = format!(
         "this run drifted from {}; after a deliberate change (a new version, a grader change) \
          rerun with LAB_WRITE_FINDINGS=1 and review the diff",

@@ -618,7 +618,9 @@ fn the_official_memory_server_keeps_its_pinned_verdicts() {
 
 /// Compares `found` with the findings file at `pinned_path`; `LAB_WRITE_FINDINGS=1` rewrites it
 /// first.
-pub(crate) fn compare_with_the_pinned_findings(found: &Value, pinned_path: &Path) {
+/// The pinned findings at `pinned_path`, rewritten from `found` first under
+/// `LAB_WRITE_FINDINGS=1`.
+pub(crate) fn pinned_findings(found: &Value, pinned_path: &Path) -> Value {
     if std::env::var("LAB_WRITE_FINDINGS").as_deref() == Ok("1") {
         std::fs::write(
             pinned_path,
@@ -626,11 +628,15 @@ pub(crate) fn compare_with_the_pinned_findings(found: &Value, pinned_path: &Path
         )
         .unwrap();
     }
-    let pinned: Value = serde_json::from_str(
+    serde_json::from_str(
         &std::fs::read_to_string(pinned_path)
             .unwrap_or_else(|e| panic!("{}: {e}", pinned_path.display())),
     )
-    .unwrap();
+    .unwrap()
+}
+
+pub(crate) fn compare_with_the_pinned_findings(found: &Value, pinned_path: &Path) {
+    let pinned = pinned_findings(found, pinned_path);
     assert_eq!(
         found,
         &pinned,
