@@ -254,13 +254,23 @@ fn the_python_sdk_loops_over_streamable_http_get_the_verdicts_they_get_over_stdi
             "{name}: each call names its Mcp-Session-Id"
         );
         // The SDK's notifications/cancelled for a timed-out call reaches the grader over HTTP.
-        assert!(
-            recorded
+        // A loop that reconnects closes the session right after the timeout, and the SDK may
+        // drop the notification's POST when it does (CI saw it): then the session's DELETE,
+        // before the retry arrives, is what tells the grader the client gave up.
+        let reconnects = name.starts_with("reconnect");
+        for lost in recorded.iter().filter(|call| call["fate"] == "lost") {
+            let retry = recorded
                 .iter()
-                .filter(|call| call["fate"] == "lost")
-                .all(|call| call["cancelled"] == true),
-            "{name}: {recorded:#?}"
-        );
+                .find(|call| call["number"].as_u64() > lost["number"].as_u64());
+            let left_before_retry = match (lost["left_ms"].as_u64(), retry) {
+                (Some(left), Some(retry)) => left <= retry["started_ms"].as_u64().unwrap(),
+                _ => false,
+            };
+            assert!(
+                lost["cancelled"] == true || (reconnects && left_before_retry),
+                "{name}: {recorded:#?}"
+            );
+        }
     }
 }
 
