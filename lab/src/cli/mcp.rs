@@ -54,12 +54,22 @@ pub struct McpArgs {
     #[arg(long)]
     pub grade_client: bool,
     /// For --grade-client: the replies to lose: none, or call numbers (1 is the first
-    /// create_ticket call), ranges N-M and first (the first call of every intention), comma-separated
-    #[arg(long, value_name = "SCHEDULE", default_value = "first", requires = "grade_client", value_parser = Calls::parse)]
-    pub lose_replies: Calls,
+    /// create_ticket call), ranges N-M and first (the first call of every intention),
+    /// comma-separated [default: first, or none when another schedule names first]
+    #[arg(long, value_name = "SCHEDULE", requires = "grade_client", value_parser = Calls::parse)]
+    pub lose_replies: Option<Calls>,
     /// For --grade-client: the replies to send late, CALLS@DURATION (first@1500ms, 2,4@2s; at most 60s)
     #[arg(long, value_name = "CALLS@DURATION", requires = "grade_client", value_parser = Delay::parse)]
     pub delay_replies: Option<Delay>,
+    /// For --grade-client: the calls to answer in_progress (as while another call with the
+    /// key runs) after their ticket is made: CALLS as for --lose-replies
+    #[arg(long, value_name = "CALLS", requires = "grade_client", value_parser = Calls::parse)]
+    pub in_progress: Option<Calls>,
+    /// For --grade-client: the calls after which the connection ends instead of a reply, their
+    /// ticket made: over stdio the process exits (start it again on the same --database to go
+    /// on), over http the session is closed; CALLS as for --lose-replies
+    #[arg(long, value_name = "CALLS", requires = "grade_client", value_parser = Calls::parse)]
+    pub drop_connection: Option<Calls>,
     /// For --grade-client: stop after this many create_ticket calls have been answered or lost
     #[arg(long, value_name = "N", requires = "grade_client", value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub calls: Option<u64>,
@@ -140,7 +150,27 @@ fn grade(args: McpArgs) -> lab::Result<()> {
             "--grade-client loses replies itself and lists only the ticket tools: drop --faults and --admin-token",
         ));
     }
-    let schedule = Schedule::new(args.lose_replies, args.delay_replies)
+    let (in_progress, drop) = (
+        args.in_progress.unwrap_or_default(),
+        args.drop_connection.unwrap_or_default(),
+    );
+    // Losing the first reply of every intention is the default, unless another schedule
+    // takes the first calls.
+    let first_taken = [&in_progress, &drop]
+        .iter()
+        .any(|calls| calls.names_first())
+        || args
+            .delay_replies
+            .as_ref()
+            .is_some_and(|delay| delay.calls.names_first());
+    let lose = args.lose_replies.unwrap_or_else(|| {
+        if first_taken {
+            Calls::default()
+        } else {
+            Calls::first()
+        }
+    });
+    let schedule = Schedule::with(lose, args.delay_replies, in_progress, drop)
         .map_err(|problem| bad_arguments(&problem))?;
     let report_file = match &args.report {
         Some(path) => Some(lab::evidence::AtomicFile::create(path)?),

@@ -13,7 +13,9 @@ LOOP is one of:
                     title, and a new key
 
 Each session starts `LAB_BINARY mcp --grade-client --database DATABASE --report REPORT --json`;
-the grader loses the first reply of every intention (its default). With `http` last, the script
+the grader loses the first reply of every intention (its default), or follows the schedule in
+the environment variable GRADER_SCHEDULE (more grader options, split on spaces, such as
+`--in-progress first` or `--drop-connection first`). With `http` last, the script
 starts one grader with `--transport http --port 0` instead, each session is a Streamable HTTP
 session to the URL it printed (a reconnect is a new session on the same server), and at the end
 the script stops the grader with SIGTERM, which writes REPORT. The script prints what it sent
@@ -24,6 +26,7 @@ grade is the grader's to give.
 import asyncio
 import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -39,6 +42,7 @@ HTTP_URL = None
 
 TIMEOUT = 2
 ATTEMPTS = 3
+SCHEDULE = os.environ.get("GRADER_SCHEDULE", "").split()
 
 
 def say(line):
@@ -53,7 +57,7 @@ async def session(lab, database, report):
                 await opened.initialize()
                 yield opened
         return
-    args = ["mcp", "--grade-client", "--database", database, "--report", report, "--json"]
+    args = ["mcp", "--grade-client", "--database", database, "--report", report, "--json", *SCHEDULE]
     params = StdioServerParameters(command=lab, args=args)
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as opened:
@@ -68,6 +72,9 @@ async def create(opened, arguments):
         result = await opened.call_tool("create_ticket", arguments, read_timeout_seconds=TIMEOUT)
     except MCPError as err:
         say(f"<- no answer ({err.error.message})")
+        return None
+    except Exception as err:  # noqa: BLE001: a dropped connection surfaces as what the transport raises
+        say(f"<- no answer ({type(err).__name__}: {err})")
         return None
     say(f"<- {json.dumps(result.structured_content, sort_keys=True)}")
     if result.is_error:
@@ -113,7 +120,7 @@ async def main():
     grader = None
     if sys.argv[5:] == ["http"]:
         args = ["mcp", "--grade-client", "--transport", "http", "--port", "0", "--database", database,
-                "--report", report, "--json"]
+                "--report", report, "--json", *SCHEDULE]
         grader = subprocess.Popen([lab, *args], stdout=subprocess.PIPE, text=True)
         HTTP_URL = grader.stdout.readline().strip()
         say(f"-- grader at {HTTP_URL}")

@@ -26,6 +26,7 @@ mod http_hostile;
 mod http_postgres;
 mod mcp;
 mod mcp_grader;
+mod mcp_grader_faults;
 mod middlewares;
 #[cfg(feature = "model")]
 mod model;

@@ -55,6 +55,17 @@ fn python_loop(test: &str, name: &str) -> Option<Value> {
 /// As [`python_loop`], with the script's transport argument (`["http"]`: one grader over
 /// Streamable HTTP, a session per connection).
 fn python_loop_over(test: &str, name: &str, transport: &[&str]) -> Option<Value> {
+    python_loop_with(test, name, transport, "")
+}
+
+/// As [`python_loop_over`], the grader given `schedule` too (options such as `--in-progress
+/// first`, as the script's GRADER_SCHEDULE takes them).
+pub(crate) fn python_loop_with(
+    test: &str,
+    name: &str,
+    transport: &[&str],
+    schedule: &str,
+) -> Option<Value> {
     let python = python(test)?;
     let folder = tempfile::tempdir().unwrap();
     let database = folder.path().join("graded.sqlite");
@@ -65,6 +76,7 @@ fn python_loop_over(test: &str, name: &str, transport: &[&str]) -> Option<Value>
         .arg(&database)
         .arg(&report)
         .args(transport)
+        .env("GRADER_SCHEDULE", schedule)
         .output()
         .unwrap();
     let transcript = String::from_utf8_lossy(&output.stdout);
@@ -118,7 +130,7 @@ fn compare_summary_with_the_book(report: &Value, name: &str) {
     );
 }
 
-fn verdicts(report: &Value) -> Vec<&str> {
+pub(crate) fn verdicts(report: &Value) -> Vec<&str> {
     report["intentions"]
         .as_array()
         .unwrap()
@@ -321,7 +333,7 @@ fn under_a_replan_the_host_key_keeps_one_ticket_and_the_derived_and_prepared_key
 
 /// Sends `lines` to a grader over raw stdio and returns its stderr and whether it exited 0 by
 /// itself, with stdin still open.
-fn raw_grader(args: &[&str], lines: &[&str]) -> (String, bool, String) {
+pub(crate) fn raw_grader(args: &[&str], lines: &[&str]) -> (String, bool, String) {
     let mut child = Command::new(LAB)
         .args(["mcp", "--grade-client"])
         .args(args)
@@ -349,9 +361,9 @@ fn raw_grader(args: &[&str], lines: &[&str]) -> (String, bool, String) {
     (stderr, status.success(), answers)
 }
 
-const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw-test","version":"1"}}}"#;
-const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
-const CREATE: &str = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"create_ticket","arguments":{"operation_key":"raw-1","title":"Late"}}}"#;
+pub(crate) const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw-test","version":"1"}}}"#;
+pub(crate) const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+pub(crate) const CREATE: &str = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"create_ticket","arguments":{"operation_key":"raw-1","title":"Late"}}}"#;
 
 #[test]
 fn with_calls_one_the_grader_stops_by_itself_and_reports_the_late_reply_it_sent() {
@@ -478,7 +490,7 @@ fn a_reply_that_is_never_lost_or_late_is_reported_as_not_exercised() {
     assert!(report.contains("verdict: NOT EXERCISED"), "{report}");
 }
 
-fn refused(args: &[&str]) -> String {
+pub(crate) fn refused(args: &[&str]) -> String {
     let output = Command::new(LAB).arg("mcp").args(args).output().unwrap();
     assert_eq!(output.status.code(), Some(2), "lab mcp {args:?}");
     assert!(output.stdout.is_empty());
@@ -595,7 +607,7 @@ fn on_sigterm_the_grader_stops_and_writes_the_report_of_the_calls_it_saw() {
 }
 
 /// One HTTP/1.1 request to the grader on loopback: the status line and the whole answer.
-fn http(address: &str, method: &str, session: Option<&str>, body: &str) -> String {
+pub(crate) fn http(address: &str, method: &str, session: Option<&str>, body: &str) -> String {
     use std::io::Read;
     let mut stream = std::net::TcpStream::connect(address).unwrap();
     stream
@@ -615,22 +627,34 @@ fn http(address: &str, method: &str, session: Option<&str>, body: &str) -> Strin
     answer
 }
 
-/// Over Streamable HTTP, a session's DELETE is its client leaving: a reply held for it then is
-/// never received, and the DELETE is answered 200 (the Python SDK logs a 202 as a failed
-/// termination).
-#[test]
-fn over_http_a_delete_while_a_reply_is_held_is_the_client_leaving_and_is_answered_200() {
-    /// Kills the grader when the test ends early (a failed assertion), so no server is left.
-    struct Grader(std::process::Child);
-    impl Drop for Grader {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
+/// Kills the grader when the test ends early (a failed assertion), so no server is left.
+pub(crate) struct HttpGrader(pub(crate) std::process::Child);
+
+impl Drop for HttpGrader {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
-    let folder = tempfile::tempdir().unwrap();
-    let file = folder.path().join("report.txt");
-    let mut child = Grader(
+}
+
+impl HttpGrader {
+    /// Stops the grader with SIGTERM, as a user would, and waits for it to exit 0.
+    pub(crate) fn stop(&mut self) {
+        assert!(
+            Command::new("kill")
+                .args(["-TERM", &self.0.id().to_string()])
+                .status()
+                .unwrap()
+                .success()
+        );
+        assert!(self.0.wait().unwrap().success());
+    }
+}
+
+/// A grader over Streamable HTTP on loopback with `args`, writing its report to `report`, and
+/// one session opened on it by hand: the grader, its address and the session's id.
+pub(crate) fn http_grader(args: &[&str], report: &Path) -> (HttpGrader, String, String) {
+    let mut child = HttpGrader(
         Command::new(LAB)
             .args([
                 "mcp",
@@ -640,14 +664,9 @@ fn over_http_a_delete_while_a_reply_is_held_is_the_client_leaving_and_is_answere
                 "--port",
                 "0",
             ])
-            .args([
-                "--lose-replies",
-                "none",
-                "--delay-replies",
-                "1@3s",
-                "--report",
-            ])
-            .arg(&file)
+            .args(args)
+            .arg("--report")
+            .arg(report)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -672,6 +691,20 @@ fn over_http_a_delete_while_a_reply_is_held_is_the_client_leaving_and_is_answere
         })
         .unwrap_or_else(|| panic!("no session id: {opened}"));
     http(&address, "POST", Some(&session), INITIALIZED);
+    (child, address, session)
+}
+
+/// Over Streamable HTTP, a session's DELETE is its client leaving: a reply held for it then is
+/// never received, and the DELETE is answered 200 (the Python SDK logs a 202 as a failed
+/// termination).
+#[test]
+fn over_http_a_delete_while_a_reply_is_held_is_the_client_leaving_and_is_answered_200() {
+    let folder = tempfile::tempdir().unwrap();
+    let file = folder.path().join("report.txt");
+    let (mut child, address, session) = http_grader(
+        &["--lose-replies", "none", "--delay-replies", "1@3s"],
+        &file,
+    );
     let held = {
         let (address, session) = (address.clone(), session.clone());
         std::thread::spawn(move || http(&address, "POST", Some(&session), CREATE))
@@ -680,14 +713,7 @@ fn over_http_a_delete_while_a_reply_is_held_is_the_client_leaving_and_is_answere
     let deleted = http(&address, "DELETE", Some(&session), "");
     assert!(deleted.starts_with("HTTP/1.1 200"), "{deleted}");
     let _ = held.join();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &child.0.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
-    assert!(child.0.wait().unwrap().success());
+    child.stop();
     let report = std::fs::read_to_string(&file).unwrap();
     assert!(report.contains("replies lost: 0, late: 1"), "{report}");
     assert!(

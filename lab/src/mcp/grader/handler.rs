@@ -35,7 +35,18 @@ pub struct Grader {
     prepared: AtomicU64,
     /// Per session, cancelled when the client shows it has left (stdin closed, its DELETE).
     leaving: Mutex<HashMap<String, CancellationToken>>,
+    /// Per session and JSON-RPC id, cancelled when the client closes the HTTP response stream
+    /// of that request before its reply.
+    streams: Mutex<HashMap<(String, String), CancellationToken>>,
+    /// Per session, how many requests (`tools/list`, `tools/call`) it has sent so far.
+    requests: Mutex<HashMap<String, u64>>,
+    /// Over HTTP, the sessions, so that `--drop-connection` can close one.
+    pub(crate) http_sessions: std::sync::OnceLock<Arc<HttpSessions>>,
 }
+
+/// The HTTP sessions of a grader served over Streamable HTTP.
+pub(crate) type HttpSessions =
+    rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 
 impl Grader {
     pub(crate) fn new(
@@ -53,6 +64,48 @@ impl Grader {
             settled: AtomicU64::new(0),
             prepared: AtomicU64::new(0),
             leaving: Mutex::new(HashMap::new()),
+            streams: Mutex::new(HashMap::new()),
+            requests: Mutex::new(HashMap::new()),
+            http_sessions: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Counts one more request of `session`; returns its number in the session, from 1.
+    fn request(&self, session: &str) -> u64 {
+        let mut requests = self.requests.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = requests.entry(session.to_owned()).or_default();
+        *count += 1;
+        *count
+    }
+
+    /// The token cancelled when the client closes the response stream of request `id` of
+    /// `session` before its reply.
+    fn stream(&self, session: &str, id: &str) -> CancellationToken {
+        self.streams
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry((session.to_owned(), id.to_owned()))
+            .or_default()
+            .clone()
+    }
+
+    fn stream_done(&self, session: &str, id: &str) {
+        self.streams
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&(session.to_owned(), id.to_owned()));
+    }
+
+    /// The client closed the HTTP response stream of request `id` of `session` before the
+    /// stream's end: a reply held for it is not sent.
+    pub(crate) fn stream_closed(&self, session: &str, id: &str) {
+        let token = self
+            .streams
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&(session.to_owned(), id.to_owned()));
+        if let Some(token) = token {
+            token.cancel();
         }
     }
 
@@ -91,6 +144,18 @@ pub struct Graded {
     pub(crate) grader: Arc<Grader>,
     /// The session's name in the journal.
     pub(crate) session: Arc<str>,
+    /// How `--drop-connection` ends this connection.
+    pub(crate) connection: Connection,
+}
+
+/// How the grader ends a connection instead of answering (`--drop-connection`).
+#[derive(Clone)]
+pub enum Connection {
+    /// Cancelling the token ends it: over stdio the grader's stop (the process exits), in
+    /// process the session's own.
+    Token(CancellationToken),
+    /// Over HTTP: the session the request's `Mcp-Session-Id` names is closed.
+    Http,
 }
 
 /// What the tools answered, as the journal keeps it: the answer, the ticket, and whether it
@@ -174,6 +239,39 @@ impl Graded {
         tools
     }
 
+    /// The session a request came in: over HTTP one handler may serve several sessions, and
+    /// the session is the one the client's `Mcp-Session-Id` header names.
+    fn session_of(&self, context: &RequestContext<RoleServer>) -> String {
+        http_session_id(context).map_or_else(
+            || self.session.to_string(),
+            |id| format!("{} session {id}", self.session),
+        )
+    }
+
+    /// Ends this connection without a reply, as `--drop-connection` asks: once the call's
+    /// ticket is committed and recorded.
+    fn drop_connection(&self, context: &RequestContext<RoleServer>) {
+        match &self.connection {
+            Connection::Token(token) => token.cancel(),
+            Connection::Http => {
+                let (Some(sessions), Some(id)) =
+                    (self.grader.http_sessions.get(), http_session_id(context))
+                else {
+                    return;
+                };
+                let (sessions, id) = (
+                    Arc::clone(sessions),
+                    rmcp::transport::streamable_http_server::session::SessionId::from(id),
+                );
+                // Not awaited here: closing the session ends the worker this call runs in.
+                tokio::spawn(async move {
+                    use rmcp::transport::streamable_http_server::session::SessionManager;
+                    let _ = sessions.close_session(&id).await;
+                });
+            }
+        }
+    }
+
     /// The journal's record of a call as it arrives: who sent it, in which session, with
     /// which key and fields.
     fn arrival(&self, arguments: &JsonObject, context: &RequestContext<RoleServer>) -> Arrival {
@@ -188,18 +286,9 @@ impl Graded {
                 || "unknown client".to_owned(),
                 |info| format!("{} {}", info.name, info.version),
             );
-        // Over HTTP one handler may serve several sessions: the session is the one the
-        // client's Mcp-Session-Id header names.
-        let session = context
-            .extensions
-            .get::<axum::http::request::Parts>()
-            .and_then(|parts| parts.headers.get("mcp-session-id"))
-            .and_then(|value| value.to_str().ok())
-            .map_or_else(
-                || self.session.to_string(),
-                |id| format!("{} session {id}", self.session),
-            );
+        let session = self.session_of(context);
         Arrival {
+            request_in_session: self.grader.request(&session),
             session,
             client,
             request_id: serde_json::to_string(&context.id).unwrap_or_default(),
@@ -227,7 +316,9 @@ impl Graded {
             .map_err(|err| ErrorData::internal_error(format!("grader journal: {err}"), None))?;
         let fate = grader.schedule.fate(number, first);
         let cancelled = context.ct.clone();
-        let answer = self.inner.call_tool(request, context).await;
+        let request_id = arrival.request_id.clone();
+        let closed = grader.stream(&arrival.session, &request_id);
+        let answer = self.inner.call_tool(request, context.clone()).await;
         let (said, ticket_id, created) = summarize(&answer);
         let settled = |fate: String, reached_client: bool| Settled {
             fate,
@@ -236,16 +327,36 @@ impl Graded {
             created,
             reached_client,
         };
-        match fate {
+        let replied = match fate {
             Fate::Deliver => {
                 grader.settle(number, &settled("delivered".to_owned(), true));
                 answer
+            }
+            Fate::InProgress => {
+                grader.settle(number, &settled("in progress".to_owned(), false));
+                Ok(crate::mcp::server::tools::in_progress_result(
+                    arrival.operation_key.as_deref().unwrap_or_default(),
+                )
+                .into())
+            }
+            Fate::Drop => {
+                grader.settle(number, &settled("dropped".to_owned(), false));
+                self.drop_connection(&context);
+                // Nothing is ever written for it: the connection's end takes this call with it.
+                std::future::pending::<()>().await;
+                Err(ErrorData::internal_error(
+                    "the connection was dropped",
+                    None,
+                ))
             }
             Fate::Lose => {
                 grader.settle(number, &settled("lost".to_owned(), false));
                 // Never answered: the call waits until the client cancels it or goes away.
                 tokio::select! {
                     () = cancelled.cancelled() => {
+                        let _ = grader.journal.cancelled(number);
+                    }
+                    () = closed.cancelled() => {
                         let _ = grader.journal.cancelled(number);
                     }
                     () = leaving.cancelled() => {}
@@ -270,14 +381,31 @@ impl Graded {
                         let _ = grader.journal.cancelled(number);
                         Err(ErrorData::internal_error("cancelled while the grader held the reply", None))
                     }
+                    () = closed.cancelled() => {
+                        grader.settle(number, &settled(fate, false));
+                        let _ = grader.journal.cancelled(number);
+                        Err(ErrorData::internal_error("the client closed the stream while the grader held the reply", None))
+                    }
                     () = leaving.cancelled() => {
                         grader.settle(number, &settled(fate, false));
                         Err(ErrorData::internal_error("the client left while the grader held the reply", None))
                     }
                 }
             }
-        }
+        };
+        grader.stream_done(&arrival.session, &request_id);
+        replied
     }
+}
+
+/// The `Mcp-Session-Id` of a request that came over HTTP.
+fn http_session_id(context: &RequestContext<RoleServer>) -> Option<String> {
+    context
+        .extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|parts| parts.headers.get("mcp-session-id"))
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_owned)
 }
 
 impl ServerHandler for Graded {
@@ -290,6 +418,7 @@ impl ServerHandler for Graded {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        self.grader.request(&self.session_of(&context));
         let listed = self.inner.list_tools(request, context).await?;
         Ok(ListToolsResult::with_all_items(self.tools(listed.tools)))
     }
@@ -307,6 +436,9 @@ impl ServerHandler for Graded {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        if request.name != contract::CREATE_TICKET {
+            self.grader.request(&self.session_of(&context));
+        }
         match request.name.as_ref() {
             contract::CREATE_TICKET => self.create(request, context).await,
             contract::PREPARE_TICKET if self.grader.key_source == KeySource::Prepare => {

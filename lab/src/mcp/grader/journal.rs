@@ -26,7 +26,8 @@ CREATE TABLE IF NOT EXISTS lab_grader_calls (
     created INTEGER NOT NULL DEFAULT 0,
     reached_client INTEGER NOT NULL DEFAULT 0,
     cancelled INTEGER NOT NULL DEFAULT 0,
-    settled_ms INTEGER
+    settled_ms INTEGER,
+    request_in_session INTEGER
 );
 CREATE TABLE IF NOT EXISTS lab_grader_left (
     session TEXT PRIMARY KEY,
@@ -72,6 +73,25 @@ pub struct Call {
     /// When its session showed that the client had left (stdin closed, the session's DELETE),
     /// if it did.
     pub left_ms: Option<u64>,
+    /// Its number among the requests (`tools/list`, `tools/call`) its session sent, from 1
+    /// (`None` in a journal from before the lab counted them): two calls whose numbers follow
+    /// each other had no other request between them.
+    pub request_in_session: Option<u64>,
+    /// What the report made of it (not in the journal; see [`super::report`]).
+    #[serde(flatten)]
+    pub judged: Judged,
+}
+
+/// What the report made of one call.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Judged {
+    /// Its part in its intention: `first`, `resend`, `retry`, `retry with other arguments`,
+    /// `re-plan` (see [`super::report::Role`]).
+    pub role: String,
+    /// Whether the report judged that its reply reached the client: the grader wrote it, and
+    /// the client had not shown it had stopped waiting (a cancellation, a closed stream, its
+    /// session's end, its next call of the intention).
+    pub received: bool,
 }
 
 /// A new call, before its answer.
@@ -89,6 +109,8 @@ pub struct Arrival {
     pub arguments: String,
     /// As [`Call::fields`].
     pub fields: String,
+    /// As [`Call::request_in_session`].
+    pub request_in_session: u64,
 }
 
 /// How a call ended, as [`Journal::settle`] records it.
@@ -135,15 +157,16 @@ impl Journal {
         let connection = Connection::open(path)?;
         connection.busy_timeout(std::time::Duration::from_secs(10))?;
         connection.execute_batch(SCHEMA)?;
-        // A journal written by an older lab has no settled_ms yet.
-        let has_settled: bool = connection
-            .prepare(
-                "SELECT 1 FROM pragma_table_info('lab_grader_calls') WHERE name = 'settled_ms'",
-            )?
-            .exists([])?;
-        if !has_settled {
-            connection
-                .execute_batch("ALTER TABLE lab_grader_calls ADD COLUMN settled_ms INTEGER")?;
+        // A journal written by an older lab lacks the columns added since.
+        for (column, kind) in [("settled_ms", "INTEGER"), ("request_in_session", "INTEGER")] {
+            let has: bool = connection
+                .prepare("SELECT 1 FROM pragma_table_info('lab_grader_calls') WHERE name = ?1")?
+                .exists([column])?;
+            if !has {
+                connection.execute_batch(&format!(
+                    "ALTER TABLE lab_grader_calls ADD COLUMN {column} {kind}"
+                ))?;
+            }
         }
         Ok(Journal {
             connection: Mutex::new(connection),
@@ -169,8 +192,8 @@ impl Journal {
             .optional()?;
         transaction.execute(
             "INSERT INTO lab_grader_calls \
-             (session, client, request_id, operation_key, arguments, fields, started_ms) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+             (session, client, request_id, operation_key, arguments, fields, started_ms, \
+             request_in_session) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             params![
                 call.session,
                 call.client,
@@ -178,7 +201,8 @@ impl Journal {
                 call.operation_key,
                 call.arguments,
                 call.fields,
-                i64::try_from(now_ms()).unwrap_or(i64::MAX)
+                i64::try_from(now_ms()).unwrap_or(i64::MAX),
+                i64::try_from(call.request_in_session).unwrap_or(i64::MAX)
             ],
         )?;
         let number = transaction.last_insert_rowid();
@@ -244,7 +268,7 @@ impl Journal {
         let mut statement = connection.prepare(
             "SELECT number, c.session, client, request_id, operation_key, arguments, fields, \
              started_ms, fate, answer, ticket_id, created, reached_client, cancelled, \
-             settled_ms, l.left_ms \
+             settled_ms, l.left_ms, request_in_session \
              FROM lab_grader_calls c LEFT JOIN lab_grader_left l ON l.session = c.session \
              ORDER BY number",
         )?;
@@ -270,6 +294,10 @@ impl Journal {
                 left_ms: row
                     .get::<_, Option<i64>>(15)?
                     .map(|ms| u64::try_from(ms).unwrap_or(0)),
+                request_in_session: row
+                    .get::<_, Option<i64>>(16)?
+                    .map(|n| u64::try_from(n).unwrap_or(0)),
+                judged: Judged::default(),
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<Vec<Call>>>()?)

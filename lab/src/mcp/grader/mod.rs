@@ -22,10 +22,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use axum::response::IntoResponse;
 use rmcp::service::RunningService;
 use rmcp::{RoleClient, ServiceExt};
 
-use self::handler::{Graded, Grader};
+use self::handler::{Connection, Graded, Grader};
 use self::journal::Journal;
 pub use self::report::{Report, Verdict};
 pub use self::schedule::{Calls, Delay, Schedule};
@@ -111,11 +112,12 @@ impl ClientGrader {
         &self.database
     }
 
-    fn handler(&self, session: String) -> Result<Graded> {
+    fn handler(&self, session: String, connection: Connection) -> Result<Graded> {
         Ok(Graded {
             inner: server::ticket_tools(&self.options)?,
             grader: Arc::clone(&self.grader),
             session: session.into(),
+            connection,
         })
     }
 
@@ -126,11 +128,19 @@ impl ClientGrader {
     /// As [`ClientGrader::open`]; [`Error::Adapter`] when the handshake fails.
     pub async fn connect(&self) -> Result<RunningService<RoleClient, ()>> {
         let number = self.sessions.fetch_add(1, Ordering::SeqCst) + 1;
-        let handler = self.handler(format!("session {number}"))?;
+        // Cancelled by `--drop-connection`: the server side closes the pipe.
+        let connection = tokio_util::sync::CancellationToken::new();
+        let handler = self.handler(
+            format!("session {number}"),
+            Connection::Token(connection.clone()),
+        )?;
         let (server_side, client_side) = tokio::io::duplex(64 * 1024);
         let (server_read, server_write) = tokio::io::split(server_side);
         tokio::spawn(async move {
-            if let Ok(running) = handler.serve((server_read, server_write)).await {
+            if let Ok(running) = handler
+                .serve_with_ct((server_read, server_write), connection)
+                .await
+            {
                 let _ = running.waiting().await;
             }
         });
@@ -196,15 +206,18 @@ impl ClientGrader {
                 .with_legacy_session_mode(true)
                 .with_json_response(true)
                 .with_cancellation_token(stop.child_token());
+            let sessions = Arc::new(LocalSessionManager::default());
+            let _ = grader.http_sessions.set(Arc::clone(&sessions));
             let service = StreamableHttpService::new(
                 move || {
                     Ok(Graded {
                         inner: tools.clone(),
                         grader: Arc::clone(&grader),
                         session: "http".into(),
+                        connection: Connection::Http,
                     })
                 },
-                Arc::new(LocalSessionManager::default()),
+                sessions,
                 config,
             );
             let router =
@@ -240,7 +253,8 @@ impl ClientGrader {
     /// As [`ClientGrader::open`]; [`Error::Adapter`] when the session fails.
     pub fn serve_stdio(&self) -> Result<Report> {
         let session = format!("process {}", std::process::id());
-        let handler = self.handler(session.clone())?;
+        // `--drop-connection` ends the process: the client must start it again to go on.
+        let handler = self.handler(session.clone(), Connection::Token(self.grader.stop.clone()))?;
         let grader = Arc::clone(&self.grader);
         server::serve_handler_on_stdio(handler, self.grader.stop.clone(), move || {
             grader.left(&session);
@@ -249,25 +263,99 @@ impl ClientGrader {
     }
 }
 
-/// A session's DELETE is its client leaving: recorded before the session ends, so a reply held
-/// for it is not counted as received. The DELETE's success is answered `200`, which clients
-/// expect (the Python SDK logs `202` as a failed termination).
+/// The largest request body the grader reads to find a `tools/call`'s JSON-RPC id.
+const MAX_BODY: usize = 4 * 1024 * 1024;
+
+/// What the client shows over HTTP without an MCP message: a session's DELETE is its client
+/// leaving, recorded before the session ends, so a reply held for it is not counted as
+/// received (its success is answered `200`, which clients expect: the Python SDK logs `202`
+/// as a failed termination); and a `tools/call` whose response stream the client closes
+/// before the stream's end is a call the client stopped waiting for.
 async fn session_end(
     grader: Arc<Grader>,
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
-    let leaving = (request.method() == axum::http::Method::DELETE)
-        .then(|| request.headers().get("mcp-session-id"))
-        .flatten()
+    let session_id = request
+        .headers()
+        .get("mcp-session-id")
         .and_then(|value| value.to_str().ok())
         .map(|id| format!("http session {id}"));
-    if let Some(session) = &leaving {
+    let method = request.method().clone();
+    if method == axum::http::Method::DELETE
+        && let Some(session) = &session_id
+    {
         grader.left(session);
+        let mut response = next.run(request).await;
+        if response.status() == axum::http::StatusCode::ACCEPTED {
+            *response.status_mut() = axum::http::StatusCode::OK;
+        }
+        return response;
     }
-    let mut response = next.run(request).await;
-    if leaving.is_some() && response.status() == axum::http::StatusCode::ACCEPTED {
-        *response.status_mut() = axum::http::StatusCode::OK;
+    let (Some(session), true) = (session_id, method == axum::http::Method::POST) else {
+        return next.run(request).await;
+    };
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY).await else {
+        return axum::http::StatusCode::PAYLOAD_TOO_LARGE.into_response();
+    };
+    let call_id = serde_json::from_slice::<serde_json::Value>(&bytes)
+        .ok()
+        .filter(|message| message["method"] == "tools/call")
+        .and_then(|message| message.get("id").map(serde_json::Value::to_string));
+    let request = axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes));
+    let response = next.run(request).await;
+    match call_id {
+        Some(id) => response.map(|body| {
+            axum::body::Body::new(Watched {
+                body,
+                closed: Some(Box::new(move || grader.stream_closed(&session, &id))),
+            })
+        }),
+        None => response,
     }
-    response
+}
+
+/// A response body that calls `closed` when it is dropped before its end: the client closed
+/// the connection or the stream.
+struct Watched {
+    body: axum::body::Body,
+    closed: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl hyper::body::Body for Watched {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<std::result::Result<hyper::body::Frame<Self::Data>, Self::Error>>>
+    {
+        let polled = std::pin::Pin::new(&mut self.body).poll_frame(cx);
+        if let std::task::Poll::Ready(None) = polled {
+            // The whole stream went out: nothing was cut off.
+            self.closed = None;
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        // A body that knows it is done (a JSON reply) may be dropped without a last poll.
+        if let Some(closed) = self.closed.take()
+            && !hyper::body::Body::is_end_stream(&self.body)
+        {
+            closed();
+        }
+    }
 }

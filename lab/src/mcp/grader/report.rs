@@ -17,7 +17,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use super::journal::Call;
+use super::journal::{Call, Judged};
 use crate::sqlite::StoredTicket;
 
 /// What the report says of one intention.
@@ -65,12 +65,19 @@ pub struct Intention {
     pub lost: usize,
     /// How many of its replies were held back.
     pub delayed: usize,
+    /// How many of its calls were answered `in_progress` after their ticket was made.
+    pub in_progress: usize,
+    /// How many of its calls ended with the connection dropped instead of a reply.
+    pub dropped: usize,
     /// The tickets its calls created.
     pub tickets: Vec<String>,
     /// How many tickets in the store have these fields (from any intention).
     pub tickets_with_these_fields: usize,
     /// Whether a ticket reached the client.
     pub resolved: bool,
+    /// Tickets its calls created that no reply the client received named: effects nobody
+    /// was told of.
+    pub tickets_never_told: Vec<String>,
     /// The intention this one may be a re-plan of.
     pub possible_replan_of: Option<usize>,
     /// The verdict.
@@ -79,6 +86,8 @@ pub struct Intention {
     pub promises: &'static [&'static str],
     /// Why, in a sentence.
     pub reason: String,
+    /// The calls the verdict rests on, each with its part and what became of it.
+    pub rests_on: Vec<String>,
 }
 
 /// The whole report.
@@ -193,6 +202,97 @@ fn key_name(call: &Call) -> String {
         .unwrap_or_else(|| "(none)".to_owned())
 }
 
+/// A call's part in its intention, from the recorded calls alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// The intention's first call.
+    First,
+    /// The previous call of the intention sent again verbatim (the same arguments, byte for
+    /// byte), in the same session, with no other request of the session between them: what a
+    /// framework's own retry does before the model hears of the failure. A model that repeats
+    /// the call word for word without listing tools or calling anything else between looks
+    /// the same.
+    Resend,
+    /// The same key and fields again, after other requests, in another session, or written
+    /// anew: a retry that went through the model (or the host).
+    Retry,
+    /// The same key with other fields.
+    RetryWithOtherArguments,
+    /// A key the intention had not used, for the same fields, before any ticket of it reached
+    /// the client: a re-plan that minted a new key.
+    Replan,
+}
+
+impl Role {
+    /// The word the report uses.
+    pub fn word(self) -> &'static str {
+        match self {
+            Role::First => "first",
+            Role::Resend => "resend",
+            Role::Retry => "retry",
+            Role::RetryWithOtherArguments => "retry with other arguments",
+            Role::Replan => "re-plan",
+        }
+    }
+
+    /// The part of `call`, given the calls of its intention before it.
+    fn of(call: &Call, earlier: &[&Call]) -> Role {
+        let Some(previous) = earlier.last() else {
+            return Role::First;
+        };
+        if !earlier
+            .iter()
+            .any(|other| other.operation_key == call.operation_key)
+        {
+            return Role::Replan;
+        }
+        if call.fields != previous.fields {
+            return Role::RetryWithOtherArguments;
+        }
+        let next_request = match (previous.request_in_session, call.request_in_session) {
+            (Some(before), Some(now)) => now == before + 1,
+            _ => false,
+        };
+        if call.session == previous.session && call.arguments == previous.arguments && next_request
+        {
+            Role::Resend
+        } else {
+            Role::Retry
+        }
+    }
+}
+
+/// What became of one call, for the line of the calls a verdict rests on.
+fn call_summary(call: &Call, judged: Option<&Judged>) -> String {
+    let role = judged.map_or("?", |j| j.role.as_str());
+    let ticket = call.ticket_id.as_deref().unwrap_or("none");
+    let answer = match call.answer.as_str() {
+        "created" => format!("created ticket {ticket}"),
+        "replayed" => format!("replayed ticket {ticket}"),
+        "" => "no answer yet".to_owned(),
+        other => other.to_owned(),
+    };
+    let reply = match call.fate.as_str() {
+        "delivered" => "answered".to_owned(),
+        "lost" => "reply lost".to_owned(),
+        "in progress" => "answered in_progress".to_owned(),
+        "dropped" => "connection dropped".to_owned(),
+        delayed => format!("reply {delayed}"),
+    };
+    let seen = if judged.is_some_and(|j| j.received) {
+        "received"
+    } else if call.cancelled {
+        "not received: the client cancelled it or closed its stream"
+    } else if call.left_ms.is_some_and(|left| left <= sent_at(call)) {
+        "not received: the client had left its session"
+    } else if call.fate == "in progress" {
+        "the client was told in_progress, not the ticket"
+    } else {
+        "not received"
+    };
+    format!("call {} ({role}): {answer}, {reply}, {seen}", call.number)
+}
+
 /// Groups `calls` into intentions and judges each; `tickets` are the store's tickets.
 pub fn grade(calls: &[Call], tickets: &[StoredTicket], key_source: &str, schedule: &str) -> Report {
     let mut groups: Vec<Group> = Vec::new();
@@ -241,11 +341,24 @@ pub fn grade(calls: &[Call], tickets: &[StoredTicket], key_source: &str, schedul
         }
         previous = Some(index);
     }
+    let mut judged: std::collections::HashMap<u64, Judged> = std::collections::HashMap::new();
+    for group in &groups {
+        for (index, call) in group.calls.iter().enumerate() {
+            let earlier = &group.calls[..index];
+            judged.insert(
+                call.number,
+                Judged {
+                    role: Role::of(call, earlier).word().to_owned(),
+                    received: reached(call, &group.calls),
+                },
+            );
+        }
+    }
     let intentions: Vec<Intention> = groups
         .iter()
         .zip(&replan_of)
         .enumerate()
-        .map(|(index, (group, follows))| judge(index + 1, group, *follows, tickets))
+        .map(|(index, (group, follows))| judge(index + 1, group, *follows, tickets, &judged))
         .collect();
     let verdicts: Vec<Verdict> = intentions.iter().map(|i| i.verdict).collect();
     let verdict = if verdicts.contains(&Verdict::Fail) {
@@ -269,7 +382,13 @@ pub fn grade(calls: &[Call], tickets: &[StoredTicket], key_source: &str, schedul
         intentions_told_apart_by: TOLD_APART_BY.to_owned(),
         intentions,
         verdict,
-        recorded: calls.to_vec(),
+        recorded: calls
+            .iter()
+            .map(|call| Call {
+                judged: judged.remove(&call.number).unwrap_or_default(),
+                ..call.clone()
+            })
+            .collect(),
         cannot_know: CANNOT_KNOW.map(str::to_owned).to_vec(),
     }
 }
@@ -279,6 +398,7 @@ fn judge(
     group: &Group,
     follows: Option<usize>,
     tickets: &[StoredTicket],
+    judged: &std::collections::HashMap<u64, Judged>,
 ) -> Intention {
     let fields = group
         .calls
@@ -307,21 +427,44 @@ fn judge(
             .iter()
             .filter(|c| c.fate.starts_with("delayed"))
             .count(),
+        in_progress: group
+            .calls
+            .iter()
+            .filter(|c| c.fate == "in progress")
+            .count(),
+        dropped: group.calls.iter().filter(|c| c.fate == "dropped").count(),
+        tickets_never_told: created
+            .iter()
+            .filter(|id| {
+                !group.calls.iter().any(|call| {
+                    call.ticket_id.as_ref() == Some(*id)
+                        && judged.get(&call.number).is_some_and(|j| j.received)
+                })
+            })
+            .cloned()
+            .collect(),
         tickets: created,
         resolved: group.resolved(),
         possible_replan_of: follows.map(|index| index + 1),
         verdict: Verdict::NotExercised,
         promises: &[],
         reason: String::new(),
+        rests_on: Vec::new(),
     };
-    (intention.verdict, intention.reason) = verdict(&intention);
+    (intention.verdict, intention.reason) = verdict(&intention, group);
+    intention.rests_on = group
+        .calls
+        .iter()
+        .filter(|call| rests_on(intention.verdict, call, judged.get(&call.number)))
+        .map(|call| call_summary(call, judged.get(&call.number)))
+        .collect();
     intention.promises =
         crate::contract::promises_of(crate::contract::Checker::Grader, intention.verdict.word());
     intention
 }
 
 /// An intention's verdict and its reason, from what its calls did (the first rule that applies).
-fn verdict(intention: &Intention) -> (Verdict, String) {
+fn verdict(intention: &Intention, group: &Group) -> (Verdict, String) {
     let (created, keys) = (&intention.tickets, &intention.keys);
     if created.len() > 1 {
         (
@@ -348,10 +491,11 @@ fn verdict(intention: &Intention) -> (Verdict, String) {
         (
             Verdict::Unresolved,
             format!(
-                "no answer with a ticket reached the client and it did not ask again with its key: {ticket}"
+                "no answer with a ticket reached the client and it did not ask again with its key: {ticket}; {}",
+                how_it_stopped(group)
             ),
         )
-    } else if intention.lost + intention.delayed == 0 {
+    } else if intention.lost + intention.delayed + intention.in_progress + intention.dropped == 0 {
         (
             Verdict::NotExercised,
             "no reply of it was lost or late, so its retry was not tested".to_owned(),
@@ -375,6 +519,44 @@ fn verdict(intention: &Intention) -> (Verdict, String) {
     }
 }
 
+/// How the client stopped, for an intention no ticket of which reached it: from its last call.
+fn how_it_stopped(group: &Group) -> String {
+    let Some(last) = group.calls.last() else {
+        return "it sent nothing".to_owned();
+    };
+    let number = last.number;
+    if last.cancelled {
+        format!(
+            "call {number} timed out at the client, which cancelled it or closed its stream: \
+             whatever it reported was a failure"
+        )
+    } else if last.fate == "in progress" {
+        format!("call {number} was answered in_progress and the client never asked again")
+    } else if last.fate == "dropped" {
+        format!(
+            "the connection dropped after call {number} and the client never came back with its key"
+        )
+    } else if last.left_ms.is_some_and(|left| left <= sent_at(last)) {
+        format!("the client left its session while call {number} waited, without a word")
+    } else {
+        format!("call {number} got no ticket and the client stopped, without a sign")
+    }
+}
+
+/// Whether the verdict rests on `call`: a PASS on the calls whose reply was kept from the
+/// client and the ones that told it the ticket; a FAIL on the calls that made tickets or
+/// brought a new key; an UNRESOLVED on the calls that made a ticket and the last one; a NOT
+/// EXERCISED on every call.
+fn rests_on(verdict: Verdict, call: &Call, judged: Option<&Judged>) -> bool {
+    let role = judged.map_or("", |j| j.role.as_str());
+    let received = judged.is_some_and(|j| j.received);
+    match verdict {
+        Verdict::Pass => !received || call.ticket_id.is_some(),
+        Verdict::Fail => call.created || role == Role::Replan.word() || role == "first",
+        Verdict::Unresolved | Verdict::NotExercised => true,
+    }
+}
+
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
@@ -387,7 +569,7 @@ impl fmt::Display for Report {
         for intention in &self.intentions {
             writeln!(f, "intention {}: {}", intention.number, intention.fields)?;
             let calls: Vec<String> = intention.calls.iter().map(u64::to_string).collect();
-            writeln!(
+            write!(
                 f,
                 "  calls: {} (call {}); replies lost: {}, late: {}",
                 intention.calls.len(),
@@ -395,6 +577,13 @@ impl fmt::Display for Report {
                 intention.lost,
                 intention.delayed
             )?;
+            if intention.in_progress > 0 {
+                write!(f, ", answered in_progress: {}", intention.in_progress)?;
+            }
+            if intention.dropped > 0 {
+                write!(f, ", connection dropped: {}", intention.dropped)?;
+            }
+            writeln!(f)?;
             let keys: Vec<String> = intention.keys.iter().map(|k| format!("{k:?}")).collect();
             writeln!(
                 f,
@@ -423,6 +612,13 @@ impl fmt::Display for Report {
                     "  began right after intention {earlier} went unanswered: possibly its re-plan"
                 )?;
             }
+            if !intention.tickets_never_told.is_empty() {
+                writeln!(
+                    f,
+                    "  tickets the client was never told of: {}",
+                    intention.tickets_never_told.join(", ")
+                )?;
+            }
             writeln!(
                 f,
                 "  verdict: {} {}: {}",
@@ -430,6 +626,9 @@ impl fmt::Display for Report {
                 crate::contract::label(crate::contract::Checker::Grader, intention.verdict.word()),
                 intention.reason
             )?;
+            for call in &intention.rests_on {
+                writeln!(f, "    rests on {call}")?;
+            }
         }
         writeln!(f, "tickets in the store: {}", self.tickets_in_store)?;
         writeln!(f, "verdict: {}", self.verdict.word())?;
@@ -464,13 +663,15 @@ mod tests {
             // One call a second, each answered ten milliseconds after it arrived.
             started_ms: number * 1000 - 10,
             fate: fate.to_owned(),
-            answer: String::new(),
+            answer: if created { "created" } else { "replayed" }.to_owned(),
             ticket_id: Some(ticket.to_string()),
             created,
             reached_client: fate != "lost",
             cancelled: fate == "lost",
             settled_ms: Some(number * 1000),
             left_ms: None,
+            request_in_session: Some(number),
+            judged: Judged::default(),
         }
     }
 
@@ -626,5 +827,77 @@ mod tests {
         assert_eq!(report.intentions[0].verdict, Verdict::Unresolved);
         assert_eq!(report.intentions[1].possible_replan_of, Some(1));
         assert_eq!(report.verdict, Verdict::Unresolved);
+    }
+
+    #[test]
+    fn a_repeat_with_nothing_between_is_a_resend_and_one_after_other_requests_a_retry() {
+        let fields = "{\"title\":\"x\"}";
+        let same = |number, request| Call {
+            arguments: "{\"operation_key\":\"a\",\"title\":\"x\"}".to_owned(),
+            request_in_session: Some(request),
+            ..call(number, Some("a"), fields, "lost", 1, number == 1)
+        };
+        let roles = |calls: &[Call]| -> Vec<String> {
+            grade(calls, &[], "host", "")
+                .recorded
+                .into_iter()
+                .map(|call| call.judged.role)
+                .collect()
+        };
+        // Requests 1 and 2 of one session: nothing between them.
+        assert_eq!(roles(&[same(1, 1), same(2, 2)]), ["first", "resend"]);
+        // A tools/list (request 2) between them: the model had a turn.
+        assert_eq!(roles(&[same(1, 1), same(2, 3)]), ["first", "retry"]);
+        // Another session: a reconnect, then the call again.
+        let other = Call {
+            session: "t".to_owned(),
+            ..same(2, 2)
+        };
+        assert_eq!(roles(&[same(1, 1), other]), ["first", "retry"]);
+        // The same key and fields written anew (another order of the arguments).
+        let rewritten = Call {
+            arguments: "{\"title\":\"x\",\"operation_key\":\"a\"}".to_owned(),
+            ..same(2, 2)
+        };
+        assert_eq!(roles(&[same(1, 1), rewritten]), ["first", "retry"]);
+        // A new key for the same fields, and the same key with other fields.
+        let replan = call(2, Some("b"), fields, "delivered", 2, true);
+        assert_eq!(roles(&[same(1, 1), replan]), ["first", "re-plan"]);
+        let reworded = call(2, Some("a"), "{\"title\":\"y\"}", "delivered", 1, false);
+        assert_eq!(
+            roles(&[same(1, 1), reworded]),
+            ["first", "retry with other arguments"]
+        );
+    }
+
+    #[test]
+    fn a_verdict_names_its_calls_and_the_tickets_nobody_was_told_of() {
+        let fields = "{\"title\":\"x\"}";
+        let calls = [
+            call(1, Some("a"), fields, "lost", 1, true),
+            call(2, Some("b"), fields, "delivered", 2, true),
+        ];
+        let report = grade(&calls, &[], "host", "");
+        let intention = &report.intentions[0];
+        assert_eq!(intention.verdict, Verdict::Fail);
+        assert_eq!(intention.tickets_never_told, ["1"]);
+        assert_eq!(
+            intention.rests_on,
+            [
+                "call 1 (first): created ticket 1, reply lost, not received: the client cancelled it or closed its stream",
+                "call 2 (re-plan): created ticket 2, answered, received",
+            ]
+        );
+        assert!(report.recorded[1].judged.received);
+        assert!(!report.recorded[0].judged.received);
+        // Given up after its timeout: the report says how it stopped.
+        let report = grade(&calls[..1], &[], "host", "");
+        assert!(
+            report.intentions[0]
+                .reason
+                .ends_with("call 1 timed out at the client, which cancelled it or closed its stream: whatever it reported was a failure"),
+            "{report}"
+        );
+        assert!(report.to_string().contains("tickets the client was never told of: 1"));
     }
 }

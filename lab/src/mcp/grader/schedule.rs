@@ -1,4 +1,6 @@
-//! Which replies the grader loses or holds back: `--lose-replies` and `--delay-replies`.
+//! Which replies the grader loses, holds back, answers as still in progress, or ends the
+//! connection instead of sending: `--lose-replies`, `--delay-replies`, `--in-progress` and
+//! `--drop-connection`.
 //!
 //! Calls are numbered by arrival: the first `create_ticket` call the grader sees is call 1,
 //! counted across every session and every process that shares the grader's database. A
@@ -28,6 +30,19 @@ impl Calls {
     /// Whether call `number`, the first of its intention or not, is in the set.
     pub fn contains(&self, number: u64, first_of_intention: bool) -> bool {
         self.numbers.contains(&number) || (self.first_of_each && first_of_intention)
+    }
+
+    /// The first call of every intention.
+    pub fn first() -> Calls {
+        Calls {
+            numbers: BTreeSet::new(),
+            first_of_each: true,
+        }
+    }
+
+    /// Whether the set names `first`.
+    pub fn names_first(&self) -> bool {
+        self.first_of_each
     }
 
     /// Whether the set names no call.
@@ -143,47 +158,100 @@ pub enum Fate {
     Lose,
     /// Runs the call and sends its answer this much later, unless the client cancels first.
     Delay(Duration),
+    /// Runs the call (its ticket is committed) and answers the contract's `in_progress`
+    /// error instead, as a service does while another call with the key is still running:
+    /// only a retry with the same key learns the ticket.
+    InProgress,
+    /// Runs the call (its ticket is committed) and ends the connection instead of answering:
+    /// over stdio the grader's process exits (a client must start it again, on the same
+    /// `--database`, to go on), over HTTP the session is closed (its next request is told
+    /// 404 and the client must open a new one), in process the pipe is closed.
+    Drop,
 }
 
-/// Both schedules.
+/// Every schedule.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Schedule {
     /// The calls whose reply is lost.
     pub lose: Calls,
     /// The calls whose reply is late.
     pub delay: Option<Delay>,
+    /// The calls answered `in_progress` after their ticket was made.
+    pub in_progress: Calls,
+    /// The calls after which the connection ends.
+    pub drop: Calls,
 }
 
 impl Schedule {
-    /// Both schedules, refused when one call would be both lost and delayed.
+    /// Replies lost and delayed, refused when one call would be both.
     ///
     /// # Errors
     /// A message naming the overlap.
     pub fn new(lose: Calls, delay: Option<Delay>) -> Result<Schedule, String> {
-        if let Some(delay) = &delay {
-            if lose.first_of_each && delay.calls.first_of_each {
-                return Err("--lose-replies and --delay-replies both name first".to_owned());
-            }
-            if let Some(both) = lose.numbers.intersection(&delay.calls.numbers).next() {
-                return Err(format!(
-                    "call {both} is in both --lose-replies and --delay-replies"
-                ));
-            }
-        }
-        Ok(Schedule { lose, delay })
+        Schedule::with(lose, delay, Calls::default(), Calls::default())
     }
 
-    /// The fate of call `number`.
-    pub fn fate(&self, number: u64, first_of_intention: bool) -> Fate {
-        if self.lose.contains(number, first_of_intention) {
-            return Fate::Lose;
-        }
-        match &self.delay {
-            Some(delay) if delay.calls.contains(number, first_of_intention) => {
-                Fate::Delay(delay.by)
+    /// Every schedule, refused when one call would be in two of them; the messages name the
+    /// options of `lab mcp --grade-client`.
+    ///
+    /// # Errors
+    /// A message naming the overlap.
+    pub fn with(
+        lose: Calls,
+        delay: Option<Delay>,
+        in_progress: Calls,
+        drop: Calls,
+    ) -> Result<Schedule, String> {
+        let empty = Calls::default();
+        let named = [
+            ("--lose-replies", &lose),
+            (
+                "--delay-replies",
+                delay.as_ref().map_or(&empty, |d| &d.calls),
+            ),
+            ("--in-progress", &in_progress),
+            ("--drop-connection", &drop),
+        ];
+        for (index, (one, calls)) in named.iter().enumerate() {
+            for (other, others) in &named[index + 1..] {
+                if calls.first_of_each && others.first_of_each {
+                    return Err(format!("{one} and {other} both name first"));
+                }
+                if let Some(both) = calls.numbers.intersection(&others.numbers).next() {
+                    return Err(format!("call {both} is in both {one} and {other}"));
+                }
             }
-            _ => Fate::Deliver,
         }
+        Ok(Schedule {
+            lose,
+            delay,
+            in_progress,
+            drop,
+        })
+    }
+
+    /// The fate of call `number`: a numbered schedule before `first`, so that `--lose-replies
+    /// first --in-progress 3` answers call 3 in progress even when it begins an intention.
+    pub fn fate(&self, number: u64, first_of_intention: bool) -> Fate {
+        let delay = self.delay.as_ref();
+        let fates = [
+            (Some(&self.lose), Fate::Lose),
+            (
+                delay.map(|d| &d.calls),
+                Fate::Delay(delay.map_or(Duration::ZERO, |d| d.by)),
+            ),
+            (Some(&self.in_progress), Fate::InProgress),
+            (Some(&self.drop), Fate::Drop),
+        ];
+        let chosen = fates
+            .iter()
+            .find(|(calls, _)| calls.is_some_and(|c| c.numbers.contains(&number)))
+            .or_else(|| {
+                fates
+                    .iter()
+                    .find(|(calls, _)| calls.is_some_and(|c| c.first_of_each && first_of_intention))
+            });
+        chosen.map_or(Fate::Deliver, |(_, fate)| *fate)
     }
 }
 
@@ -191,9 +259,17 @@ impl fmt::Display for Schedule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "replies lost: {}", self.lose)?;
         match &self.delay {
-            Some(delay) => write!(f, "; delayed by {:?}: {}", delay.by, delay.calls),
-            None => f.write_str("; delayed: none"),
+            Some(delay) => write!(f, "; delayed by {:?}: {}", delay.by, delay.calls)?,
+            None => f.write_str("; delayed: none")?,
         }
+        // Named only when used, so a report of the first two schedules reads as it always did.
+        if !self.in_progress.is_empty() {
+            write!(f, "; answered in progress: {}", self.in_progress)?;
+        }
+        if !self.drop.is_empty() {
+            write!(f, "; connection dropped after: {}", self.drop)?;
+        }
+        Ok(())
     }
 }
 
@@ -248,5 +324,37 @@ mod tests {
         assert_eq!(schedule.fate(1, true), Fate::Lose);
         assert_eq!(schedule.fate(3, true), Fate::Delay(Duration::from_secs(1)));
         assert_eq!(schedule.fate(3, false), Fate::Deliver);
+    }
+
+    #[test]
+    fn in_progress_and_dropped_calls_are_refused_in_two_schedules_and_numbers_come_before_first() {
+        let calls = |text| Calls::parse(text).unwrap();
+        let err =
+            Schedule::with(calls("first"), None, calls("first"), Calls::default()).unwrap_err();
+        assert_eq!(err, "--lose-replies and --in-progress both name first");
+        let err = Schedule::with(calls("none"), None, calls("2-3"), calls("3")).unwrap_err();
+        assert_eq!(err, "call 3 is in both --in-progress and --drop-connection");
+        let err = Schedule::with(
+            calls("none"),
+            Some(Delay::parse("4@1s").unwrap()),
+            Calls::default(),
+            calls("4"),
+        )
+        .unwrap_err();
+        assert_eq!(
+            err,
+            "call 4 is in both --delay-replies and --drop-connection"
+        );
+        let schedule = Schedule::with(calls("first"), None, calls("3"), calls("5")).unwrap();
+        assert_eq!(schedule.fate(1, true), Fate::Lose);
+        assert_eq!(schedule.fate(3, true), Fate::InProgress);
+        assert_eq!(schedule.fate(5, false), Fate::Drop);
+        assert_eq!(schedule.fate(6, false), Fate::Deliver);
+        assert_eq!(
+            schedule.to_string(),
+            "replies lost: first; delayed: none; answered in progress: 3; connection dropped after: 5"
+        );
+        let old = Schedule::new(calls("first"), None).unwrap();
+        assert_eq!(old.to_string(), "replies lost: first; delayed: none");
     }
 }

@@ -11,7 +11,7 @@
 
 mod stdio;
 mod streamable;
-mod tools;
+pub(crate) mod tools;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -407,17 +407,22 @@ fn created_result(id: &TicketId, replayed: bool) -> CallToolResult {
     CallToolResult::structured(json!({"ticket_id": id, "replayed": replayed}))
 }
 
+/// The tool result for a create whose key another call is still processing: the contract's
+/// `in_progress` code and what to do.
+pub(crate) fn in_progress_result(key: &str) -> CallToolResult {
+    failure(
+        code::IN_PROGRESS,
+        &format!(
+            "another call with operation_key {key:?} is still being processed; retry the same \
+             call shortly"
+        ),
+    )
+}
+
 /// The tool result for a refused create: the contract's code and what to do.
 fn refused(refusal: Refusal) -> CallToolResult {
     match refusal {
-        Refusal::InProgress { key } => failure(
-            code::IN_PROGRESS,
-            &format!(
-                "another call with operation_key {:?} is still being processed; retry the same \
-                 call shortly",
-                key.as_str()
-            ),
-        ),
+        Refusal::InProgress { key } => in_progress_result(key.as_str()),
         Refusal::Expired { key } => failure(
             code::EXPIRED,
             &format!(
