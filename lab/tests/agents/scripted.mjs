@@ -6,7 +6,8 @@
 // SCENARIO (on a failed or timed-out create_ticket): retry-same-key, replan-new-key or give-up.
 // TIMEOUT: the client's per-call timeout in seconds, or `default`. SETTING: `default` or the
 // framework's retry option. Observations go to stderr; stdout is JSON lines, one event each
-// (`start` with the versions, `saw` per model turn, `ended`), written as they happen.
+// (`start` with the versions, `saw` per model turn, `call` per create_ticket the model asks for,
+// `ended`), written as they happen.
 // AGENT_HOLD_SECONDS (default 0): how long the host keeps the MCP session open after the run.
 
 export const SCENARIOS = ['retry-same-key', 'replan-new-key', 'give-up'];
@@ -73,6 +74,7 @@ export class Script {
     this.calls += 1;
     const args = this.arguments();
     log('model calls create_ticket', JSON.stringify(args));
+    emit({ event: 'call', key: args.operation_key });
     return ['call', args];
   }
 

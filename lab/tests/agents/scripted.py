@@ -17,7 +17,8 @@ seconds, or `default` for the framework's own; SETTING is `default` or the frame
 option (each script says which it takes). The model's observations go to stderr with a time
 stamp. stdout is JSON lines, one event each, written as it happens (so a run the test has to kill
 still says what it did): `start` (the framework and its installed versions), `saw` (what the
-model was shown, each turn), `ended` (how the run ended). lab/tests/it/agents.rs reads them.
+model was shown, each turn), `call` (each create_ticket call the model asked for: what the
+framework sent beyond these it sent by itself), `ended` (how the run ended). lab/tests/it/agents.rs reads them.
 
 AGENT_HOLD_SECONDS (default 0) is how long the host keeps the MCP session open after the agent's
 run has ended, as a long-lived host does: a reply the grader holds back is then delivered into a
@@ -94,6 +95,7 @@ class Script:
         self.calls += 1
         arguments = self.arguments()
         log("model calls create_ticket", json.dumps(arguments))
+        emit({"event": "call", "key": arguments["operation_key"]})
         return ("call", arguments)
 
     def answer(self, text):

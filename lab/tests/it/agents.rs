@@ -1,6 +1,7 @@
 //! Real agent frameworks against `lab mcp --grade-client`: each framework's own MCP client,
 //! driven by a scripted model through the framework's own test or function model facility (no
-//! hosted model, no network), under a lost reply and a late one, with the framework's default
+//! hosted model, no network), under a lost reply, a late one, an `in_progress` answer and a
+//! dropped connection, with the framework's default
 //! retry behaviour and its documented retry option. The scripts and their pins are in
 //! `lab/tests/agents/NAME/` (see its README); every run's findings (how the run ended, what the
 //! model saw, the recorded calls, the verdicts) are compared with `lab/tests/agents/NAME/findings.json`.
@@ -101,6 +102,11 @@ enum Schedule {
     LateHeld,
     /// The first call's reply comes 4 s late; the host closes the session when the run ends.
     LateClosed,
+    /// The first call makes its ticket and is answered `in_progress`.
+    InProgress,
+    /// The first call makes its ticket, then the grader's process exits (over stdio, the
+    /// connection drops).
+    Dropped,
 }
 
 impl Schedule {
@@ -109,6 +115,8 @@ impl Schedule {
             Schedule::Lost => "lost reply",
             Schedule::LateHeld => "late reply, session kept open",
             Schedule::LateClosed => "late reply, session closed after the run",
+            Schedule::InProgress => "in_progress answer",
+            Schedule::Dropped => "connection dropped",
         }
     }
 
@@ -118,13 +126,15 @@ impl Schedule {
             Schedule::LateHeld | Schedule::LateClosed => {
                 &["--lose-replies", "none", "--delay-replies", LATE]
             }
+            Schedule::InProgress => &["--in-progress", "first"],
+            Schedule::Dropped => &["--drop-connection", "first"],
         }
     }
 
     fn hold(self) -> &'static str {
         match self {
             Schedule::LateHeld => HOLD,
-            Schedule::Lost | Schedule::LateClosed => "0",
+            Schedule::Lost | Schedule::LateClosed | Schedule::InProgress | Schedule::Dropped => "0",
         }
     }
 }
@@ -139,13 +149,21 @@ struct Run {
     scenario: &'static str,
 }
 
-/// Every run of a framework: both schedules and every scenario with the short timeout, under the
-/// default setting and the retry option; a late reply cut off by the close (give-up); and the
-/// framework's default timeout under a lost reply.
+/// The schedules every scenario runs under, with the short timeout, in both settings.
+const SCHEDULES: [Schedule; 4] = [
+    Schedule::Lost,
+    Schedule::LateHeld,
+    Schedule::InProgress,
+    Schedule::Dropped,
+];
+
+/// Every run of a framework: every schedule and every scenario with the short timeout, under
+/// the default setting and the retry option; a late reply cut off by the close (give-up); and
+/// the framework's default timeout under a lost reply.
 fn runs(framework: &Framework) -> Vec<Run> {
     let mut runs = Vec::new();
     for setting in ["default", framework.retry_option] {
-        for schedule in [Schedule::Lost, Schedule::LateHeld] {
+        for schedule in SCHEDULES {
             for scenario in SCENARIOS {
                 runs.push(Run {
                     setting,
@@ -229,10 +247,12 @@ fn wait_for_report(path: &Path) -> Value {
     }
 }
 
-/// What the script said on stdout: its versions, what the model saw, how the run ended.
+/// What the script said on stdout: its versions, what the model saw, how many create_ticket
+/// calls the model asked for, how the run ended.
 struct Said {
     versions: Value,
     saw: Vec<String>,
+    model_calls: usize,
     ended: Option<String>,
 }
 
@@ -240,6 +260,7 @@ fn read_events(stdout: &str) -> Said {
     let mut said = Said {
         versions: Value::Null,
         saw: Vec::new(),
+        model_calls: 0,
         ended: None,
     };
     for line in stdout.lines().filter(|line| line.starts_with('{')) {
@@ -247,6 +268,7 @@ fn read_events(stdout: &str) -> Said {
         match event["event"].as_str() {
             Some("start") => said.versions = event["versions"].clone(),
             Some("saw") => said.saw.push(event["what"].as_str().unwrap().to_owned()),
+            Some("call") => said.model_calls += 1,
             Some("ended") => said.ended = Some(event["ended"].as_str().unwrap().to_owned()),
             _ => panic!("an event the test does not know: {line}"),
         }
@@ -302,7 +324,8 @@ fn run_one(framework: &Framework, program: &Path, folder: &Path, run: &Run) -> (
         (None, false) => panic!("the script exited 0 without an `ended` event:\n{stderr}"),
     };
     let report = wait_for_report(&report_path);
-    let finding = finding(run, &ended, &said.saw, &report, killed);
+    let finding = finding(run, &ended, &said, &report, killed);
+    roles_agree_with_the_model(framework, run, &said, &report);
     stderr_line(&format!(
         "{} | {} | timeout {} | {} | {} | {:.1} s | {} | {}",
         framework.name,
@@ -325,7 +348,8 @@ fn run_one(framework: &Framework, program: &Path, folder: &Path, run: &Run) -> (
 /// per recorded call and per intention, so that a drift reads as a short diff. After a run the
 /// test had to end (`killed`), whether a pending call shows as cancelled is left out: a client
 /// killed without a word leaves the grader at stdin's end, where that record races the report.
-fn finding(run: &Run, ended: &str, saw: &[String], report: &Value, killed: bool) -> Value {
+fn finding(run: &Run, ended: &str, said: &Said, report: &Value, killed: bool) -> Value {
+    let saw = &said.saw;
     let text = |value: &Value| match value {
         Value::String(text) => text.clone(),
         Value::Null => "none".to_owned(),
@@ -350,13 +374,14 @@ fn finding(run: &Run, ended: &str, saw: &[String], report: &Value, killed: bool)
                 format!(", cancelled: {}", yes(&call["cancelled"]))
             };
             format!(
-                "call {}: key {}, reply {}, answer {} (ticket {}), reached the client: {}{cancelled}",
+                "call {} ({}): key {}, reply {}, answer {} (ticket {}), received: {}{cancelled}",
                 call["number"],
+                text(&call["role"]),
                 text(&call["operation_key"]),
                 text(&call["fate"]),
                 text(&call["answer"]),
                 text(&call["ticket_id"]),
-                yes(&call["reached_client"]),
+                yes(&call["received"]),
             )
         })
         .collect();
@@ -402,6 +427,7 @@ fn finding(run: &Run, ended: &str, saw: &[String], report: &Value, killed: bool)
         "scenario": run.scenario,
         "ended": ended,
         "model_saw": model_saw.join(", "),
+        "model_asked_for": said.model_calls,
         "calls": calls,
         "same_arguments": same_arguments,
         "sessions": report["sessions"],
@@ -410,6 +436,37 @@ fn finding(run: &Run, ended: &str, saw: &[String], report: &Value, killed: bool)
         "intentions": intentions,
         "verdict": report["verdict"],
     })
+}
+
+/// The grader's roles, held against what the scripted model knows: every call the framework
+/// sent beyond the ones the model asked for is its own resend, and the grader, seeing the
+/// same bytes again with nothing between, must say `resend` (never `retry` or `re-plan`);
+/// a call the model asked for with a new key is a `re-plan`. (The other way does not hold,
+/// and the report says so: a model that repeats a call word for word with no request between
+/// looks like a resend.)
+fn roles_agree_with_the_model(framework: &Framework, run: &Run, said: &Said, report: &Value) {
+    let recorded = report["recorded"].as_array().unwrap();
+    let roles: Vec<&str> = recorded
+        .iter()
+        .map(|call| call["role"].as_str().unwrap())
+        .collect();
+    let count = |role: &str| roles.iter().filter(|r| **r == role).count();
+    let by_framework = recorded.len().saturating_sub(said.model_calls);
+    let context = format!(
+        "{} {} {} {}: the model asked for {} call(s), the grader saw {roles:?}",
+        framework.name,
+        run.setting,
+        run.schedule.name(),
+        run.scenario,
+        said.model_calls
+    );
+    assert!(count("resend") >= by_framework, "{context}");
+    let new_keys = recorded
+        .iter()
+        .filter_map(|call| call["operation_key"].as_str())
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
+    assert_eq!(count("re-plan"), new_keys.saturating_sub(1), "{context}");
 }
 
 /// Runs every scenario of `framework` and compares the findings with its `findings.json`;
@@ -445,8 +502,9 @@ fn check_framework(test: &str, framework: &Framework) {
 }
 
 /// The framework's rows of the book's table "Which agent loops keep the key", from its runs:
-/// for each setting and client timeout, the verdicts under a lost reply and under a late one
-/// (the session kept open), for the model's three scenarios in order (retry with the key,
+/// for each setting and client timeout, the verdicts under each of [`SCHEDULES`] (a lost reply,
+/// a late one with the session kept open, an `in_progress` answer, a dropped connection), for
+/// the model's three scenarios in order (retry with the key,
 /// re-plan with a new key, give up); a scenario a setting did not run is "not run".
 fn book_rows(framework: &Framework, found: &Value) -> String {
     let version = found["versions"][framework.package]
@@ -500,11 +558,14 @@ fn book_rows(framework: &Framework, found: &Value) -> String {
             } else {
                 format!("a {} timeout", setting.1)
             };
+            let cells: Vec<String> = SCHEDULES
+                .iter()
+                .map(|schedule| verdicts(setting, *schedule))
+                .collect();
             format!(
-                "| {named} | `{}`, {timeout} | {} | {} |",
+                "| {named} | `{}`, {timeout} | {} |",
                 setting.0,
-                verdicts(setting, Schedule::Lost),
-                verdicts(setting, Schedule::LateHeld)
+                cells.join(" | ")
             )
         })
         .collect();
@@ -563,7 +624,7 @@ fn compare_with_the_pinned_findings(found: &Value, pinned_path: &Path) {
 }
 
 #[test]
-fn pydantic_ai_keeps_its_pinned_findings_under_lost_and_late_replies() {
+fn pydantic_ai_keeps_its_pinned_findings_under_every_fault_schedule() {
     check_framework(
         "agents::pydantic_ai_keeps_its_pinned_findings",
         &PYDANTIC_AI,
@@ -571,7 +632,7 @@ fn pydantic_ai_keeps_its_pinned_findings_under_lost_and_late_replies() {
 }
 
 #[test]
-fn openai_agents_keeps_its_pinned_findings_under_lost_and_late_replies() {
+fn openai_agents_keeps_its_pinned_findings_under_every_fault_schedule() {
     check_framework(
         "agents::openai_agents_keeps_its_pinned_findings",
         &OPENAI_AGENTS,
@@ -579,7 +640,7 @@ fn openai_agents_keeps_its_pinned_findings_under_lost_and_late_replies() {
 }
 
 #[test]
-fn the_vercel_ai_sdk_keeps_its_pinned_findings_under_lost_and_late_replies() {
+fn the_vercel_ai_sdk_keeps_its_pinned_findings_under_every_fault_schedule() {
     check_framework(
         "agents::the_vercel_ai_sdk_keeps_its_pinned_findings",
         &VERCEL_AI,
@@ -587,7 +648,7 @@ fn the_vercel_ai_sdk_keeps_its_pinned_findings_under_lost_and_late_replies() {
 }
 
 #[test]
-fn langchain_js_keeps_its_pinned_findings_under_lost_and_late_replies() {
+fn langchain_js_keeps_its_pinned_findings_under_every_fault_schedule() {
     check_framework(
         "agents::langchain_js_keeps_its_pinned_findings",
         &LANGCHAIN_JS,

@@ -159,14 +159,21 @@ pub enum Connection {
 }
 
 /// What the tools answered, as the journal keeps it: the answer, the ticket, and whether it
-/// was created.
-fn summarize(answer: &Result<CallToolResponse, ErrorData>) -> (String, Option<String>, bool) {
+/// was created (the fate and whether it reached the client are the caller's to fill in).
+fn summarize(answer: &Result<CallToolResponse, ErrorData>) -> Settled {
+    let settled = |answer: String, ticket_id: Option<String>, created: bool| Settled {
+        fate: String::new(),
+        answer,
+        ticket_id,
+        created,
+        reached_client: false,
+    };
     match answer {
         Ok(CallToolResponse::Complete(result)) => {
             let content = result.structured_content.clone().unwrap_or(Value::Null);
             if result.is_error == Some(true) {
                 let code = content["code"].as_str().unwrap_or("error").to_owned();
-                return (format!("error {code}"), None, false);
+                return settled(format!("error {code}"), None, false);
             }
             let ticket = match &content["ticket_id"] {
                 Value::Null => None,
@@ -175,14 +182,14 @@ fn summarize(answer: &Result<CallToolResponse, ErrorData>) -> (String, Option<St
             };
             let replayed = content["replayed"] == Value::Bool(true);
             let word = if replayed { "replayed" } else { "created" };
-            (word.to_owned(), ticket, !replayed)
+            settled(word.to_owned(), ticket, !replayed)
         }
-        Ok(_) => (
+        Ok(_) => settled(
             "an answer that is not a tool result".to_owned(),
             None,
             false,
         ),
-        Err(err) => (format!("protocol error: {}", err.message), None, false),
+        Err(err) => settled(format!("protocol error: {}", err.message), None, false),
     }
 }
 
@@ -301,31 +308,41 @@ impl Graded {
         }
     }
 
+    /// Records a call's arrival: its record, its number, and the fate the schedule gives it.
+    fn arrive(
+        &self,
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(Arrival, u64, Fate), ErrorData> {
+        let arguments = request.arguments.clone().unwrap_or_default();
+        let arrival = self.arrival(&arguments, context);
+        let (number, first) = self
+            .grader
+            .journal
+            .arrive(&arrival)
+            .map_err(|err| ErrorData::internal_error(format!("grader journal: {err}"), None))?;
+        Ok((arrival, number, self.grader.schedule.fate(number, first)))
+    }
+
     async fn create(
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let arguments = request.arguments.clone().unwrap_or_default();
-        let arrival = self.arrival(&arguments, &context);
+        let (arrival, number, fate) = self.arrive(&request, &context)?;
         let leaving = self.grader.leaving(&arrival.session);
         let grader = &self.grader;
-        let (number, first) = grader
-            .journal
-            .arrive(&arrival)
-            .map_err(|err| ErrorData::internal_error(format!("grader journal: {err}"), None))?;
-        let fate = grader.schedule.fate(number, first);
-        let cancelled = context.ct.clone();
         let request_id = arrival.request_id.clone();
-        let closed = grader.stream(&arrival.session, &request_id);
+        let stopped = stopped_waiting(
+            context.ct.clone(),
+            grader.stream(&arrival.session, &request_id),
+        );
         let answer = self.inner.call_tool(request, context.clone()).await;
-        let (said, ticket_id, created) = summarize(&answer);
+        let said = summarize(&answer);
         let settled = |fate: String, reached_client: bool| Settled {
             fate,
-            answer: said.clone(),
-            ticket_id: ticket_id.clone(),
-            created,
             reached_client,
+            ..said.clone()
         };
         let replied = match fate {
             Fate::Deliver => {
@@ -343,20 +360,13 @@ impl Graded {
                 grader.settle(number, &settled("dropped".to_owned(), false));
                 self.drop_connection(&context);
                 // Nothing is ever written for it: the connection's end takes this call with it.
-                std::future::pending::<()>().await;
-                Err(ErrorData::internal_error(
-                    "the connection was dropped",
-                    None,
-                ))
+                std::future::pending().await
             }
             Fate::Lose => {
                 grader.settle(number, &settled("lost".to_owned(), false));
                 // Never answered: the call waits until the client cancels it or goes away.
                 tokio::select! {
-                    () = cancelled.cancelled() => {
-                        let _ = grader.journal.cancelled(number);
-                    }
-                    () = closed.cancelled() => {
+                    () = stopped => {
                         let _ = grader.journal.cancelled(number);
                     }
                     () = leaving.cancelled() => {}
@@ -376,15 +386,10 @@ impl Graded {
                         grader.settle(number, &settled(fate, true));
                         answer
                     }
-                    () = cancelled.cancelled() => {
+                    () = stopped => {
                         grader.settle(number, &settled(fate, false));
                         let _ = grader.journal.cancelled(number);
                         Err(ErrorData::internal_error("cancelled while the grader held the reply", None))
-                    }
-                    () = closed.cancelled() => {
-                        grader.settle(number, &settled(fate, false));
-                        let _ = grader.journal.cancelled(number);
-                        Err(ErrorData::internal_error("the client closed the stream while the grader held the reply", None))
                     }
                     () = leaving.cancelled() => {
                         grader.settle(number, &settled(fate, false));
@@ -395,6 +400,15 @@ impl Graded {
         };
         grader.stream_done(&arrival.session, &request_id);
         replied
+    }
+}
+
+/// Done when the client stops waiting for one call: it sends `notifications/cancelled` for it
+/// (`cancelled`), or closes the call's response stream (`closed`).
+async fn stopped_waiting(cancelled: CancellationToken, closed: CancellationToken) {
+    tokio::select! {
+        () = cancelled.cancelled() => {}
+        () = closed.cancelled() => {}
     }
 }
 

@@ -125,7 +125,7 @@ intention had reached the client when it arrived; a reply sent after the client 
 left its session or called again for the intention did not reach it";
 
 /// What one run cannot know, printed with every report.
-pub const CANNOT_KNOW: [&str; 5] = [
+pub const CANNOT_KNOW: [&str; 6] = [
     "A model may re-plan differently under another prompt, task or sampling: a PASS is evidence \
 about this run, not a proof about the loop.",
     "Two tickets the client really wanted with the same fields look like a retry with a new key \
@@ -133,8 +133,12 @@ when the second follows an unanswered first; a re-plan that changes both the key
 looks like a new intention, and is only marked as a possible re-plan when it follows an \
 unanswered call and keeps one of its field values.",
     "A client that stops waiting for a reply held back without a sign the server can see (a \
-cancellation, a closed stdin, its session's DELETE, its next call for the intention) \
-is counted as having received it.",
+cancellation, a closed stdin or response stream, its session's DELETE, its next call for the \
+intention) is counted as having received it.",
+    "A resend is the same bytes again with no other request of the session between: a \
+framework's own retry always looks like that, but so does a model that repeats the call word \
+for word without the framework listing tools between its turns; a retry (other requests \
+between, another session, the arguments written anew) went through the model or the host.",
     "The client's own state is out of sight: whether it saved the key durably before sending, so \
 that a crash of the host (not only the reconnects this run showed) keeps it.",
     "Only this server's create_ticket is graded; other tools and other servers the agent calls \
@@ -293,8 +297,9 @@ fn call_summary(call: &Call, judged: Option<&Judged>) -> String {
     format!("call {} ({role}): {answer}, {reply}, {seen}", call.number)
 }
 
-/// Groups `calls` into intentions and judges each; `tickets` are the store's tickets.
-pub fn grade(calls: &[Call], tickets: &[StoredTicket], key_source: &str, schedule: &str) -> Report {
+/// The calls grouped into intentions, in order of their first call, and for each the earlier
+/// intention it may be a re-plan of.
+fn intentions_of(calls: &[Call]) -> (Vec<Group<'_>>, Vec<Option<usize>>) {
     let mut groups: Vec<Group> = Vec::new();
     let mut replan_of: Vec<Option<usize>> = Vec::new();
     let mut previous: Option<usize> = None;
@@ -341,8 +346,13 @@ pub fn grade(calls: &[Call], tickets: &[StoredTicket], key_source: &str, schedul
         }
         previous = Some(index);
     }
+    (groups, replan_of)
+}
+
+/// Each call's part in its intention and whether its reply reached the client.
+fn judged_calls(groups: &[Group]) -> std::collections::HashMap<u64, Judged> {
     let mut judged: std::collections::HashMap<u64, Judged> = std::collections::HashMap::new();
-    for group in &groups {
+    for group in groups {
         for (index, call) in group.calls.iter().enumerate() {
             let earlier = &group.calls[..index];
             judged.insert(
@@ -354,6 +364,13 @@ pub fn grade(calls: &[Call], tickets: &[StoredTicket], key_source: &str, schedul
             );
         }
     }
+    judged
+}
+
+/// Groups `calls` into intentions and judges each; `tickets` are the store's tickets.
+pub fn grade(calls: &[Call], tickets: &[StoredTicket], key_source: &str, schedule: &str) -> Report {
+    let (groups, replan_of) = intentions_of(calls);
+    let mut judged = judged_calls(&groups);
     let intentions: Vec<Intention> = groups
         .iter()
         .zip(&replan_of)
@@ -898,6 +915,10 @@ mod tests {
                 .ends_with("call 1 timed out at the client, which cancelled it or closed its stream: whatever it reported was a failure"),
             "{report}"
         );
-        assert!(report.to_string().contains("tickets the client was never told of: 1"));
+        assert!(
+            report
+                .to_string()
+                .contains("tickets the client was never told of: 1")
+        );
     }
 }
