@@ -220,7 +220,7 @@ pub enum Role {
     /// The same key and fields again, after other requests, in another session, or written
     /// anew: a retry that went through the model (or the host).
     Retry,
-    /// The same key with other fields.
+    /// The same key with fields other than the intention's first call had.
     RetryWithOtherArguments,
     /// A key the intention had not used, for the same fields, before any ticket of it reached
     /// the client: a re-plan that minted a new key.
@@ -250,7 +250,10 @@ impl Role {
         {
             return Role::Replan;
         }
-        if call.fields != previous.fields {
+        if earlier
+            .first()
+            .is_some_and(|first| call.fields != first.fields)
+        {
             return Role::RetryWithOtherArguments;
         }
         let next_request = match (previous.request_in_session, call.request_in_session) {
@@ -675,7 +678,7 @@ mod tests {
             client: "c".to_owned(),
             request_id: number.to_string(),
             operation_key: key.map(str::to_owned),
-            arguments: String::new(),
+            arguments: format!("{key:?} {fields}"),
             fields: fields.to_owned(),
             // One call a second, each answered ten milliseconds after it arrived.
             started_ms: number * 1000 - 10,
@@ -881,9 +884,11 @@ mod tests {
         let replan = call(2, Some("b"), fields, "delivered", 2, true);
         assert_eq!(roles(&[same(1, 1), replan]), ["first", "re-plan"]);
         let reworded = call(2, Some("a"), "{\"title\":\"y\"}", "delivered", 1, false);
+        // The approved arguments again after the reworded call: a retry, not other arguments.
+        let approved = call(3, Some("a"), fields, "delivered", 1, false);
         assert_eq!(
-            roles(&[same(1, 1), reworded]),
-            ["first", "retry with other arguments"]
+            roles(&[same(1, 1), reworded, approved]),
+            ["first", "retry with other arguments", "retry"]
         );
     }
 
