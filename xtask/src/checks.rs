@@ -27,6 +27,7 @@ pub fn all(root: &Path) -> Result<()> {
         book_complete_required(),
     ));
     problems.extend(crate::claims::problems(root)?);
+    problems.extend(crate::sentences::problems(root, &chapters));
     let glossary = root.join("src/glossary.md");
     let glossary = std::fs::read_to_string(&glossary)
         .with_context(|| format!("reading {}", glossary.display()))?;

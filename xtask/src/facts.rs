@@ -41,6 +41,18 @@ pub struct Fact {
 /// The book's sentences about the code that no run prints, each with the code that backs it.
 pub const FACTS: &[Fact] = &[
     Fact {
+        chapter: "src/check-your-own-tool.md",
+        sentence: "sends again, ten sends in all",
+        source: "lab/src/remote.rs",
+        code: "pub const SENDS: u32 = 10;",
+    },
+    Fact {
+        chapter: "src/check-your-own-tool.md",
+        sentence: "`Remote` waits a fifth of a second",
+        source: "lab/src/remote.rs",
+        code: "pub const WAIT: Duration = Duration::from_millis(200);",
+    },
+    Fact {
         chapter: "src/one-transaction.md",
         sentence: "a lone caller begins with a plain `BEGIN` (`create_read_first`",
         source: "lab/src/sqlite/writer.rs",

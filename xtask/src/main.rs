@@ -49,6 +49,7 @@ mod numbers;
 mod plots;
 mod postgres;
 mod report_check;
+mod sentences;
 mod session;
 mod shell;
 mod timeline;

@@ -193,10 +193,13 @@ impl fmt::Display for Exploration {
         )?;
         write!(f, "{}", self.tally)?;
         let violations: usize = self.failures.iter().map(|(_, v)| v.len()).sum();
+        // The histories with a violation, out of every history run: "0 in 0" after ten thousand
+        // runs read as if none had run.
         writeln!(
             f,
-            "violations found: {violations} in {} histories",
-            self.failures.len()
+            "violations found: {violations}, in {} of {} histories",
+            self.failures.len(),
+            self.tally.histories
         )?;
         for (seed, found) in self.failures.iter().take(5) {
             for violation in found {

@@ -238,7 +238,7 @@ fn the_simulate_command_reports_its_runs_and_exit_status() {
     assert!(text.contains("histories run: 20 "), "{text}");
     assert!(text.contains("lost reply after commit"), "{text}");
     assert!(
-        text.contains("violations found: 0 in 0 histories"),
+        text.contains("violations found: 0, in 0 of 20 histories"),
         "{text}"
     );
 

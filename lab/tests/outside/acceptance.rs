@@ -47,7 +47,7 @@ fn the_service_keeps_the_retry_contract() {
     let service = Service {
         url: std::env::var("TICKETS_URL")
             .unwrap_or_else(|_| "http://127.0.0.1:8080".to_owned()),
-        token: "token-a".to_owned(),
+        token: "alice-token".to_owned(),
         admin_token: "admin-1".to_owned(),
         // Every status is an answer for `Remote` to read, not an error.
         agent: ureq::Agent::config_builder()
