@@ -41,13 +41,13 @@ mod tests {
     }
 
     #[test]
-    fn the_contract_chapter_draws_both_from_the_data() {
-        let chapter = std::fs::read_to_string(crate::root().join("src/idempotency.md")).unwrap();
-        for directive in ["{{#lab-contract promises}}", "{{#lab-contract matrix}}"] {
-            assert!(
-                chapter.contains(directive),
-                "src/idempotency.md lacks {directive}"
-            );
+    fn the_contract_chapter_and_the_testing_chapter_draw_both_from_the_data() {
+        for (chapter, directive) in [
+            ("src/idempotency.md", "{{#lab-contract promises}}"),
+            ("src/testing.md", "{{#lab-contract matrix}}"),
+        ] {
+            let text = std::fs::read_to_string(crate::root().join(chapter)).unwrap();
+            assert!(text.contains(directive), "{chapter} lacks {directive}");
         }
     }
 }

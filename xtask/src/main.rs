@@ -21,6 +21,8 @@
 //!   `xtask/src`; the repository checks refuse one over `lengths::LIMIT` lines.
 //! - `cargo xtask model-depth`: `lab model` at each bound the book names, on a release build,
 //!   into `model-depth.json` (see `model_depth.rs`).
+//! - `cargo xtask words`: each chapter's length in words as rendered (from `book/`), and the
+//!   main path's against its targets (see `words.rs`).
 //! - `cargo xtask preprocess`: the `lab` preprocessor, as the `mdbook` command line calls it.
 
 mod bench;
@@ -53,6 +55,7 @@ mod sentences;
 mod session;
 mod shell;
 mod timeline;
+mod words;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -61,7 +64,7 @@ use anyhow::{Context, Result, bail};
 use mdbook_driver::MDBook;
 use mdbook_driver::config::Config;
 
-const USAGE: &str = "usage: cargo xtask <book | test | book-test | copy-check | book-deps | bench [--http] [--quick] | browser-check | report-check | overflow-control REV | model-depth | function-lengths [N] | preprocess [supports RENDERER]>";
+const USAGE: &str = "usage: cargo xtask <book | test | book-test | copy-check | book-deps | bench [--http] [--quick] | browser-check | report-check | overflow-control REV | model-depth | words | function-lengths [N] | preprocess [supports RENDERER]>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -84,6 +87,7 @@ fn main() -> ExitCode {
             deps::library_folder(&root()).map(|folder| println!("{}", folder.display()))
         }
         ["model-depth"] => model_depth::run(&root()),
+        ["words"] => words::run(&root()),
         ["function-lengths"] => lengths::run(&root(), 10),
         ["function-lengths", most] => match most.parse() {
             Ok(most) => lengths::run(&root(), most),

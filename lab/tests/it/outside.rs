@@ -1,4 +1,4 @@
-//! The chapter "Check your own tool" tells a reader to make a crate outside the lab, depend on
+//! The chapter "Checking a tool in detail" tells a reader to make a crate outside the lab, depend on
 //! their clone of it, save the chapter's adapter as `tests/acceptance.rs` and run `cargo test`.
 //! This test does that, with the chapter's own text: the commands are read from its `sh` blocks,
 //! the listing from the file its `rs` block includes, and the service is started with the
@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use crate::http::LabServer;
 use crate::repository_root;
 
-const CHAPTER: &str = "src/check-your-own-tool.md";
+const CHAPTER: &str = "src/check-details.md";
 /// The chapter that tells the reader to clone and install the lab, in its first `sh` block.
 const INTRODUCTION: &str = "src/introduction.md";
 /// The file the chapter's listing includes, relative to the chapter.
