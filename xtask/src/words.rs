@@ -119,6 +119,14 @@ pub fn on_main_path(part: &str) -> bool {
 /// # Errors
 /// As [`count`].
 pub fn run(root: &Path) -> Result<()> {
+    report(
+        root,
+        std::env::var("LAB_REQUIRE_SHORT_MAIN_PATH").as_deref() == Ok("1"),
+    )
+}
+
+/// As [`run`]; `required` makes a main path over its targets an error rather than a loud line.
+fn report(root: &Path, required: bool) -> Result<()> {
     let counted = count(root)?;
     let (mut main_path, mut main_prose) = (0, 0);
     let mut over = Vec::new();
@@ -148,7 +156,7 @@ pub fn run(root: &Path) -> Result<()> {
         println!("main path: within its targets");
         return Ok(());
     }
-    if std::env::var("LAB_REQUIRE_SHORT_MAIN_PATH").as_deref() == Ok("1") {
+    if required {
         bail!(
             "the main path is {main_path} words; chapters over {CHAPTER_MOST}: {}",
             over.join(", ")
@@ -177,6 +185,29 @@ mod tests {
                     <p>Two - words.</p></main><footer>x</footer>";
         // The, lost, reply, A, key, names, one, action., Two, words.; and let, x, =, 1; in code.
         assert_eq!(rendered_words(html), (13, 10));
+    }
+
+    #[test]
+    fn a_main_path_over_its_targets_fails_when_required_and_names_the_chapter() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join("src")).unwrap();
+        std::fs::create_dir_all(root.path().join("book")).unwrap();
+        std::fs::write(
+            root.path().join("src/SUMMARY.md"),
+            "# Summary\n\n[Introduction](introduction.md)\n\n# Part I: One\n\n- [Long](long.md)\n",
+        )
+        .unwrap();
+        let page = |words: usize| format!("<main>{}</main>", "word ".repeat(words));
+        std::fs::write(root.path().join("book/introduction.html"), page(10)).unwrap();
+        std::fs::write(root.path().join("book/long.html"), page(CHAPTER_MOST + 1)).unwrap();
+        let counted = count(root.path()).unwrap();
+        assert_eq!(counted[1].words, CHAPTER_MOST + 1);
+        let err = report(root.path(), true).unwrap_err().to_string();
+        assert!(err.contains("long.md"), "{err}");
+        // Not required: a loud line, not a failure.
+        assert!(report(root.path(), false).is_ok());
+        std::fs::write(root.path().join("book/long.html"), page(CHAPTER_MOST)).unwrap();
+        assert!(report(root.path(), true).is_ok());
     }
 
     #[test]
