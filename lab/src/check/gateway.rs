@@ -224,6 +224,10 @@ impl Front for Probe {
         "[count]"
     }
 
+    fn together(&self) -> usize {
+        self.target.load.callers
+    }
+
     fn key_listed(&self) -> Option<(String, bool, String, String)> {
         None
     }

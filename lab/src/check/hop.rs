@@ -5,7 +5,8 @@
 //! as an agent would and read what reached the API: whether the key did, in which header and with
 //! which value; whether a retry (after a lost result, after the API's own reply was lost, after
 //! the wrapper restarted, after an upstream 503 or 429 the wrapper may resend by itself) carried
-//! the same key; whether a new intention got a new one; whether the API's refusals came back to
+//! the same key; whether a new intention got a new one; whether calls sent together with one key
+//! all reached it under that key and made one effect; whether the API's refusals came back to
 //! the agent as errors; whether the body reached the API as the agent sent it. Every upstream
 //! request a point rests on is recorded in the run's history beside the tool calls, so the
 //! reports show agent, wrapper and API together.
@@ -55,6 +56,8 @@ pub trait Front {
     fn vary_field(&self) -> &'static str;
     /// The count's section, for messages: `[mcp.count]`.
     fn count_section(&self) -> &'static str;
+    /// How many calls the concurrent point sends together (the file's load).
+    fn together(&self) -> usize;
     /// Whether the front lists its key where an agent looks (an MCP tool's input schema), as a
     /// sub-check: its name, whether it holds, what was expected, what was seen. `None` where
     /// nothing lists inputs.
@@ -156,6 +159,7 @@ pub async fn all<F: Front>(front: &F) -> Vec<PointReport> {
         api_lost(front, api).await,
         restart(front, api).await,
         new_intention(front, api).await,
+        concurrent(front, api).await,
         upstream_retries(front, api).await,
         errors(front, api).await,
     ]
@@ -206,6 +210,10 @@ pub async fn when_refused<F: Front>(
             "The API commits and its reply to the wrapper is lost",
         ),
         ("hop-restart", "The wrapper restarts before the retry"),
+        (
+            "hop-concurrent",
+            "Calls in flight together with one key reach the API with that key",
+        ),
         ("hop-upstream-retry", "The API answers 503 or 429"),
         (
             "hop-errors",
@@ -940,6 +948,136 @@ async fn new_intention<F: Front>(front: &F, api: &UpstreamApi) -> PointReport {
         &ids,
     );
     PointReport::covered(NAME, TITLE, checks.0)
+}
+
+/// How long the API holds its reply to the first of the calls sent together, so that the others
+/// reach the wrapper while that one is still in flight.
+const IN_FLIGHT: Duration = Duration::from_millis(500);
+
+async fn concurrent<F: Front>(front: &F, api: &UpstreamApi) -> PointReport {
+    const NAME: &str = "hop-concurrent";
+    const TITLE: &str = "Calls in flight together with one key reach the API with that key and make one \
+         effect";
+    if let Some(report) = cannot(front, NAME, TITLE) {
+        return report;
+    }
+    let mut checks = Checks::new();
+    let before = count_or_stop!(front, checks, NAME, TITLE);
+    let together = front.together().max(2);
+    let call = front.keyed_call("the intention sent together", &front.fresh_fields());
+    let calls: Vec<F::Call> = (1..=together)
+        .map(|i| {
+            front.again(
+                &call,
+                &format!("call {i} of {together}, sent together"),
+                None,
+            )
+        })
+        .collect();
+    api.fault_next(Fault::Late(IN_FLIGHT));
+    let mark = api.mark();
+    let told = futures::future::join_all(calls.iter().map(|c| front.send(NAME, None, c))).await;
+    api.clear_faults();
+    let creates = api.creates_since(mark);
+    let create_ids: Vec<usize> = creates
+        .iter()
+        .map(|c| record(front, api, NAME, c))
+        .collect();
+    let after = count_or_stop!(front, checks, NAME, TITLE);
+    // One hop for the lot: the creates cannot be told apart by the call that made them.
+    let all = Hop {
+        told: told[0].clone(),
+        creates,
+        ids: std::iter::once(told[0].id).chain(create_ids).collect(),
+    };
+    let ids: Vec<usize> = told
+        .iter()
+        .map(|t| t.id)
+        .chain(all.ids.iter().skip(1).copied())
+        .collect();
+    kept_and_once(
+        &mut checks,
+        api,
+        &[&all],
+        &front.key_of(&call),
+        (
+            "every create of the calls sent together carries the agent's key",
+            "the calls sent together made one effect at the API",
+        ),
+        after - before,
+    );
+    judge_together(front, &mut checks, &told, &all, &ids);
+    PointReport::covered(NAME, TITLE, checks.0)
+}
+
+/// What the calls sent together were told: every success names the one effect the API committed,
+/// and a call that was not told a success gets an error with a text (the API's in-progress answer
+/// passed on, which the agent retries).
+fn judge_together<F: Front>(
+    front: &F,
+    checks: &mut Checks,
+    told: &[Told],
+    all: &Hop,
+    ids: &[usize],
+) {
+    let committed: Vec<String> = all
+        .creates
+        .iter()
+        .filter_map(|c| match &c.fate {
+            Some(
+                Fate::Answered {
+                    status: 200 | 201,
+                    body,
+                }
+                | Fate::Lost {
+                    status: 200 | 201,
+                    body,
+                },
+            ) => ticket_id(body),
+            _ => None,
+        })
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let successes: Vec<&Told> = told.iter().filter(|t| t.success && !t.refused).collect();
+    let one = committed.len() <= 1
+        && successes
+            .iter()
+            .all(|t| names_id(t.identity.as_deref(), committed.first().map(String::as_str)));
+    checks.add(
+        Grade::lab_over_should(section::ENFORCEMENT),
+        "every call told a success is told of the one effect the API committed",
+        one,
+        format!(
+            "{} naming {}",
+            front.result_word(),
+            committed
+                .first()
+                .map_or("the one committed ticket", String::as_str)
+        ),
+        told.iter()
+            .map(|t| format!("#{}: {}", t.id, t.described))
+            .collect::<Vec<_>>()
+            .join("; "),
+        ids,
+    );
+    let silent: Vec<String> = told
+        .iter()
+        .filter(|t| (t.refused || !t.success) && t.text.trim().is_empty())
+        .map(|t| format!("#{}: {}", t.id, t.answer.summary()))
+        .collect();
+    checks.add(
+        Grade::lab(),
+        "a call not told a success is told an error with a text",
+        silent.is_empty(),
+        "a success, or an error with a text",
+        if silent.is_empty() {
+            format!("{} of {} told a success", successes.len(), told.len())
+        } else {
+            format!("{} with an empty text", silent.join("; "))
+        },
+        ids,
+    );
 }
 
 /// A problem document as the lab's API sends it (RFC 9457); `about:blank` for a status its

@@ -14,22 +14,11 @@ use std::time::{Duration, Instant};
 
 use lab::serde_json::Value;
 
+use crate::check_hop::{HOP_POINTS, PLANTED};
 use crate::check_mcp::{check_json, fitted, verdicts};
 use crate::repository_root;
 
 const LAB: &str = env!("CARGO_BIN_EXE_lab");
-
-/// The hop points, in the order they run.
-const HOP_POINTS: [&str; 8] = [
-    "hop-key",
-    "hop-payload",
-    "hop-retry",
-    "hop-api-lost",
-    "hop-restart",
-    "hop-new-intention",
-    "hop-upstream-retry",
-    "hop-errors",
-];
 
 /// The port the shipped file names; each run replaces it with a free one.
 const SHIPPED_PORT: &str = "18431";
@@ -76,44 +65,8 @@ fn strings(list: &[&str]) -> Vec<String> {
 #[test]
 fn each_planted_gateway_bug_fails_the_hop_point_that_catches_it_and_the_gateway_without_one_passes()
 {
-    // (bug, the hop points that fail, the hop points that only warn, whether the calibration
-    // blames the gateway rather than the file)
-    let cases: [(&str, &[&str], &[&str], bool); 9] = [
-        ("none", &[], &[], false),
-        ("drops-key", &["hop-key", "hop-new-intention"], &[], true),
-        ("session-key", &["hop-key", "hop-new-intention"], &[], true),
-        (
-            "mints-key",
-            &[
-                "hop-key",
-                "hop-retry",
-                "hop-api-lost",
-                "hop-restart",
-                "hop-new-intention",
-                "hop-upstream-retry",
-                "hop-errors",
-            ],
-            &[],
-            false,
-        ),
-        (
-            "retry-new-key",
-            &["hop-api-lost", "hop-upstream-retry"],
-            &[],
-            false,
-        ),
-        ("conflict-as-success", &["hop-errors"], &[], false),
-        ("empty-error", &["hop-api-lost"], &["hop-errors"], false),
-        ("rewraps-body", &[], &["hop-payload"], false),
-        (
-            "reencodes-body",
-            &["hop-payload", "hop-retry", "hop-api-lost"],
-            &[],
-            false,
-        ),
-    ];
     let folder = tempfile::tempdir().unwrap();
-    for (bug, failing, warning, blamed) in cases {
+    for &(bug, failing, warning, blamed) in PLANTED.iter().filter(|c| c.0 != "unlisted-key") {
         let file = fitted_target(bug, folder.path());
         let started = Instant::now();
         let report = check_json(&file, &[]);

@@ -21,15 +21,57 @@ use crate::repository_root;
 const LAB: &str = env!("CARGO_BIN_EXE_lab");
 
 /// The hop points, in the order they run.
-pub(crate) const HOP_POINTS: [&str; 8] = [
+pub(crate) const HOP_POINTS: [&str; 9] = [
     "hop-key",
     "hop-payload",
     "hop-retry",
     "hop-api-lost",
     "hop-restart",
     "hop-new-intention",
+    "hop-concurrent",
     "hop-upstream-retry",
     "hop-errors",
+];
+
+/// Each planted bug (the MCP wrapper's and the HTTP gateway's, which has all but `unlisted-key`):
+/// the hop points that fail, the hop points that only warn, and whether the calibration blames the
+/// wrapper rather than the file.
+pub(crate) const PLANTED: [(&str, &[&str], &[&str], bool); 11] = [
+    ("none", &[], &[], false),
+    ("drops-key", &["hop-key", "hop-new-intention"], &[], true),
+    ("unlisted-key", &["hop-key"], &[], false),
+    ("session-key", &["hop-key", "hop-new-intention"], &[], true),
+    (
+        "mints-key",
+        &[
+            "hop-key",
+            "hop-retry",
+            "hop-api-lost",
+            "hop-restart",
+            "hop-new-intention",
+            "hop-concurrent",
+            "hop-upstream-retry",
+            "hop-errors",
+        ],
+        &[],
+        false,
+    ),
+    (
+        "retry-new-key",
+        &["hop-api-lost", "hop-upstream-retry"],
+        &[],
+        false,
+    ),
+    ("conflict-as-success", &["hop-errors"], &[], false),
+    ("empty-error", &["hop-api-lost"], &["hop-errors"], false),
+    ("rewraps-body", &[], &["hop-payload"], false),
+    (
+        "reencodes-body",
+        &["hop-payload", "hop-retry", "hop-api-lost"],
+        &[],
+        false,
+    ),
+    ("in-flight-new-key", &["hop-concurrent"], &[], false),
 ];
 
 /// The hop points of a report with this verdict.
@@ -79,45 +121,8 @@ fn each_planted_wrapper_bug_fails_the_hop_point_that_catches_it_and_the_wrapper_
     ) else {
         return;
     };
-    // (bug, the hop points that fail, the hop points that only warn, whether the calibration
-    // blames the wrapper rather than the file)
-    let cases: [(&str, &[&str], &[&str], bool); 10] = [
-        ("none", &[], &[], false),
-        ("drops-key", &["hop-key", "hop-new-intention"], &[], true),
-        ("unlisted-key", &["hop-key"], &[], false),
-        ("session-key", &["hop-key", "hop-new-intention"], &[], true),
-        (
-            "mints-key",
-            &[
-                "hop-key",
-                "hop-retry",
-                "hop-api-lost",
-                "hop-restart",
-                "hop-new-intention",
-                "hop-upstream-retry",
-                "hop-errors",
-            ],
-            &[],
-            false,
-        ),
-        (
-            "retry-new-key",
-            &["hop-api-lost", "hop-upstream-retry"],
-            &[],
-            false,
-        ),
-        ("conflict-as-success", &["hop-errors"], &[], false),
-        ("empty-error", &["hop-api-lost"], &["hop-errors"], false),
-        ("rewraps-body", &[], &["hop-payload"], false),
-        (
-            "reencodes-body",
-            &["hop-payload", "hop-retry", "hop-api-lost"],
-            &[],
-            false,
-        ),
-    ];
     let folder = tempfile::tempdir().unwrap();
-    for (bug, failing, warning, blamed) in cases {
+    for &(bug, failing, warning, blamed) in &PLANTED {
         let report = planted(&python, bug, folder.path(), &[]);
         assert_eq!(
             (
@@ -503,8 +508,8 @@ pub(crate) fn cell(report: &Value, point: &str) -> String {
 }
 
 /// The wrapper's row of the book's findings table, from its report: the key at the API, the
-/// body, the three retries (after a lost result, a lost API reply, a restart) together, the
-/// API's `503` and `429`, its `422` and `409`, and the verdict.
+/// body, the three retries (after a lost result, a lost API reply, a restart) together, calls
+/// with one key sent together, the API's `503` and `429`, its `422` and `409`, and the verdict.
 pub(crate) fn row(report: &Value, package: &str) -> String {
     let retries: Vec<String> = ["hop-retry", "hop-api-lost", "hop-restart"]
         .iter()
@@ -519,6 +524,7 @@ pub(crate) fn row(report: &Value, package: &str) -> String {
         cell(report, "hop-key"),
         cell(report, "hop-payload"),
         retries,
+        cell(report, "hop-concurrent"),
         cell(report, "hop-upstream-retry"),
         cell(report, "hop-errors"),
     ];

@@ -55,6 +55,10 @@ impl Front for McpProbe {
         "[mcp.count]"
     }
 
+    fn together(&self) -> usize {
+        self.target.load.calls
+    }
+
     fn key_listed(&self) -> Option<(String, bool, String, String)> {
         let tool = &self.target.tool;
         let argument = tool.key_argument.as_ref()?;

@@ -32,6 +32,9 @@ BUG (one per run) breaks exactly one thing a gateway can get wrong across the ho
   rewraps-body         a POST's body is sent as {"ticket": <the body>}
   reencodes-body       every second POST sent upstream (the 2nd, 4th, ..., resends included) has its
                        string values upper-cased, so a retry differs and the API refuses it (422)
+  in-flight-new-key    a POST whose key another POST of the gateway is still sending goes out under
+                       a fresh key (a gateway that treats a key as a lock on one request at a time),
+                       so calls sent together make one effect each; one at a time, nothing is wrong
 """
 
 import argparse
@@ -46,7 +49,7 @@ import urllib.parse
 import uuid
 
 BUGS = ["none", "drops-key", "session-key", "mints-key", "retry-new-key", "conflict-as-success",
-        "empty-error", "rewraps-body", "reencodes-body"]
+        "empty-error", "rewraps-body", "reencodes-body", "in-flight-new-key"]
 HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer",
               "upgrade", "host", "content-length"}
 KEY = "idempotency-key"
@@ -67,6 +70,7 @@ class Upstream:
         self.session_key = fresh_key()
         self.posts = 0
         self.lock = threading.Lock()
+        self.in_flight = set()  # the keys of the POSTs being sent, for in-flight-new-key
 
     def once(self, method, path, headers, body):
         """One attempt: (status, headers, body), or raises OSError when no answer came."""
@@ -103,6 +107,24 @@ class Upstream:
             headers[KEY] = self.session_key
         elif self.bug == "mints-key":
             headers[KEY] = fresh_key()
+        elif self.bug == "in-flight-new-key":
+            key = headers.get(KEY)
+            with self.lock:
+                busy = key in self.in_flight
+                if not busy:
+                    self.in_flight.add(key)
+            if busy:
+                headers[KEY] = fresh_key()
+            else:
+                try:
+                    return self.resending(path, headers, body)
+                finally:
+                    with self.lock:
+                        self.in_flight.discard(key)
+        return self.resending(path, headers, body)
+
+    def resending(self, path, headers, body):
+        """The POST, sent again after a 503, 429 or a connection error as --retries allows."""
         attempt = 0
         while True:
             sent = dict(headers)

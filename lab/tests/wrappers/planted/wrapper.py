@@ -51,6 +51,9 @@ BUG (one per run) breaks exactly one thing a wrapper can get wrong across the ho
   reencodes-body       every second create sent upstream (the 2nd, 4th, ... POST of the process,
                        resends included) has its string values upper-cased, so a retry of the same
                        call differs and the API refuses it as a changed payload (422)
+  in-flight-new-key    a call whose key another call of the process is still sending goes out under a
+                       fresh key (a wrapper that treats a key as a lock on one request at a time), so
+                       calls sent together make one effect each; one at a time, nothing is wrong
 """
 
 import argparse
@@ -78,6 +81,7 @@ BUGS = (
     "empty-error",
     "rewraps-body",
     "reencodes-body",
+    "in-flight-new-key",
 )
 
 HTTP_TIMEOUT = 5.0  # seconds per attempt: connect, send, and wait for the answer
@@ -108,6 +112,7 @@ BASE_PATH = API.path.rstrip("/")
 SESSION_KEY = f'"{uuid.uuid4()}"'  # only the session-key bug sends it
 sends = 0  # creates sent upstream by this process, for reencodes-body
 sends_lock = threading.Lock()
+in_flight = set()  # the keys of the creates being sent, for in-flight-new-key
 
 server = MCPServer("planted-ticket-wrapper")
 
@@ -278,6 +283,23 @@ def create(title, priority, idempotency_key):
     return failed("POST", path, outcome, unknown)
 
 
+def create_one_at_a_time(title, priority, idempotency_key):
+    """in-flight-new-key: a key another call is still sending is swapped for a fresh one."""
+    with sends_lock:
+        busy = idempotency_key in in_flight
+        if not busy:
+            in_flight.add(idempotency_key)
+    if busy:
+        return create(title, priority, fresh_key())
+    try:
+        return create(title, priority, idempotency_key)
+    finally:
+        with sends_lock:
+            in_flight.discard(idempotency_key)
+
+
+CREATE = create_one_at_a_time if options.bug == "in-flight-new-key" else create
+
 DESCRIPTION = (
     "Create a ticket. idempotency_key names this one intended ticket, as an RFC 8941 string with its "
     'double quotes, e.g. "\\"8e03978e-40d5-43e8-bc93-6894a57f9324\\"": make a new one for each new ticket, '
@@ -288,12 +310,12 @@ ANNOTATIONS = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempot
 if options.bug == "unlisted-key":
 
     def create_ticket(title: str, priority: str, idempotency_key: SkipJsonSchema[str | None] = None) -> CallToolResult:
-        return create(title, priority, idempotency_key)
+        return CREATE(title, priority, idempotency_key)
 
 else:
 
     def create_ticket(title: str, priority: str, idempotency_key: str) -> CallToolResult:
-        return create(title, priority, idempotency_key)
+        return CREATE(title, priority, idempotency_key)
 
 
 server.tool(name="create_ticket", description=DESCRIPTION, annotations=ANNOTATIONS)(create_ticket)
