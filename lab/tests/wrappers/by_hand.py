@@ -12,6 +12,10 @@ speaks JSON-RPC lines to it, and calls the target's create tool:
 A target without mcp.tool.key_argument makes the same four calls without a key, then a fifth
 with the key smuggled in as an argument named after the API's key header.
 
+With --together N it sends N calls with key K1 and the target's fields at once, without waiting
+for any answer (JSON-RPC ids 1..N on one stdin), then reads the N answers: run it with
+logproxy.py --hold-first so the first create is still in flight while the others arrive.
+
 With --retry, for the fault runs (logproxy.py --lose-first / --answer-first), it makes two calls
 instead: key K1, the target's fields, then the agent's retry, key K1 and the same fields again;
 each call's line also gives "seconds", how long the wrapper took to answer it.
@@ -19,6 +23,7 @@ each call's line also gives "seconds", how long the wrapper took to answer it.
 Usage (from anywhere; a Python wrapper's venv first on PATH, as its target.toml expects):
   python3 by_hand.py FOLDER URL [CALLER]     e.g. python3 by_hand.py fastmcp http://127.0.0.1:40222
   python3 by_hand.py --retry FOLDER URL [CALLER]
+  python3 by_hand.py --together N FOLDER URL [CALLER]
 
 FOLDER is a folder next to this file (or a path); URL is where the wrapper reaches the API (the
 logging proxy, logproxy.py); CALLER is a [[mcp.callers]] name (default: the first). Prints the
@@ -89,10 +94,17 @@ class Wrapper:
         self.process.stdin.flush()
 
     def request(self, method, params):
-        self.next_id += 1
-        ident = self.next_id
-        self.send({"jsonrpc": "2.0", "id": ident, "method": method, "params": params})
-        while True:
+        return self.requests(method, [params])[0]
+
+    def requests(self, method, many):
+        """Sends every request of `many` before reading any answer; the answers in that order."""
+        idents = []
+        for params in many:
+            self.next_id += 1
+            idents.append(self.next_id)
+            self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        answers = {}
+        while len(answers) < len(idents):
             try:
                 line = self.lines.get(timeout=self.timeout)
             except queue.Empty:
@@ -106,8 +118,9 @@ class Wrapper:
             if "method" in message and "id" in message:  # the server asks the client
                 result = {"roots": []} if message["method"] == "roots/list" else {}
                 self.send({"jsonrpc": "2.0", "id": message["id"], "result": result})
-            elif message.get("id") == ident:
-                return message
+            elif message.get("id") in idents:
+                answers[message["id"]] = message
+        return [answers[ident] for ident in idents]
 
     def close(self):
         self.process.stdin.close()
@@ -121,6 +134,14 @@ class Wrapper:
 def main():
     retry_mode = "--retry" in sys.argv[1:]
     argv_in = [sys.argv[0]] + [word for word in sys.argv[1:] if word != "--retry"]
+    together = 0
+    if "--together" in argv_in:
+        at = argv_in.index("--together")
+        try:
+            together = int(argv_in[at + 1])
+        except (IndexError, ValueError):
+            sys.exit(__doc__)
+        del argv_in[at:at + 2]
     if len(argv_in) not in (3, 4):
         sys.exit(__doc__)
     folder = os.path.join(HERE, argv_in[1]) if not os.path.isabs(argv_in[1]) else argv_in[1]
@@ -183,6 +204,16 @@ def main():
         calls = [("first", first, fields), ("the agent's retry, same key", first, fields)]
         if key_argument is None:
             calls = [("first", None, fields), ("the agent's retry", None, fields)]
+    if together:
+        arguments = dict(render(tool["arguments"], fields), **{key_argument or header: first})
+        answers = wrapper.requests("tools/call", [{"name": tool["name"], "arguments": arguments}] * together)
+        calls = []
+        for number, answer in enumerate(answers, 1):
+            result = answer.get("result") or {}
+            texts = [c.get("text") for c in result.get("content", []) if c.get("type") == "text"]
+            print(json.dumps({"call": number, "what": f"{together} sent together", "key": first,
+                              "isError": result.get("isError", False), "error": answer.get("error"),
+                              "text": texts[0] if len(texts) == 1 else texts}, ensure_ascii=False))
     for number, (what, key, values) in enumerate(calls, 1):
         arguments = render(tool["arguments"], values)
         if key is not None:

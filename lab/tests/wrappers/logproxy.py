@@ -19,6 +19,10 @@ then the answered ones; every other request, and every create after them, is for
                                   and `Retry-After: 1`, 409 the in-flight type; any other status
                                   about:blank
 
+  --hold-first SECONDS            forward the first create, and pass its answer on only after
+                                  SECONDS (the API committed at once), so that creates sent
+                                  together with it arrive while it is in flight
+
   e.g. python3 logproxy.py 0 http://127.0.0.1:40111 --answer-first 503
 
 PORT 0 picks a free port. The first line on stderr is "listening on http://127.0.0.1:PORT"; then
@@ -40,6 +44,7 @@ import http.server
 import json
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 
@@ -68,8 +73,9 @@ ANSWERS = {
 class Faults:
     """The faults still to apply, one per create, in order: "lose", or a status to answer."""
 
-    def __init__(self, lose=0, answer=()):
-        self.queue = ["lose"] * lose + list(answer)
+    def __init__(self, lose=0, answer=(), hold=0.0):
+        self.queue = (["hold"] if hold else []) + ["lose"] * lose + list(answer)
+        self.hold = hold
         self.lock = threading.Lock()
 
     def next(self, method, path):
@@ -127,6 +133,9 @@ def handler(upstream, faults=None):
                 print(json.dumps(line), flush=True)
                 self.close_connection = True
                 return
+            if fault == "hold":
+                line["fault"] = f"held: the API answered; the proxy held its answer {faults.hold} s"
+                time.sleep(faults.hold)
             print(json.dumps(line), flush=True)
             self.send_response(status)
             for name, value in reply_headers.items():
@@ -174,12 +183,14 @@ def summary(lines):
 def main():
     if sys.argv[1:] == ["--summary"]:
         return summary(sys.stdin)
-    args, rest, lose, answer = [], sys.argv[1:], 0, []
+    args, rest, lose, answer, hold = [], sys.argv[1:], 0, [], 0.0
     try:
         while rest:
             word = rest.pop(0)
             if word == "--lose-first":
                 lose = int(rest.pop(0))
+            elif word == "--hold-first":
+                hold = float(rest.pop(0))
             elif word == "--answer-first":
                 answer = [int(status) for status in rest.pop(0).split(",")]
             else:
@@ -190,7 +201,7 @@ def main():
         sys.exit(__doc__)
     port, upstream = int(args[0]), args[1].rstrip("/")
     server = http.server.ThreadingHTTPServer(("127.0.0.1", port),
-                                             handler(upstream, Faults(lose, answer)))
+                                             handler(upstream, Faults(lose, answer, hold)))
     print(f"listening on http://127.0.0.1:{server.server_address[1]}", file=sys.stderr, flush=True)
     try:
         server.serve_forever()
