@@ -125,7 +125,14 @@ pub fn run(target: Target) -> Result<Report> {
             .reset()
             .await
             .map_err(|problem| reset_failed(problem).into_error(&file, &base_url))?;
-        let calibration = match calibration::calibrate(&probe).await {
+        let calibrated =
+            calibration::calibrate(&probe)
+                .await
+                .map_err(|stop| match &probe.upstream {
+                    Some(api) => api.blame(stop),
+                    None => stop,
+                });
+        let calibration = match calibrated {
             Ok(calibration) => calibration,
             Err(calibration::Stop::Mismatch { field, problem }) if probe.upstream.is_some() => {
                 // The API refused the gateway's creates: the hop points show whether the
@@ -160,6 +167,8 @@ fn not_started(problem: String) -> calibration::Stop {
         "service.base_url"
     } else if problem.starts_with("service.command") {
         "service.command"
+    } else if let Some(rest) = problem.strip_prefix(&format!("{}: ", upstream::ROUTES_FIELD)) {
+        return calibration::Stop::mismatch(upstream::ROUTES_FIELD, calibration::trimmed(rest));
     } else {
         return calibration::Stop::Unreachable {
             asked: "start",

@@ -254,7 +254,18 @@ impl Probe {
                 url.as_deref(),
                 dir.path(),
             );
-            gateway.start().await?;
+            if let Err(problem) = gateway.start().await {
+                return Err(
+                    match probe
+                        .upstream
+                        .as_ref()
+                        .and_then(|a| a.blame_routes(&problem))
+                    {
+                        Some(blamed) => format!("{}: {blamed}", super::upstream::ROUTES_FIELD),
+                        None => problem,
+                    },
+                );
+            }
             probe.gateway = Some(gateway);
         }
         probe.dir = Some(dir);

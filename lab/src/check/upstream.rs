@@ -14,6 +14,7 @@ use hyper::header::{HeaderMap, HeaderValue};
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::calibration::Stop;
 use super::target::{Checked, header_name, json_pointer, required};
 use crate::http::blocking;
 use crate::http::contract::IDEMPOTENCY_KEY;
@@ -40,6 +41,9 @@ pub struct Upstream {
     pub token_header: Option<String>,
     /// The create route of the API the wrapper was written for, when it is not the lab's own.
     pub create: Option<CreateRoute>,
+    /// `[[upstream.routes]]`: the other requests of that API the wrapper makes (a token check at
+    /// its start, a read after a create), each answered as the file says, never forwarded.
+    pub routes: Vec<DeclaredRoute>,
     /// The loopback port the API is served on; `None` picks a free one. A wrapper the check does
     /// not start (over HTTP) must be pointed at a port known beforehand.
     pub port: Option<u16>,
@@ -62,6 +66,71 @@ pub struct CreateRoute {
     /// The body of a create's answer: JSON in which every string `{{id}}` is the new id (and
     /// `{{id}}` inside a longer string is replaced within it). `None`: the lab's own answer.
     pub answer: Option<Value>,
+}
+
+/// `[[upstream.routes]]`: one more route of the API the wrapper was written for, which the lab
+/// answers itself, as the file says, without forwarding: the routes a wrapper calls besides the
+/// create (`GET /v1/me` at its start, `GET /v1/messages/{id}` after a create) that the lab's own
+/// API does not have.
+#[derive(Clone, Debug)]
+pub struct DeclaredRoute {
+    /// The method.
+    pub method: String,
+    /// The path, whose `{name}` segments match any one segment.
+    pub path: String,
+    /// The status of its answer.
+    pub status: u16,
+    /// Its JSON body, in whose strings `{{name}}` is the segment `{name}` matched; `None`: an
+    /// empty body.
+    pub answer: Option<Value>,
+}
+
+impl DeclaredRoute {
+    /// The segments `{name}` matched, when `method` and `target` are this route's.
+    fn matches(&self, method: &str, target: &str) -> Option<Vec<(String, String)>> {
+        if !method.eq_ignore_ascii_case(&self.method) {
+            return None;
+        }
+        let path = target.split('?').next().unwrap_or_default();
+        let (ours, theirs): (Vec<&str>, Vec<&str>) =
+            (self.path.split('/').collect(), path.split('/').collect());
+        if ours.len() != theirs.len() {
+            return None;
+        }
+        let mut captured = Vec::new();
+        for (pattern, segment) in ours.iter().zip(&theirs) {
+            match pattern.strip_prefix('{').and_then(|p| p.strip_suffix('}')) {
+                Some(name) if !segment.is_empty() => {
+                    captured.push((name.to_owned(), (*segment).to_owned()));
+                }
+                _ if pattern == segment => {}
+                _ => return None,
+            }
+        }
+        Some(captured)
+    }
+
+    /// Its answer to a request that matched with `captured`.
+    fn answer(&self, captured: &[(String, String)]) -> Decision {
+        let body = self.answer.as_ref().map_or_else(String::new, |template| {
+            captured
+                .iter()
+                .fold(template.clone(), |value, (name, segment)| {
+                    replaced(&value, &format!("{{{{{name}}}}}"), segment)
+                })
+                .to_string()
+        });
+        let headers = if self.answer.is_some() {
+            vec![("content-type".to_owned(), "application/json".to_owned())]
+        } else {
+            Vec::new()
+        };
+        Decision::Answer {
+            status: self.status,
+            headers,
+            body: Bytes::from(body),
+        }
+    }
 }
 
 /// The written form of the key the agent passes (and the API reads).
@@ -89,8 +158,19 @@ pub(crate) struct UpstreamFile {
     body_argument: Option<String>,
     token_header: Option<String>,
     create: Option<CreateRouteFile>,
+    #[serde(default)]
+    routes: Vec<DeclaredRouteFile>,
     port: Option<u16>,
     wrapper_timeout_ms: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DeclaredRouteFile {
+    method: Option<String>,
+    path: Option<String>,
+    status: Option<u16>,
+    answer: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -155,6 +235,12 @@ pub(crate) fn upstream(file: UpstreamFile) -> Checked<Upstream> {
         "upstream.body_argument",
     )?;
     let create = file.create.map(create_route).transpose()?;
+    let routes = file
+        .routes
+        .into_iter()
+        .enumerate()
+        .map(|(i, route)| declared_route(route, i, create.as_ref()))
+        .collect::<Checked<Vec<_>>>()?;
     if file.port == Some(0) {
         return Err(
             "upstream.port: 0: a port from 1 to 65535 (or leave it out for a free one)".into(),
@@ -177,6 +263,7 @@ pub(crate) fn upstream(file: UpstreamFile) -> Checked<Upstream> {
         body_argument,
         token_header,
         create,
+        routes,
         port: file.port,
         wrapper_timeout,
     })
@@ -211,6 +298,62 @@ fn create_route(file: CreateRouteFile) -> Checked<CreateRoute> {
         );
     }
     Ok(CreateRoute {
+        method,
+        path,
+        status,
+        answer: file.answer,
+    })
+}
+
+/// One `[[upstream.routes]]` entry, the `index`th (from 0), checked: a method, a path of
+/// segments (`{name}` for any one), a status, and an answer; never the create route.
+fn declared_route(
+    file: DeclaredRouteFile,
+    index: usize,
+    create: Option<&CreateRoute>,
+) -> Checked<DeclaredRoute> {
+    let field = |name: &str| format!("upstream.routes[{index}].{name}");
+    let method = required(file.method, &field("method"))?.to_ascii_uppercase();
+    if !["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"].contains(&method.as_str()) {
+        return Err(format!(
+            "{}: {method:?}: expected GET, HEAD, POST, PUT, PATCH or DELETE",
+            field("method")
+        ));
+    }
+    let path = required(file.path, &field("path"))?;
+    let segments_ok = path.split('/').skip(1).all(|segment| {
+        match segment.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+            Some(name) => {
+                !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            }
+            None => !segment.contains(['{', '}']),
+        }
+    });
+    if !path.starts_with('/') || path.contains(['?', '#', ' ']) || !segments_ok {
+        return Err(format!(
+            "{}: {path:?}: a path such as /v1/messages/{{id}} (no query; a {{name}} segment \
+             matches any one segment)",
+            field("path")
+        ));
+    }
+    let (create_method, create_path) = create.map_or(("POST", CREATE_PATH), |c| {
+        (c.method.as_str(), c.path.as_str())
+    });
+    if method == create_method && path == create_path {
+        return Err(format!(
+            "{}: {method} {path} is the create route, which the lab plays on its store (see \
+             upstream.create)",
+            field("path")
+        ));
+    }
+    let status = file.status.unwrap_or(200);
+    if !(200..=599).contains(&status) {
+        return Err(format!(
+            "{}: {status}: a status from 200 to 599",
+            field("status")
+        ));
+    }
+    Ok(DeclaredRoute {
         method,
         path,
         status,
@@ -387,7 +530,7 @@ impl Tap for Recorder {
                 }
             }
         } else {
-            Decision::Forward
+            self.declared(method, target, &mut request)
         };
         let mut requests = self.requests.lock().unwrap_or_else(PoisonError::into_inner);
         request.number = requests.len() + 1;
@@ -459,6 +602,22 @@ impl Tap for Recorder {
 }
 
 impl Recorder {
+    /// The file's answer to a request one of its `[[upstream.routes]]` matches, noted on
+    /// `request`; else forward it to the lab's API.
+    fn declared(&self, method: &str, target: &str, request: &mut UpstreamRequest) -> Decision {
+        let routes = self.spec.as_ref().map_or(&[][..], |s| s.routes.as_slice());
+        for (index, route) in routes.iter().enumerate() {
+            if let Some(captured) = route.matches(method, target) {
+                request.fault = Some(format!(
+                    "answered {} by the file's upstream.routes[{index}]",
+                    route.status
+                ));
+                return route.answer(&captured);
+            }
+        }
+        Decision::Forward
+    }
+
     fn is_create(&self, method: &str, target: &str) -> bool {
         let path = target.split('?').next().unwrap_or_default();
         match self.spec.as_ref().and_then(|s| s.create.as_ref()) {
@@ -487,13 +646,20 @@ pub fn ticket_id(body: &[u8]) -> Option<String> {
 
 /// `template` with every `{{id}}` in its strings replaced by `id`.
 fn with_id(template: &serde_json::Value, id: &str) -> serde_json::Value {
+    replaced(template, "{{id}}", id)
+}
+
+/// `template` with every `mark` in its strings replaced by `text`.
+fn replaced(template: &serde_json::Value, mark: &str, text: &str) -> serde_json::Value {
     use serde_json::Value;
     match template {
-        Value::String(text) => Value::String(text.replace("{{id}}", id)),
-        Value::Array(items) => Value::Array(items.iter().map(|v| with_id(v, id)).collect()),
+        Value::String(found) => Value::String(found.replace(mark, text)),
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|v| replaced(v, mark, text)).collect())
+        }
         Value::Object(map) => Value::Object(
             map.iter()
-                .map(|(k, v)| (k.clone(), with_id(v, id)))
+                .map(|(k, v)| (k.clone(), replaced(v, mark, text)))
                 .collect(),
         ),
         other => other.clone(),
@@ -650,6 +816,68 @@ impl Drop for UpstreamApi {
     }
 }
 
+/// The field a stop is blamed on when the wrapper asked for a route the lab's API lacks.
+pub const ROUTES_FIELD: &str = "upstream.routes";
+
+impl UpstreamApi {
+    /// The requests the wrapper sent that the lab's API answered as routes it does not have
+    /// (`404` "no endpoint", `405`), which no `[[upstream.routes]]` entry answered: routes of the
+    /// wrapper's API the file does not declare. One line each, `#3 GET /v1/me`, each method and path once.
+    pub fn undeclared(&self) -> Vec<String> {
+        let mut seen: Vec<String> = Vec::new();
+        for request in self.all() {
+            // The lab's API has no such route: its fallback's 404 ("no endpoint ..."), not a
+            // missing ticket's, or its 405 for a method its path lacks.
+            let answered_404 = match &request.fate {
+                Some(Fate::Answered { status: 404, body }) => {
+                    String::from_utf8_lossy(body).contains("no endpoint ")
+                }
+                Some(Fate::Answered { status: 405, .. }) => true,
+                _ => false,
+            };
+            let path = request.target.split('?').next().unwrap_or_default();
+            let line = format!("{} {path}", request.method);
+            if request.create || request.fault.is_some() || !answered_404 {
+                continue;
+            }
+            if !seen.iter().any(|l| l.starts_with(&format!("{line} ("))) {
+                seen.push(format!("{line} (its request #{})", request.number));
+            }
+        }
+        seen
+    }
+
+    /// `problem`, a reason the check stopped, with the routes the file did not declare, when
+    /// the wrapper asked for any: then the file is at fault, and `Some`.
+    pub fn blame_routes(&self, problem: &str) -> Option<String> {
+        let missing = self.undeclared();
+        if missing.is_empty() {
+            return None;
+        }
+        let named = match missing.len() {
+            0..=3 => missing.join(", "),
+            n => format!("{} and {} more", missing[..3].join(", "), n - 3),
+        };
+        Some(format!(
+            "the wrapper asked the API for {named}, which the API the lab serves does not have \
+             (404 or 405): declare what the wrapper's API answers there in [[upstream.routes]] \
+             (method, path, status, answer). What the check saw: {problem}"
+        ))
+    }
+
+    /// A stop, blamed on [`ROUTES_FIELD`] when the wrapper asked for routes the file did not
+    /// declare; as it was otherwise.
+    pub fn blame(&self, stop: Stop) -> Stop {
+        let problem = match &stop {
+            Stop::Mismatch { problem, .. } | Stop::Unreachable { problem, .. } => problem,
+        };
+        match self.blame_routes(problem) {
+            Some(problem) => Stop::mismatch(ROUTES_FIELD, problem),
+            None => stop,
+        }
+    }
+}
+
 /// When the creates after `mark` lack the file's key header but another header carries the
 /// agent's `key`: that header's name. The file names the wrong header, and the wrapper is not
 /// at fault.
@@ -685,4 +913,73 @@ pub fn carries(value: &str, key: &str) -> bool {
             .unwrap_or_else(|| s.to_owned())
     };
     value == key || bare(value) == bare(key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn route(method: &str, path: &str, answer: Option<Value>) -> DeclaredRoute {
+        DeclaredRoute {
+            method: method.to_owned(),
+            path: path.to_owned(),
+            status: 200,
+            answer,
+        }
+    }
+
+    #[test]
+    fn a_declared_route_matches_its_method_and_each_segment_and_captures_the_named_ones() {
+        let read = route("GET", "/v1/messages/{id}", None);
+        assert_eq!(
+            read.matches("GET", "/v1/messages/msg_7?expand=1"),
+            Some(vec![("id".to_owned(), "msg_7".to_owned())])
+        );
+        assert_eq!(
+            read.matches("get", "/v1/messages/7"),
+            Some(vec![("id".to_owned(), "7".to_owned())])
+        );
+        assert_eq!(read.matches("POST", "/v1/messages/7"), None);
+        assert_eq!(read.matches("GET", "/v1/messages"), None);
+        assert_eq!(read.matches("GET", "/v1/messages/"), None);
+        assert_eq!(read.matches("GET", "/v1/messages/7/events"), None);
+        assert_eq!(read.matches("GET", "/v2/messages/7"), None);
+        assert_eq!(
+            route("GET", "/v1/me", None).matches("GET", "/v1/me"),
+            Some(Vec::new())
+        );
+    }
+
+    #[test]
+    fn a_declared_answer_names_the_captured_segments_and_says_json() {
+        let read = route(
+            "GET",
+            "/v1/{kind}/{id}",
+            Some(serde_json::json!({"id": "{{id}}", "kind": ["{{kind}}"], "n": 1})),
+        );
+        let captured = read.matches("GET", "/v1/messages/msg_7").unwrap();
+        let Decision::Answer {
+            status,
+            headers,
+            body,
+        } = read.answer(&captured)
+        else {
+            panic!("a declared route is answered by the lab");
+        };
+        assert_eq!(status, 200);
+        assert_eq!(
+            headers,
+            vec![("content-type".to_owned(), "application/json".to_owned())]
+        );
+        let body: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(
+            body,
+            serde_json::json!({"id": "msg_7", "kind": ["messages"], "n": 1})
+        );
+        let Decision::Answer { headers, body, .. } = route("DELETE", "/v1/me", None).answer(&[])
+        else {
+            panic!("a declared route is answered by the lab");
+        };
+        assert!(headers.is_empty() && body.is_empty());
+    }
 }

@@ -305,6 +305,77 @@ fn a_wrapper_of_another_api_is_checked_on_the_route_its_file_declares() {
     );
 }
 
+/// `target-more-routes.toml` fitted to `python`, with `cut` (a `[[upstream.routes]]` entry's
+/// lines) taken out, run: the exit status, the report (when one was printed), and stderr.
+fn more_routes(python: &Path, folder: &Path, cut: &[&str]) -> (Option<i32>, Option<Value>, String) {
+    let wrapper = repository_root().join("lab/tests/wrappers/planted/wrapper.py");
+    let mut replace: Vec<(&str, String)> = vec![
+        ("\"python3\"", format!("{:?}", python.to_str().unwrap())),
+        ("\"wrapper.py\"", format!("{:?}", wrapper.to_str().unwrap())),
+    ];
+    for lines in cut {
+        replace.push((lines, String::new()));
+    }
+    let replace: Vec<(&str, &str)> = replace.iter().map(|(a, b)| (*a, b.as_str())).collect();
+    let file = fitted(
+        "lab/tests/wrappers/planted/target-more-routes.toml",
+        &replace,
+        folder,
+    );
+    let output = Command::new(LAB)
+        .args(["check", "--json", "--target"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let report = lab::serde_json::from_slice(&output.stdout).ok();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    (output.status.code(), report, stderr)
+}
+
+const ME_ROUTE: &str = "[[upstream.routes]]\nmethod = \"GET\"\npath = \"/v1/me\"\n\
+                        answer = { account = \"acct_lab\", name = \"the lab\" }\n";
+const READ_ROUTE: &str = "[[upstream.routes]]\nmethod = \"GET\"\npath = \"/v1/messages/{id}\"\n\
+                          answer = { message_id = \"{{id}}\", status = \"sent\" }\n";
+
+#[test]
+fn a_wrapper_that_calls_more_routes_of_its_api_is_checked_once_the_file_declares_them() {
+    let Some(python) = python(
+        "check_hop::a_wrapper_that_calls_more_routes_of_its_api_is_checked_once_the_file_declares_them",
+    ) else {
+        return;
+    };
+    let folder = tempfile::tempdir().unwrap();
+    // Declared: the lab answers the token check and each read itself, and grades the wrapper.
+    let (code, report, stderr) = more_routes(&python, folder.path(), &[]);
+    let report = report.unwrap_or_else(|| panic!("no report: {stderr}"));
+    assert_eq!(
+        (code, &report["passed"]),
+        (Some(0), &Value::Bool(true)),
+        "{report:#}"
+    );
+    assert_eq!(
+        hop_points_with(&report, "PASS").len(),
+        HOP_POINTS.len(),
+        "{:?}",
+        verdicts(&report)
+    );
+    // Not declared: the check stops before it grades, naming the field and the requests the
+    // lab's own API does not have; the wrapper is not blamed.
+    for (cut, missing) in [
+        (vec![ME_ROUTE, READ_ROUTE], "GET /v1/me"),
+        (vec![READ_ROUTE], "GET /v1/messages/msg_"),
+    ] {
+        let (code, report, stderr) = more_routes(&python, folder.path(), &cut);
+        assert_eq!(code, Some(2), "{missing}: {stderr}");
+        assert!(report.is_none(), "{missing}: nothing is graded: {report:?}");
+        assert!(
+            stderr.contains("upstream.routes") && stderr.contains(missing),
+            "{missing}: {stderr}"
+        );
+        assert!(stderr.contains("target-more-routes.toml"), "{stderr}");
+    }
+}
+
 /// The keys the API got for one failed point, and what the agent got, as the report's history
 /// holds them: the evidence a person reads.
 fn exchanges_of(report: &Value, point: &str) -> Vec<(String, String, String)> {
@@ -770,6 +841,48 @@ fn bad_upstream_sections_are_refused_naming_the_field_with_nothing_started() {
             "an unknown field",
             format!("{head}[upstream]\ntokens = {{ a = \"t\" }}\nbase_url = \"x\"\n"),
             "unknown field `base_url`",
+        ),
+        (
+            "a declared route without a method",
+            format!(
+                "{head}[upstream]\ntokens = {{ a = \"t\" }}\n[[upstream.routes]]\npath = \"/v1/me\"\n"
+            ),
+            "upstream.routes[0].method: missing (required)",
+        ),
+        (
+            "a declared route with an unknown method",
+            format!(
+                "{head}[upstream]\ntokens = {{ a = \"t\" }}\n[[upstream.routes]]\nmethod = \"FETCH\"\npath = \"/v1/me\"\n"
+            ),
+            "upstream.routes[0].method: \"FETCH\"",
+        ),
+        (
+            "a declared route with a half-open segment",
+            format!(
+                "{head}[upstream]\ntokens = {{ a = \"t\" }}\n[[upstream.routes]]\nmethod = \"GET\"\npath = \"/v1/me\"\n[[upstream.routes]]\nmethod = \"GET\"\npath = \"/v1/m/{{id\"\n"
+            ),
+            "upstream.routes[1].path: \"/v1/m/{id\"",
+        ),
+        (
+            "a declared route that is the create route",
+            format!(
+                "{head}[upstream]\ntokens = {{ a = \"t\" }}\n[[upstream.routes]]\nmethod = \"post\"\npath = \"/tickets\"\n"
+            ),
+            "upstream.routes[0].path: POST /tickets is the create route",
+        ),
+        (
+            "a declared route with a status out of range",
+            format!(
+                "{head}[upstream]\ntokens = {{ a = \"t\" }}\n[[upstream.routes]]\nmethod = \"GET\"\npath = \"/v1/me\"\nstatus = 99\n"
+            ),
+            "upstream.routes[0].status: 99",
+        ),
+        (
+            "a declared route with an unknown field",
+            format!(
+                "{head}[upstream]\ntokens = {{ a = \"t\" }}\n[[upstream.routes]]\nmethod = \"GET\"\npath = \"/v1/me\"\nbody = \"x\"\n"
+            ),
+            "unknown field `body`",
         ),
     ];
     for (what, text, expected) in cases {

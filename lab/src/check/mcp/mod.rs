@@ -57,7 +57,13 @@ pub fn run(target: McpTarget) -> Result<Report> {
             .await
             .map_err(|problem| mcp_error(not_started(problem), &file, &place))?;
         let probe = Arc::new(probe);
-        let calibrated = calibration::calibrate(&probe).await;
+        let calibrated =
+            calibration::calibrate(&probe)
+                .await
+                .map_err(|stop| match &probe.upstream {
+                    Some(api) => api.blame(stop),
+                    None => stop,
+                });
         let calibration = match calibrated {
             Ok(calibration) => calibration,
             Err(Stop::Mismatch { field, problem }) if probe.upstream.is_some() => {
@@ -118,6 +124,12 @@ fn mcp_error(stop: Stop, file: &str, place: &str) -> Error {
 fn not_started(problem: String) -> Stop {
     if problem.starts_with("mcp.command") {
         return Stop::mismatch("mcp.command", super::calibration::trimmed(&problem));
+    }
+    if let Some(rest) = problem.strip_prefix(&format!("{}: ", super::upstream::ROUTES_FIELD)) {
+        return Stop::mismatch(
+            super::upstream::ROUTES_FIELD,
+            super::calibration::trimmed(rest),
+        );
     }
     Stop::Unreachable {
         asked: "MCP",

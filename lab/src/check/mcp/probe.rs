@@ -140,16 +140,35 @@ impl McpProbe {
                 probe.dir.path(),
             )?);
         }
-        for caller in 0..probe.target.callers.len() {
-            let session = probe.open(caller).await?;
-            probe.sessions.push(session);
+        if let Err(problem) = probe.connect().await {
+            // A wrapper that stops at its start because the API lacked a route it asked for
+            // (a token check): the file's fault, named by the field that declares routes.
+            return Err(
+                match probe
+                    .upstream
+                    .as_ref()
+                    .and_then(|api| api.blame_routes(&problem))
+                {
+                    Some(blamed) => format!("{}: {blamed}", super::super::upstream::ROUTES_FIELD),
+                    None => problem,
+                },
+            );
         }
-        let peer = probe.sessions[0].running.peer().clone();
-        probe.tools = tokio::time::timeout(probe.target.timeout, peer.list_all_tools())
+        Ok(probe)
+    }
+
+    /// Opens every caller's session and lists the tools.
+    async fn connect(&mut self) -> Result<(), String> {
+        for caller in 0..self.target.callers.len() {
+            let session = self.open(caller).await?;
+            self.sessions.push(session);
+        }
+        let peer = self.sessions[0].running.peer().clone();
+        self.tools = tokio::time::timeout(self.target.timeout, peer.list_all_tools())
             .await
             .map_err(|_| "tools/list: no answer in time".to_owned())?
             .map_err(|err| format!("tools/list: {err}"))?;
-        Ok(probe)
+        Ok(())
     }
 
     /// Closes every session (stdio servers end with their stdin).

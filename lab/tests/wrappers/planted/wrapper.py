@@ -6,10 +6,15 @@ with a bug planted on request: the negative controls of the hop check (`lab chec
 Usage:
   wrapper.py --api URL --token TOKEN [--bug BUG] [--retries N]
              [--create-path PATH] [--token-header NAME] [--key-header NAME] [--id-field NAME]
+             [--check-token PATH] [--read-after-create PATH]
 
-The last four make it a wrapper of another API than the lab's (the hop check plays that API with
-[upstream.create]): its create route, the header that carries the token bare (instead of
-`Authorization: Bearer`), the header that carries the key, and the member that names a create.
+--create-path, --token-header, --key-header and --id-field make it a wrapper of another API than
+the lab's (the hop check plays that API with [upstream.create]): its create route, the header that
+carries the token bare (instead of `Authorization: Bearer`), the header that carries the key, and
+the member that names a create. --check-token and --read-after-create make it call two more routes
+of that API, as many wrappers do (the hop check answers them as [[upstream.routes]] declares): a
+GET at its start that must answer 2xx (a token check; it exits 1 otherwise), and a GET of the new
+thing after each create ({id} in PATH is the create's id), whose id_field it then names.
 
 URL is the API's base (`http://127.0.0.1:PORT`, as `{{upstream}}` gives it); TOKEN the caller's bearer
 token (the environment's API_TOKEN when --token is absent). HTTP goes through the standard library
@@ -97,6 +102,9 @@ parser.add_argument("--create-path", default="/tickets", help="the create route'
 parser.add_argument("--token-header", help="send the token bare in this header (default: Authorization: Bearer)")
 parser.add_argument("--key-header", default="Idempotency-Key", help="the header the key goes in (default Idempotency-Key)")
 parser.add_argument("--id-field", default="ticket_id", help="the member of a create's answer that names it (default ticket_id)")
+# Routes of that API besides the create, which [[upstream.routes]] declares:
+parser.add_argument("--check-token", metavar="PATH", help="GET PATH with the token at start, and exit 1 unless it answers 2xx")
+parser.add_argument("--read-after-create", metavar="PATH", help="after a create, GET PATH ({id}: the new id) and name what it answers")
 options = parser.parse_args()
 if not options.token:
     parser.error("--token (or API_TOKEN) is required")
@@ -274,6 +282,12 @@ def create(title, priority, idempotency_key):
     if isinstance(outcome, Reply) and outcome.status in (200, 201):
         answer = outcome.json()
         named = answer.get(options.id_field) if isinstance(answer, dict) else None
+        if options.read_after_create and isinstance(named, (int, str)) and not isinstance(named, bool):
+            read = options.read_after_create.replace("{id}", urllib.parse.quote(str(named), safe=""))
+            fetched, _ = call_api("GET", read, lambda n: (base_headers(), None))
+            if not (isinstance(fetched, Reply) and fetched.status == 200 and isinstance(fetched.json(), dict)):
+                return failed("GET", read, fetched, False)
+            named = fetched.json().get(options.id_field)
         if isinstance(named, (int, str)) and not isinstance(named, bool):
             content = {"ticket_id": named}
             return CallToolResult(content=[TextContent(type="text", text=json.dumps(content))], structured_content=content)
@@ -333,4 +347,9 @@ def list_tickets() -> CallToolResult:
 
 
 if __name__ == "__main__":
+    if options.check_token:
+        checked, _ = call_api("GET", options.check_token, lambda n: (base_headers(), None))
+        if not (isinstance(checked, Reply) and 200 <= checked.status < 300):
+            said = checked.error if isinstance(checked, Failure) else f"{checked.status}: {checked.text()}"
+            raise SystemExit(f"wrapper.py: the token check GET {options.check_token} failed: {said}")
     server.run("stdio")
