@@ -21,7 +21,7 @@ use super::history::{Answer, History, Sent, WRAPPER_TO_API};
 use super::points::{Checks, effects};
 use super::probe::{Change, same_effect};
 use super::report::{Grade, PointReport};
-use super::upstream::{Fault, UpstreamApi, UpstreamRequest, carries, ticket_id};
+use super::upstream::{Fault, Upstream, UpstreamApi, UpstreamRequest, carries, ticket_id};
 use crate::http::contract::{ProblemType, problem as contract};
 use crate::http::proxy::Fate;
 
@@ -253,10 +253,10 @@ struct Hop {
 }
 
 impl Hop {
-    fn key_values(&self, header: &str) -> Vec<Option<String>> {
+    fn key_values(&self, spec: &Upstream) -> Vec<Option<String>> {
         self.creates
             .iter()
-            .map(|c| c.header(header).first().map(|v| (*v).to_owned()))
+            .map(|c| c.keys(spec).into_iter().next())
             .collect()
     }
 }
@@ -288,12 +288,11 @@ fn record<F: Front>(
     point: &'static str,
     create: &UpstreamRequest,
 ) -> usize {
-    let header = &api.spec.key_header;
     let sent = Sent {
         point,
         step: "the wrapper's request to the API".to_owned(),
         caller: Some(WRAPPER_TO_API.to_owned()),
-        key: create.header(header).first().map(|v| (*v).to_owned()),
+        key: create.keys(&api.spec).into_iter().next(),
         method: create.method.clone(),
         path: create.target.clone(),
         body: create.body.clone(),
@@ -328,7 +327,7 @@ fn lines(api: &UpstreamApi, creates: &[UpstreamRequest]) -> String {
     }
     creates
         .iter()
-        .map(|c| c.describe(&api.spec.key_header))
+        .map(|c| c.describe(&api.spec))
         .collect::<Vec<_>>()
         .join("; ")
 }
@@ -386,7 +385,7 @@ fn keys_carried(
     key: &str,
     what: &str,
 ) -> bool {
-    let header = &api.spec.key_header;
+    let place = api.spec.key_place();
     // Each create with its number in the history (a hop's ids are its call's, then its creates').
     let creates: Vec<(usize, &UpstreamRequest)> = hops
         .iter()
@@ -395,13 +394,13 @@ fn keys_carried(
     let ids: Vec<usize> = hops.iter().flat_map(|h| h.ids.iter().copied()).collect();
     let all = !creates.is_empty()
         && creates.iter().all(|(_, c)| {
-            let values = c.header(header);
-            values.len() == 1 && carries(values[0], key)
+            let values = c.keys(&api.spec);
+            values.len() == 1 && carries(&values[0], key)
         });
     let observed = creates
         .iter()
-        .map(|(id, c)| match c.header(header).as_slice() {
-            [] => format!("#{id}: no {header}"),
+        .map(|(id, c)| match c.keys(&api.spec).as_slice() {
+            [] => format!("#{id}: no key in {place}"),
             values => format!("#{id}: {}", values.join(", ")),
         })
         .collect::<Vec<_>>();
@@ -409,7 +408,7 @@ fn keys_carried(
         Grade::lab_over_should(section::UNIQUENESS),
         what,
         all,
-        format!("{header}: {key} on every create"),
+        format!("{place}: {key} on every create"),
         if observed.is_empty() {
             "no create reached the API".to_owned()
         } else {
@@ -423,7 +422,7 @@ fn keys_carried(
 /// the API got are the evidence that it cannot be retried safely.
 async fn no_key_evidence<F: Front>(front: &F, api: &UpstreamApi, checks: &mut Checks, before: i64) {
     let point = "hop-key";
-    let header = &api.spec.key_header;
+    let place = api.spec.key_place();
     let fields = front.fresh_fields();
     let call = front.unkeyed_call("the call", &fields);
     let first = through(front, api, point, None, &call).await;
@@ -433,7 +432,7 @@ async fn no_key_evidence<F: Front>(front: &F, api: &UpstreamApi, checks: &mut Ch
     let creates: Vec<&UpstreamRequest> = first.creates.iter().chain(&second.creates).collect();
     let identical = creates.len() == 2
         && creates[0].body == creates[1].body
-        && creates.iter().all(|c| c.header(header).is_empty());
+        && creates.iter().all(|c| c.keys(&api.spec).is_empty());
     let ids: Vec<usize> = first.ids.iter().chain(&second.ids).copied().collect();
     checks.add(
         Grade::lab(),
@@ -442,11 +441,11 @@ async fn no_key_evidence<F: Front>(front: &F, api: &UpstreamApi, checks: &mut Ch
             front.subject()
         ),
         false,
-        format!("an argument the wrapper sends as {header}"),
+        format!("an argument the wrapper sends as {place}"),
         if identical {
             format!(
                 "unsafe to retry: the same call twice sent two byte-identical creates \
-                 without {header}, and made {}: {}",
+                 without a key in {place}, and made {}: {}",
                 effects(after - before),
                 lines(api, &creates.into_iter().cloned().collect::<Vec<_>>())
             )
@@ -464,9 +463,9 @@ async fn no_key_evidence<F: Front>(front: &F, api: &UpstreamApi, checks: &mut Ch
 
 async fn key<F: Front>(front: &F, api: &UpstreamApi) -> PointReport {
     const NAME: &str = "hop-key";
-    const TITLE: &str = "The agent's key reaches the API, in the header the API reads";
+    const TITLE: &str = "The agent's key reaches the API, where the API reads it";
     let mut checks = Checks::new();
-    let header = &api.spec.key_header;
+    let place = api.spec.key_place();
     let before = count_or_stop!(front, checks, NAME, TITLE);
     if !front.keyed() {
         // No key at all: what a retry does at the API is the evidence.
@@ -497,7 +496,7 @@ async fn key<F: Front>(front: &F, api: &UpstreamApi) -> PointReport {
         api,
         &[&hop],
         &front.key_of(&call),
-        &format!("the create carries the agent's key in {header}, unchanged"),
+        &format!("the create carries the agent's key in {place}, unchanged"),
     );
     checks.add(
         Grade::lab(),
@@ -510,14 +509,19 @@ async fn key<F: Front>(front: &F, api: &UpstreamApi) -> PointReport {
     PointReport::covered(NAME, TITLE, checks.0)
 }
 
-/// The body the API should get for `call`: its arguments without the key, or the member
-/// `upstream.body_argument` names.
+/// The body the API should get for `call`, its key member aside: its arguments without the key,
+/// or the member `upstream.body_argument` names.
 fn expected_body<F: Front>(front: &F, api: &UpstreamApi, call: &F::Call) -> Option<Value> {
     let arguments = front.sent_body(call);
-    if api.spec.body_argument.is_empty() {
-        return Some(arguments);
+    let mut body = if api.spec.body_argument.is_empty() {
+        arguments
+    } else {
+        arguments.pointer(&api.spec.body_argument).cloned()?
+    };
+    if let Some(pointer) = &api.spec.key_pointer {
+        super::upstream::take_pointer(&mut body, pointer);
     }
-    arguments.pointer(&api.spec.body_argument).cloned()
+    Some(body)
 }
 
 async fn payload<F: Front>(front: &F, api: &UpstreamApi) -> PointReport {
@@ -543,7 +547,7 @@ async fn payload<F: Front>(front: &F, api: &UpstreamApi) -> PointReport {
         return PointReport::covered(NAME, TITLE, checks.0);
     };
     let expected = expected_body(front, api, &call);
-    let got: Option<Value> = serde_json::from_str(&create.body).ok();
+    let got = create.payload(&api.spec);
     checks.add(
         Grade::should(section::ENFORCEMENT),
         "the API gets the agent's fields as its body, not re-wrapped or re-encoded",
@@ -562,17 +566,13 @@ async fn payload<F: Front>(front: &F, api: &UpstreamApi) -> PointReport {
         ),
         &first.ids,
     );
-    let bodies: Vec<&str> = first
+    let parsed: Vec<Option<Value>> = first
         .creates
         .iter()
         .chain(&second.creates)
-        .map(|c| c.body.as_str())
+        .map(|c| c.payload(&api.spec))
         .collect();
-    let parsed: Vec<Option<Value>> = bodies
-        .iter()
-        .map(|b| serde_json::from_str(b).ok())
-        .collect();
-    let same = bodies.len() >= 2 && parsed.iter().all(|p| p.is_some() && *p == parsed[0]);
+    let same = parsed.len() >= 2 && parsed.iter().all(|p| p.is_some() && *p == parsed[0]);
     let ids: Vec<usize> = first.ids.iter().chain(&second.ids).copied().collect();
     checks.add(
         Grade::lab_over_should(section::ENFORCEMENT),
@@ -928,8 +928,7 @@ async fn new_intention<F: Front>(front: &F, api: &UpstreamApi) -> PointReport {
         &front.key_of(&second_call),
         "the second intention's create carries its own key, not the first's",
     );
-    let header = &api.spec.key_header;
-    let (a, b) = (first.key_values(header), second.key_values(header));
+    let (a, b) = (first.key_values(&api.spec), second.key_values(&api.spec));
     let ids: Vec<usize> = first.ids.iter().chain(&second.ids).copied().collect();
     checks.add(
         Grade::lab_over_should(section::UNIQUENESS),

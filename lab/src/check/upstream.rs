@@ -31,6 +31,9 @@ pub struct Upstream {
     pub tokens: Vec<(String, String)>,
     /// The request header the API reads its key from.
     pub key_header: String,
+    /// Where in a create's JSON body the API reads its key instead (a JSON pointer, as Square's
+    /// `idempotency_key` member), when it does.
+    pub key_pointer: Option<String>,
     /// How the agent's key argument is written: as the header's value, an RFC 8941 string
     /// (`"<uuid>"`, quotes included) or a token.
     pub key_form: UpstreamKeyForm,
@@ -50,6 +53,26 @@ pub struct Upstream {
     /// The wrapper's own timeout for one API request, when the file knows it: the lab then holds
     /// a create's reply past it once (`hop-upstream-retry`).
     pub wrapper_timeout: Option<Duration>,
+}
+
+impl Upstream {
+    /// Where the API reads its key, for messages: `Idempotency-Key`, `the body's
+    /// /idempotency_key`.
+    pub fn key_place(&self) -> String {
+        match &self.key_pointer {
+            Some(pointer) => format!("the body's {pointer}"),
+            None => self.key_header.clone(),
+        }
+    }
+
+    /// The field of the file that says where the key is.
+    pub fn key_field(&self) -> &'static str {
+        if self.key_pointer.is_some() {
+            "upstream.key_pointer"
+        } else {
+            "upstream.key_header"
+        }
+    }
 }
 
 /// `[upstream.create]`: another API's create route, which the lab plays on its own store. The
@@ -154,6 +177,7 @@ pub(crate) struct UpstreamFile {
     #[serde(default)]
     tokens: BTreeMap<String, String>,
     key_header: Option<String>,
+    key_pointer: Option<String>,
     key_form: Option<String>,
     body_argument: Option<String>,
     token_header: Option<String>,
@@ -212,6 +236,24 @@ pub(crate) fn upstream(file: UpstreamFile) -> Checked<Upstream> {
         }
         tokens.push((name, token));
     }
+    let key_pointer = match file.key_pointer {
+        Some(_) if file.key_header.is_some() => {
+            return Err(
+                "upstream.key_pointer: the API reads its key from a header (upstream.key_header) \
+                 or from the body (upstream.key_pointer): give one of them"
+                    .into(),
+            );
+        }
+        Some(pointer) if pointer.is_empty() => {
+            return Err(
+                "upstream.key_pointer: \"\": a pointer to a member of the body, such as \
+                 /idempotency_key"
+                    .into(),
+            );
+        }
+        Some(pointer) => Some(json_pointer(pointer, "upstream.key_pointer")?),
+        None => None,
+    };
     let key_header = file
         .key_header
         .unwrap_or_else(|| "Idempotency-Key".to_owned());
@@ -259,6 +301,7 @@ pub(crate) fn upstream(file: UpstreamFile) -> Checked<Upstream> {
     Ok(Upstream {
         tokens,
         key_header,
+        key_pointer,
         key_form,
         body_argument,
         token_header,
@@ -412,13 +455,45 @@ impl UpstreamRequest {
         }
     }
 
+    /// The keys it carries where `spec` says the API reads them: the key header's values, or
+    /// the body member `upstream.key_pointer` names (a string as it is, other JSON as text).
+    pub fn keys(&self, spec: &Upstream) -> Vec<String> {
+        match &spec.key_pointer {
+            None => self
+                .header(&spec.key_header)
+                .into_iter()
+                .map(str::to_owned)
+                .collect(),
+            Some(pointer) => serde_json::from_str::<Value>(&self.body)
+                .ok()
+                .and_then(|body| body.pointer(pointer).cloned())
+                .map(|key| match key {
+                    Value::String(text) => text,
+                    other => other.to_string(),
+                })
+                .into_iter()
+                .collect(),
+        }
+    }
+
+    /// The body as JSON, without the key member when the API reads its key from the body: the
+    /// payload the API compares between a create and its retry.
+    pub fn payload(&self, spec: &Upstream) -> Option<Value> {
+        let mut body: Value = serde_json::from_str(&self.body).ok()?;
+        if let Some(pointer) = &spec.key_pointer {
+            take_pointer(&mut body, pointer);
+        }
+        Some(body)
+    }
+
     /// One line for a report: `POST /tickets (Idempotency-Key: "...") body {...} -> 201`.
-    pub fn describe(&self, key_header: &str) -> String {
-        let keys = self.header(key_header);
+    pub fn describe(&self, spec: &Upstream) -> String {
+        let keys = self.keys(spec);
+        let place = spec.key_place();
         let key = if keys.is_empty() {
-            format!("no {key_header}")
+            format!("no key in {place}")
         } else {
-            format!("{key_header}: {}", keys.join(", "))
+            format!("{place}: {}", keys.join(", "))
         };
         let fate = match &self.fate {
             None => "no answer yet".to_owned(),
@@ -553,12 +628,20 @@ impl Tap for Recorder {
         }
         // The key, from wherever this API carries it, as the lab's API reads it: one RFC 8941
         // string (a bare key is quoted; one already quoted or a token stays as it is).
-        let keys: Vec<HeaderValue> = headers
-            .get_all(spec.key_header.as_str())
-            .iter()
-            .cloned()
-            .collect();
-        headers.remove(spec.key_header.as_str());
+        let keys: Vec<HeaderValue> = match &spec.key_pointer {
+            Some(pointer) => key_out_of_body(request, pointer),
+            None => {
+                let headers = request.headers_mut();
+                let keys = headers
+                    .get_all(spec.key_header.as_str())
+                    .iter()
+                    .cloned()
+                    .collect();
+                headers.remove(spec.key_header.as_str());
+                keys
+            }
+        };
+        let headers = request.headers_mut();
         for value in keys {
             let text = String::from_utf8_lossy(value.as_bytes()).into_owned();
             let written = match spec.key_form {
@@ -633,6 +716,48 @@ impl Recorder {
             .get(number - 1)
             .is_some_and(UpstreamRequest::is_create)
     }
+}
+
+/// Takes the member `pointer` names out of `value`, and returns it.
+pub(crate) fn take_pointer(value: &mut Value, pointer: &str) -> Option<Value> {
+    let (parent, last) = pointer.rsplit_once('/')?;
+    let last = last.replace("~1", "/").replace("~0", "~");
+    value.pointer_mut(parent)?.as_object_mut()?.remove(&last)
+}
+
+/// Takes the key out of a create's JSON body (`pointer`), so that the lab's API stores the
+/// payload without it, and returns it as a header value for `Idempotency-Key`. The body and its
+/// length are rewritten; a body that is not JSON, or has no key there, is left as it is.
+fn key_out_of_body(request: &mut hyper::Request<Full<Bytes>>, pointer: &str) -> Vec<HeaderValue> {
+    use futures::FutureExt;
+    use http_body_util::BodyExt;
+    let Some(bytes) = request
+        .body()
+        .clone()
+        .collect()
+        .now_or_never()
+        .and_then(Result::ok)
+        .map(http_body_util::Collected::to_bytes)
+    else {
+        return Vec::new();
+    };
+    let Ok(mut body) = serde_json::from_slice::<Value>(&bytes) else {
+        return Vec::new();
+    };
+    let Some(key) = take_pointer(&mut body, pointer) else {
+        return Vec::new();
+    };
+    let text = match key {
+        Value::String(text) => text,
+        other => other.to_string(),
+    };
+    let rewritten = Bytes::from(body.to_string());
+    request.headers_mut().insert(
+        hyper::header::CONTENT_LENGTH,
+        HeaderValue::from(rewritten.len()),
+    );
+    *request.body_mut() = Full::new(rewritten);
+    HeaderValue::from_str(&text).into_iter().collect()
 }
 
 /// The ticket id in an answer of the lab's API (`{"ticket_id": N}`), as text.
@@ -878,20 +1003,42 @@ impl UpstreamApi {
     }
 }
 
-/// When the creates after `mark` lack the file's key header but another header carries the
-/// agent's `key`: that header's name. The file names the wrong header, and the wrapper is not
-/// at fault.
-pub fn key_in_another_header(api: &UpstreamApi, mark: usize, key: &str) -> Option<String> {
-    let header = &api.spec.key_header;
+/// When the creates after `mark` lack the key where the file says the API reads it, but carry
+/// the agent's `key` elsewhere (another header, a member of the body): the field at fault
+/// (`upstream.key_header`, `upstream.key_pointer`) and where the key was. The file names the
+/// wrong place, and the wrapper is not at fault.
+pub fn key_elsewhere(api: &UpstreamApi, mark: usize, key: &str) -> Option<(&'static str, String)> {
     api.creates_since(mark)
         .iter()
-        .filter(|c| c.header(header).is_empty())
+        .filter(|c| c.keys(&api.spec).is_empty())
         .find_map(|c| {
-            c.headers
+            let in_header = c
+                .headers
                 .iter()
                 .find(|(_, value)| carries(value, key))
-                .map(|(name, _)| name.clone())
+                .map(|(name, _)| ("upstream.key_header", format!("the header {name}")));
+            in_header.or_else(|| {
+                let body: Value = serde_json::from_str(&c.body).ok()?;
+                pointer_to(&body, key, String::new())
+                    .map(|pointer| ("upstream.key_pointer", format!("the body's {pointer}")))
+            })
         })
+}
+
+/// The JSON pointer of a string in `value` that carries `key`.
+fn pointer_to(value: &Value, key: &str, at: String) -> Option<String> {
+    let escape = |name: &str| name.replace('~', "~0").replace('/', "~1");
+    match value {
+        Value::String(text) if carries(text, key) => Some(at),
+        Value::Object(map) => map
+            .iter()
+            .find_map(|(name, v)| pointer_to(v, key, format!("{at}/{}", escape(name)))),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .find_map(|(i, v)| pointer_to(v, key, format!("{at}/{i}"))),
+        _ => None,
+    }
 }
 
 /// The key as the agent writes it: the API's header form.
@@ -948,6 +1095,48 @@ mod tests {
             route("GET", "/v1/me", None).matches("GET", "/v1/me"),
             Some(Vec::new())
         );
+    }
+
+    #[test]
+    fn a_key_in_the_body_is_read_at_its_pointer_and_left_out_of_the_payload() {
+        let spec = upstream(UpstreamFile {
+            api: None,
+            tokens: BTreeMap::from([("a".to_owned(), "t".to_owned())]),
+            key_header: None,
+            key_pointer: Some("/meta/idempotency~1key".to_owned()),
+            key_form: Some("plain".to_owned()),
+            body_argument: None,
+            token_header: None,
+            create: None,
+            routes: Vec::new(),
+            port: None,
+            wrapper_timeout_ms: None,
+        })
+        .unwrap();
+        let request = UpstreamRequest {
+            number: 1,
+            arrived: Instant::now(),
+            took: None,
+            method: "POST".to_owned(),
+            target: "/tickets".to_owned(),
+            headers: vec![("idempotency-key".to_owned(), "\"elsewhere\"".to_owned())],
+            body: r#"{"title":"t","meta":{"idempotency/key":"k1","n":1}}"#.to_owned(),
+            create: true,
+            fault: None,
+            fate: None,
+        };
+        assert_eq!(request.keys(&spec), ["k1"]);
+        assert_eq!(
+            request.payload(&spec),
+            Some(serde_json::json!({"title": "t", "meta": {"n": 1}}))
+        );
+        assert_eq!(spec.key_place(), "the body's /meta/idempotency~1key");
+        let body: Value = serde_json::from_str(&request.body).unwrap();
+        assert_eq!(
+            pointer_to(&body, "\"k1\"", String::new()).as_deref(),
+            Some("/meta/idempotency~1key")
+        );
+        assert_eq!(pointer_to(&body, "k2", String::new()), None);
     }
 
     #[test]

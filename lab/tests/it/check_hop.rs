@@ -250,7 +250,7 @@ fn a_key_header_the_wrapper_does_not_use_is_the_files_fault_not_the_wrappers() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("upstream.key_header: #1 reached the API with the agent's key in idempotency-key, not in X-Key"),
+        stderr.contains("upstream.key_header: #1 reached the API with the agent's key in the header idempotency-key, not in X-Key"),
         "{stderr}"
     );
     assert!(output.stdout.is_empty(), "nothing was graded");
@@ -303,6 +303,111 @@ fn a_wrapper_of_another_api_is_checked_on_the_route_its_file_declares() {
         "{:?}",
         verdicts(&report)
     );
+}
+
+/// `target-another-api.toml` fitted to `python` and `bug`, the wrapper told `wrapper_place` and
+/// the file `file_place` (each a replacement of the shipped text), run: the exit status, the
+/// report (when one was printed), and stderr.
+fn key_placed(
+    python: &Path,
+    bug: &str,
+    folder: &Path,
+    wrapper_place: &str,
+    file_place: &str,
+) -> (Option<i32>, Option<Value>, String) {
+    let wrapper = repository_root().join("lab/tests/wrappers/planted/wrapper.py");
+    let python = format!("{:?}", python.to_str().unwrap());
+    let wrapper = format!("{:?}", wrapper.to_str().unwrap());
+    let bug = format!("\"--bug\", \"{bug}\"");
+    let file = fitted(
+        "lab/tests/wrappers/planted/target-another-api.toml",
+        &[
+            ("\"python3\"", &python),
+            ("\"wrapper.py\"", &wrapper),
+            ("\"--bug\", \"none\"", &bug),
+            ("\"--key-header\", \"X-Idempotency-Key\"", wrapper_place),
+            ("key_header = \"X-Idempotency-Key\"", file_place),
+        ],
+        folder,
+    );
+    let output = Command::new(LAB)
+        .args(["check", "--json", "--target"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let report = lab::serde_json::from_slice(&output.stdout).ok();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    (output.status.code(), report, stderr)
+}
+
+#[test]
+fn a_wrapper_that_sends_the_key_in_the_body_is_read_where_the_file_says_the_api_reads_it() {
+    let Some(python) = python(
+        "check_hop::a_wrapper_that_sends_the_key_in_the_body_is_read_where_the_file_says_the_api_reads_it",
+    ) else {
+        return;
+    };
+    let folder = tempfile::tempdir().unwrap();
+    let in_body = "\"--key-in-body\", \"idempotency_key\"";
+    let in_header = "\"--key-header\", \"X-Idempotency-Key\"";
+    let pointer = "key_pointer = \"/idempotency_key\"";
+    let header = "key_header = \"X-Idempotency-Key\"";
+    let (code, report, stderr) = key_placed(&python, "none", folder.path(), in_body, pointer);
+    let report = report.unwrap_or_else(|| panic!("no report: {stderr}"));
+    assert_eq!(
+        (code, &report["passed"]),
+        (Some(0), &Value::Bool(true)),
+        "{report:#}"
+    );
+    // The key was read from the body, and the body the API stored is the payload without it.
+    let creates: Vec<&Value> = report["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["caller"] == "wrapper → API")
+        .collect();
+    assert!(!creates.is_empty());
+    for create in &creates {
+        let key = create["key"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{create:#}"));
+        let body = create["body"].as_str().unwrap();
+        assert!(
+            body.contains(&format!("\"idempotency_key\": \"{key}\"")),
+            "{create:#}"
+        );
+    }
+    let (_, report, stderr) = key_placed(&python, "mints-key", folder.path(), in_body, pointer);
+    let report = report.unwrap_or_else(|| panic!("no report: {stderr}"));
+    assert!(
+        hop_points_with(&report, "FAIL").contains(&"hop-retry".to_owned()),
+        "{:?}",
+        verdicts(&report)
+    );
+    // The file's slip either way: the check stops before it grades, naming the field to change.
+    for (wrapper_place, file_place, field, place) in [
+        (
+            in_body,
+            header,
+            "upstream.key_pointer",
+            "the body's /idempotency_key",
+        ),
+        (
+            in_header,
+            pointer,
+            "upstream.key_header",
+            "the header x-idempotency-key",
+        ),
+    ] {
+        let (code, report, stderr) =
+            key_placed(&python, "none", folder.path(), wrapper_place, file_place);
+        assert_eq!(code, Some(2), "{field}: {stderr}");
+        assert!(report.is_none(), "{field}: nothing is graded");
+        assert!(
+            stderr.contains(field) && stderr.contains(place),
+            "{field}: {stderr}"
+        );
+    }
 }
 
 /// `target-more-routes.toml` fitted to `python`, with `cut` (a `[[upstream.routes]]` entry's
@@ -841,6 +946,23 @@ fn bad_upstream_sections_are_refused_naming_the_field_with_nothing_started() {
             "an unknown field",
             format!("{head}[upstream]\ntokens = {{ a = \"t\" }}\nbase_url = \"x\"\n"),
             "unknown field `base_url`",
+        ),
+        (
+            "a key both in a header and in the body",
+            format!(
+                "{head}[upstream]\ntokens = {{ a = \"t\" }}\nkey_header = \"K\"\nkey_pointer = \"/k\"\n"
+            ),
+            "upstream.key_pointer: the API reads its key from a header",
+        ),
+        (
+            "a key pointer that is not a pointer",
+            format!("{head}[upstream]\ntokens = {{ a = \"t\" }}\nkey_pointer = \"k\"\n"),
+            "upstream.key_pointer: \"k\" is not a JSON pointer",
+        ),
+        (
+            "a key pointer to the whole body",
+            format!("{head}[upstream]\ntokens = {{ a = \"t\" }}\nkey_pointer = \"\"\n"),
+            "upstream.key_pointer: \"\": a pointer to a member",
         ),
         (
             "a declared route without a method",

@@ -14,7 +14,7 @@ use super::super::calibration::{
     Calibration, POINT, Stop, id_pointers, is_uuid, trimmed, uuid_key,
 };
 use super::super::history::Answer;
-use super::super::upstream::{UpstreamApi, key_in_another_header};
+use super::super::upstream::{UpstreamApi, key_elsewhere};
 use super::probe::{KeyArg, McpProbe, Seen, ToolCall};
 use super::target::{McpCount, McpIdentity};
 
@@ -146,14 +146,20 @@ async fn create(
     let mark = probe.upstream.as_ref().map(UpstreamApi::mark);
     let seen = probe.send(POINT, &call).await;
     if let (Some(api), Some(mark), KeyArg::Key(key)) = (&probe.upstream, mark, &call.key)
-        && let Some(name) = key_in_another_header(api, mark, key)
+        && let Some((field, place)) = key_elsewhere(api, mark, key)
     {
         return Err(Stop::mismatch(
-            "upstream.key_header",
+            field,
             format!(
-                "#{} reached the API with the agent's key in {name}, not in {}: name the header \
-                 the wrapper sends it in",
-                seen.id, api.spec.key_header
+                "#{} reached the API with the agent's key in {place}, not in {}: say where the \
+                 wrapper sends it ({field}{})",
+                seen.id,
+                api.spec.key_place(),
+                if field == api.spec.key_field() {
+                    String::new()
+                } else {
+                    format!(" instead of {}", api.spec.key_field())
+                }
             ),
         ));
     }

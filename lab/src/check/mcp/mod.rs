@@ -66,7 +66,12 @@ pub fn run(target: McpTarget) -> Result<Report> {
                 });
         let calibration = match calibrated {
             Ok(calibration) => calibration,
-            Err(Stop::Mismatch { field, problem }) if probe.upstream.is_some() => {
+            // The API refused the wrapper's creates: the hop points show whether its key or
+            // body is at fault, unless the key was found where the file does not look (then the
+            // file names the wrong place, and says so).
+            Err(Stop::Mismatch { field, problem })
+                if probe.upstream.is_some() && !field.starts_with("upstream.key_") =>
+            {
                 let Some((calibration, points)) =
                     super::hop::when_refused(probe.as_ref(), &problem).await
                 else {

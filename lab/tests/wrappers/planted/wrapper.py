@@ -6,12 +6,13 @@ with a bug planted on request: the negative controls of the hop check (`lab chec
 Usage:
   wrapper.py --api URL --token TOKEN [--bug BUG] [--retries N]
              [--create-path PATH] [--token-header NAME] [--key-header NAME] [--id-field NAME]
-             [--check-token PATH] [--read-after-create PATH]
+             [--key-in-body MEMBER] [--check-token PATH] [--read-after-create PATH]
 
 --create-path, --token-header, --key-header and --id-field make it a wrapper of another API than
 the lab's (the hop check plays that API with [upstream.create]): its create route, the header that
 carries the token bare (instead of `Authorization: Bearer`), the header that carries the key, and
-the member that names a create. --check-token and --read-after-create make it call two more routes
+the member that names a create; --key-in-body sends the key as a member of the JSON body instead,
+as some APIs read it (Square's idempotency_key). --check-token and --read-after-create make it call two more routes
 of that API, as many wrappers do (the hop check answers them as [[upstream.routes]] declares): a
 GET at its start that must answer 2xx (a token check; it exits 1 otherwise), and a GET of the new
 thing after each create ({id} in PATH is the create's id), whose id_field it then names.
@@ -101,6 +102,7 @@ parser.add_argument("--retries", type=int, metavar="N", help="resends after 503,
 parser.add_argument("--create-path", default="/tickets", help="the create route's path (default /tickets)")
 parser.add_argument("--token-header", help="send the token bare in this header (default: Authorization: Bearer)")
 parser.add_argument("--key-header", default="Idempotency-Key", help="the header the key goes in (default Idempotency-Key)")
+parser.add_argument("--key-in-body", metavar="MEMBER", help="send the key as this member of the JSON body, not in a header (as Square's idempotency_key)")
 parser.add_argument("--id-field", default="ticket_id", help="the member of a create's answer that names it (default ticket_id)")
 # Routes of that API besides the create, which [[upstream.routes]] declares:
 parser.add_argument("--check-token", metavar="PATH", help="GET PATH with the token at start, and exit 1 unless it answers 2xx")
@@ -273,7 +275,9 @@ def create(title, priority, idempotency_key):
         headers = base_headers()
         headers["Content-Type"] = "application/json"
         key = keys(n)
-        if key is not None:
+        if key is not None and options.key_in_body:
+            body[options.key_in_body] = key
+        elif key is not None:
             headers[options.key_header] = key
         return headers, json.dumps(body).encode("utf-8")
 
