@@ -224,36 +224,8 @@ pub(crate) fn upstream(file: UpstreamFile) -> Checked<Upstream> {
                 .into(),
         );
     }
-    let mut tokens = Vec::new();
-    for (name, token) in file.tokens {
-        if token.is_empty() || token.bytes().any(|b| !(0x21..=0x7e).contains(&b)) {
-            return Err(format!(
-                "upstream.tokens.{name}: {token:?}: a token of printable ASCII without spaces"
-            ));
-        }
-        if tokens.iter().any(|(_, t)| *t == token) {
-            return Err(format!("upstream.tokens.{name}: {token:?} is given twice"));
-        }
-        tokens.push((name, token));
-    }
-    let key_pointer = match file.key_pointer {
-        Some(_) if file.key_header.is_some() => {
-            return Err(
-                "upstream.key_pointer: the API reads its key from a header (upstream.key_header) \
-                 or from the body (upstream.key_pointer): give one of them"
-                    .into(),
-            );
-        }
-        Some(pointer) if pointer.is_empty() => {
-            return Err(
-                "upstream.key_pointer: \"\": a pointer to a member of the body, such as \
-                 /idempotency_key"
-                    .into(),
-            );
-        }
-        Some(pointer) => Some(json_pointer(pointer, "upstream.key_pointer")?),
-        None => None,
-    };
+    let tokens = tokens(file.tokens)?;
+    let key_pointer = key_pointer(file.key_pointer, file.key_header.is_some())?;
     let key_header = file
         .key_header
         .unwrap_or_else(|| "Idempotency-Key".to_owned());
@@ -309,6 +281,45 @@ pub(crate) fn upstream(file: UpstreamFile) -> Checked<Upstream> {
         routes,
         port: file.port,
         wrapper_timeout,
+    })
+}
+
+/// `upstream.tokens`: each caller's name and a token of printable ASCII, no token twice.
+fn tokens(file: BTreeMap<String, String>) -> Checked<Vec<(String, String)>> {
+    let mut tokens = Vec::new();
+    for (name, token) in file {
+        if token.is_empty() || token.bytes().any(|b| !(0x21..=0x7e).contains(&b)) {
+            return Err(format!(
+                "upstream.tokens.{name}: {token:?}: a token of printable ASCII without spaces"
+            ));
+        }
+        if tokens.iter().any(|(_, t)| *t == token) {
+            return Err(format!("upstream.tokens.{name}: {token:?} is given twice"));
+        }
+        tokens.push((name, token));
+    }
+    Ok(tokens)
+}
+
+/// `upstream.key_pointer`: a pointer to a member of the body, and never beside a key header.
+fn key_pointer(file: Option<String>, key_header: bool) -> Checked<Option<String>> {
+    Ok(match file {
+        Some(_) if key_header => {
+            return Err(
+                "upstream.key_pointer: the API reads its key from a header (upstream.key_header) \
+                 or from the body (upstream.key_pointer): give one of them"
+                    .into(),
+            );
+        }
+        Some(pointer) if pointer.is_empty() => {
+            return Err(
+                "upstream.key_pointer: \"\": a pointer to a member of the body, such as \
+                 /idempotency_key"
+                    .into(),
+            );
+        }
+        Some(pointer) => Some(json_pointer(pointer, "upstream.key_pointer")?),
+        None => None,
     })
 }
 
