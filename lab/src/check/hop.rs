@@ -950,7 +950,7 @@ async fn new_intention<F: Front>(front: &F, api: &UpstreamApi) -> PointReport {
 }
 
 /// How long the API holds its reply to the first of the calls sent together, so that the others
-/// reach the wrapper while that one is still in flight.
+/// reach the wrapper while that one is still in flight (at most half the wrapper's timeout).
 const IN_FLIGHT: Duration = Duration::from_millis(500);
 
 async fn concurrent<F: Front>(front: &F, api: &UpstreamApi) -> PointReport {
@@ -973,7 +973,13 @@ async fn concurrent<F: Front>(front: &F, api: &UpstreamApi) -> PointReport {
             )
         })
         .collect();
-    api.fault_next(Fault::Late(IN_FLIGHT));
+    // Held for less than the wrapper's own timeout, when the file names it: the point is calls
+    // in flight together, not a late reply (hop-upstream-retry's).
+    let hold = api
+        .spec
+        .wrapper_timeout
+        .map_or(IN_FLIGHT, |t| IN_FLIGHT.min(t / 2));
+    api.fault_next(Fault::Late(hold));
     let mark = api.mark();
     let told = futures::future::join_all(calls.iter().map(|c| front.send(NAME, None, c))).await;
     api.clear_faults();
