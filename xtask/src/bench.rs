@@ -58,8 +58,93 @@ fn release_lab(root: &Path) -> Result<PathBuf> {
     Ok(root.join("target/release/lab"))
 }
 
+/// The sources whose code `bench.json` measures: the stores, the service over them, the HTTP
+/// server, the key and payload they keep, and the benchmarks themselves. A change to any of them
+/// makes the figures stale until `cargo xtask bench` runs again ([`stale`]).
+pub const MEASURED: [&str; 9] = [
+    "lab/src/sqlite.rs",
+    "lab/src/sqlite",
+    "lab/src/service",
+    "lab/src/postgres.rs",
+    "lab/src/http/server",
+    "lab/src/key.rs",
+    "lab/src/payload.rs",
+    "lab/src/bench.rs",
+    "lab/src/bench",
+];
+
+/// A digest of the [`MEASURED`] sources: FNV-1a (64 bits, stable across Rust versions) over
+/// each file's path from the root and its bytes, in path order.
+pub fn sources_digest(root: &Path) -> Result<String> {
+    let mut files = Vec::new();
+    for source in MEASURED {
+        collect_files(&root.join(source), &mut files)?;
+    }
+    files.sort();
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut feed = |bytes: &[u8]| {
+        for byte in bytes {
+            hash ^= u64::from(*byte);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    for file in &files {
+        let relative = file.strip_prefix(root).unwrap_or(file);
+        feed(relative.to_string_lossy().as_bytes());
+        feed(&[0]);
+        feed(&std::fs::read(file).with_context(|| format!("reading {}", file.display()))?);
+        feed(&[0]);
+    }
+    Ok(format!("{hash:016x}"))
+}
+
+/// Every file under `path` (or `path` itself), recursively.
+fn collect_files(path: &Path, files: &mut Vec<PathBuf>) -> Result<()> {
+    if path.is_dir() {
+        for entry in
+            std::fs::read_dir(path).with_context(|| format!("reading {}", path.display()))?
+        {
+            collect_files(&entry?.path(), files)?;
+        }
+    } else if path.is_file() {
+        files.push(path.to_path_buf());
+    } else {
+        bail!(
+            "{}: a measured source that is not there (bench::MEASURED)",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+/// A problem when `bench.json` was measured on other sources than the tree's: the book's
+/// performance figures would then describe code that is gone.
+pub fn stale(root: &Path) -> Result<Option<String>> {
+    let path = root.join("bench.json");
+    let report: Value = serde_json::from_str(
+        &std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?,
+    )
+    .with_context(|| format!("parsing {}", path.display()))?;
+    let now = sources_digest(root)?;
+    Ok(match report["sources"]["digest"].as_str() {
+        Some(digest) if digest == now => None,
+        Some(digest) => Some(format!(
+            "bench.json: measured on sources with digest {digest}, and the measured sources \
+             ({}) now give {now}: run `cargo xtask bench` so the book's figures describe the \
+             code as it is",
+            MEASURED.join(", ")
+        )),
+        None => Some(
+            "bench.json: no sources.digest, so nothing says which code it measured: run \
+             `cargo xtask bench`"
+                .to_owned(),
+        ),
+    })
+}
+
 /// Runs only the HTTP measurements and replaces the `http` section of `bench.json`, keeping the
-/// other sections of the run that wrote them; `quick` uses the small plan.
+/// other sections of the run that wrote them, and the digest of the sources they measured (a
+/// change to the store still needs the whole run); `quick` uses the small plan.
 pub fn run_http(root: &Path, quick: bool) -> Result<()> {
     let lab = release_lab(root)?;
     let scratch = scratch_folder("lab-bench-http-")?;
@@ -105,6 +190,7 @@ pub fn run(root: &Path, quick: bool) -> Result<()> {
         "python": python,
         "postgres": postgres,
         "http": http,
+        "sources": {"digest": sources_digest(root)?, "measured": MEASURED},
     });
     let text = format!("{}\n", serde_json::to_string_pretty(&report)?);
     lab::evidence::AtomicFile::create(&root.join("bench.json"))?.commit(text.as_bytes())?;
@@ -624,5 +710,57 @@ Ir
             Value::Object(counts),
             json!({"wal": 2, "rollback_journal": 1, "database": 1, "folder": 1})
         );
+    }
+}
+
+#[cfg(test)]
+mod sources_tests {
+    use super::*;
+
+    /// A root holding every measured source: a file for a `.rs` path, a folder with one file
+    /// otherwise.
+    fn measured_tree() -> tempfile::TempDir {
+        let root = tempfile::tempdir().unwrap();
+        for source in MEASURED {
+            let path = root.path().join(source);
+            if source.ends_with(".rs") {
+                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                std::fs::write(&path, source).unwrap();
+            } else {
+                std::fs::create_dir_all(&path).unwrap();
+                std::fs::write(path.join("mod.rs"), source).unwrap();
+            }
+        }
+        root
+    }
+
+    #[test]
+    fn bench_json_is_stale_once_a_measured_source_changes_and_current_while_none_does() {
+        let root = measured_tree();
+        let digest = sources_digest(root.path()).unwrap();
+        let bench = |digest: &str| {
+            let text = json!({"sources": {"digest": digest}}).to_string();
+            std::fs::write(root.path().join("bench.json"), text).unwrap();
+        };
+        bench(&digest);
+        assert_eq!(stale(root.path()).unwrap(), None);
+        std::fs::write(root.path().join("lab/src/service/mod.rs"), "changed").unwrap();
+        let problem = stale(root.path())
+            .unwrap()
+            .expect("a changed store is stale");
+        assert!(
+            problem.contains("cargo xtask bench") && problem.contains(&digest),
+            "{problem}"
+        );
+        std::fs::write(root.path().join("bench.json"), "{}").unwrap();
+        assert!(
+            stale(root.path())
+                .unwrap()
+                .unwrap()
+                .contains("no sources.digest")
+        );
+        std::fs::remove_file(root.path().join("lab/src/key.rs")).unwrap();
+        let err = sources_digest(root.path()).unwrap_err().to_string();
+        assert!(err.contains("key.rs"), "{err}");
     }
 }

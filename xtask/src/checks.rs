@@ -34,6 +34,7 @@ pub fn all(root: &Path) -> Result<()> {
     problems.extend(glossary_problems(&glossary));
     problems.extend(crate::facts::problems(root)?);
     problems.extend(crate::lengths::problems(&crate::lengths::measure(root)?));
+    problems.extend(crate::bench::stale(root)?);
     if problems.is_empty() {
         Ok(())
     } else {
