@@ -315,9 +315,32 @@ pub fn copied_prose(root: &Path, folder: &Path, chapters: &[Chapter]) -> Result<
 }
 
 /// The terms the glossary must define: the book leans on them before it explains them.
-pub const GLOSSARY_TERMS: &[&str] = &["Group commit", "Intention", "Savepoint"];
+pub const GLOSSARY_TERMS: &[&str] = &[
+    "Calibration",
+    "Group commit",
+    "Intention",
+    "Point",
+    "Promise",
+    "Savepoint",
+    "Sub-check",
+    "Target file",
+];
 
-/// The glossary's entries (`**Term.**` at the start of a line) out of alphabetical order, and the
+/// The anchor of a glossary term: lower case, every run of other characters a dash.
+pub fn glossary_anchor(term: &str) -> String {
+    let mut anchor = String::new();
+    for c in term.chars() {
+        if c.is_ascii_alphanumeric() {
+            anchor.push(c.to_ascii_lowercase());
+        } else if !anchor.ends_with('-') {
+            anchor.push('-');
+        }
+    }
+    anchor.trim_matches('-').to_owned()
+}
+
+/// The glossary's entries (`**Term.**` at the start of a line) out of alphabetical order, without
+/// their anchor line, and the
 /// [`GLOSSARY_TERMS`] it lacks.
 pub fn glossary_problems(text: &str) -> Vec<String> {
     let terms: Vec<&str> = text
@@ -331,6 +354,20 @@ pub fn glossary_problems(text: &str) -> Vec<String> {
             problems.push(format!(
                 "src/glossary.md: \"{}\" comes before \"{}\"; keep the entries alphabetical",
                 pair[0], pair[1]
+            ));
+        }
+    }
+    // Each entry has an anchor of its own, its term in lower case with dashes, so a chapter can
+    // link a term's first use to its entry.
+    let lines: Vec<&str> = text.lines().collect();
+    for (i, line) in lines.iter().enumerate() {
+        let Some((term, _)) = line.strip_prefix("**").and_then(|l| l.split_once(".**")) else {
+            continue;
+        };
+        let anchor = format!("<a id=\"{}\"></a>", glossary_anchor(term));
+        if i == 0 || lines[i - 1].trim() != anchor {
+            problems.push(format!(
+                "src/glossary.md: \"{term}\" lacks the line {anchor} just before it"
             ));
         }
     }
@@ -357,13 +394,27 @@ mod tests {
     #[test]
     fn a_glossary_out_of_order_or_missing_a_term_is_refused() {
         // The negative control: two entries swapped, and the required terms absent.
-        let text = "# Glossary\n\n**Scope.**\nA.\n\n**Adapter.**\nB.\n";
+        let text = "# Glossary\n\n<a id=\"scope\"></a>\n**Scope.**\nA.\n\n\
+                    <a id=\"adapter\"></a>\n**Adapter.**\nB.\n";
         let problems = glossary_problems(text);
         assert!(
             problems[0].contains("\"Scope\" comes before \"Adapter\""),
             "{problems:?}"
         );
         assert_eq!(problems.len(), 1 + GLOSSARY_TERMS.len(), "{problems:?}");
+        // An entry without its anchor line, or with another's, is refused too.
+        let text = "<a id=\"adapter\"></a>\n**Adapter.**\nA.\n\n<a id=\"scope\"></a>\n\
+                    **Busy timeout.**\nB.\n\n**Scope.**\nC.\n";
+        let problems = glossary_problems(text);
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.contains("\"Busy timeout\" lacks the line <a id=\"busy-timeout\"></a>"))
+                && problems.iter().any(|p| p.contains("\"Scope\" lacks")),
+            "{problems:?}"
+        );
+        assert_eq!(glossary_anchor("BEGIN IMMEDIATE"), "begin-immediate");
+        assert_eq!(glossary_anchor("sf-string"), "sf-string");
     }
 
     fn chapter(text: &str) -> Chapter {
