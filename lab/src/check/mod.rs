@@ -125,13 +125,9 @@ pub fn run(target: Target) -> Result<Report> {
             .reset()
             .await
             .map_err(|problem| reset_failed(problem).into_error(&file, &base_url))?;
-        let calibrated =
-            calibration::calibrate(&probe)
-                .await
-                .map_err(|stop| match &probe.upstream {
-                    Some(api) => api.blame(stop),
-                    None => stop,
-                });
+        let calibrated = calibration::calibrate(&probe)
+            .await
+            .map_err(|stop| upstream::blame_stop(probe.upstream.as_ref(), stop));
         let calibration = match calibrated {
             Ok(calibration) => calibration,
             Err(calibration::Stop::Mismatch { field, problem }) if probe.upstream.is_some() => {

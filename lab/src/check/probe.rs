@@ -255,16 +255,10 @@ impl Probe {
                 dir.path(),
             );
             if let Err(problem) = gateway.start().await {
-                return Err(
-                    match probe
-                        .upstream
-                        .as_ref()
-                        .and_then(|a| a.blame_routes(&problem))
-                    {
-                        Some(blamed) => format!("{}: {blamed}", super::upstream::ROUTES_FIELD),
-                        None => problem,
-                    },
-                );
+                return Err(super::upstream::blame_start(
+                    probe.upstream.as_ref(),
+                    problem,
+                ));
             }
             probe.gateway = Some(gateway);
         }

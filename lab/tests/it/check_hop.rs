@@ -305,6 +305,19 @@ fn a_wrapper_of_another_api_is_checked_on_the_route_its_file_declares() {
     );
 }
 
+/// `lab check --json --target FILE`, whatever its exit: the status, the report (when one was
+/// printed), and stderr.
+fn check_outcome(file: &Path) -> (Option<i32>, Option<Value>, String) {
+    let output = Command::new(LAB)
+        .args(["check", "--json", "--target"])
+        .arg(file)
+        .output()
+        .unwrap();
+    let report = lab::serde_json::from_slice(&output.stdout).ok();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    (output.status.code(), report, stderr)
+}
+
 /// `target-another-api.toml` fitted to `python` and `bug`, the wrapper told `wrapper_place` and
 /// the file `file_place` (each a replacement of the shipped text), run: the exit status, the
 /// report (when one was printed), and stderr.
@@ -330,14 +343,7 @@ fn key_placed(
         ],
         folder,
     );
-    let output = Command::new(LAB)
-        .args(["check", "--json", "--target"])
-        .arg(&file)
-        .output()
-        .unwrap();
-    let report = lab::serde_json::from_slice(&output.stdout).ok();
-    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    (output.status.code(), report, stderr)
+    check_outcome(&file)
 }
 
 #[test]
@@ -427,14 +433,7 @@ fn more_routes(python: &Path, folder: &Path, cut: &[&str]) -> (Option<i32>, Opti
         &replace,
         folder,
     );
-    let output = Command::new(LAB)
-        .args(["check", "--json", "--target"])
-        .arg(&file)
-        .output()
-        .unwrap();
-    let report = lab::serde_json::from_slice(&output.stdout).ok();
-    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    (output.status.code(), report, stderr)
+    check_outcome(&file)
 }
 
 const ME_ROUTE: &str = "[[upstream.routes]]\nmethod = \"GET\"\npath = \"/v1/me\"\n\

@@ -57,13 +57,9 @@ pub fn run(target: McpTarget) -> Result<Report> {
             .await
             .map_err(|problem| mcp_error(not_started(problem), &file, &place))?;
         let probe = Arc::new(probe);
-        let calibrated =
-            calibration::calibrate(&probe)
-                .await
-                .map_err(|stop| match &probe.upstream {
-                    Some(api) => api.blame(stop),
-                    None => stop,
-                });
+        let calibrated = calibration::calibrate(&probe)
+            .await
+            .map_err(|stop| super::upstream::blame_stop(probe.upstream.as_ref(), stop));
         let calibration = match calibrated {
             Ok(calibration) => calibration,
             // The API refused the wrapper's creates: the hop points show whether its key or

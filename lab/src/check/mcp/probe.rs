@@ -143,16 +143,10 @@ impl McpProbe {
         if let Err(problem) = probe.connect().await {
             // A wrapper that stops at its start because the API lacked a route it asked for
             // (a token check): the file's fault, named by the field that declares routes.
-            return Err(
-                match probe
-                    .upstream
-                    .as_ref()
-                    .and_then(|api| api.blame_routes(&problem))
-                {
-                    Some(blamed) => format!("{}: {blamed}", super::super::upstream::ROUTES_FIELD),
-                    None => problem,
-                },
-            );
+            return Err(super::super::upstream::blame_start(
+                probe.upstream.as_ref(),
+                problem,
+            ));
         }
         Ok(probe)
     }
