@@ -7,7 +7,9 @@
 //! commands and what the check printed. `lab-mcp-http` does the same with `lab mcp --transport
 //! http` and `lab/targets/lab-mcp-http.toml`; `lab-mcp-stdio` starts nothing, since the check
 //! starts the server its target file names (`lab`, this build, first on `PATH`). `NAME summary`
-//! keeps the summary table and the closing line. The check must pass (exit 0), or the build
+//! keeps the summary table and the closing line. `your-service` is `lab serve` checked with the
+//! file "Check your own tool" ends with (`src/check-your-own-tool/service.toml`), run from its
+//! folder as the reader runs it. The check must pass (exit 0), or the build
 //! fails: the book cannot show a passing report the lab did not produce.
 
 use std::io::{BufRead, BufReader};
@@ -33,11 +35,20 @@ enum Started {
     ByTheCheck,
 }
 
-/// The services the directive can start, by name: how, and the target file.
-const SERVICES: &[(&str, Started, &str)] = &[
-    (
-        "lab-serve",
-        Started::Server(&[
+/// A service the directive can check: its name, how it is reached, the folder (from the
+/// repository's root) the check runs in, and the target file, relative to that folder.
+struct Service {
+    name: &'static str,
+    started: Started,
+    folder: &'static str,
+    target: &'static str,
+}
+
+/// The services the directive can start, by name.
+const SERVICES: &[Service] = &[
+    Service {
+        name: "lab-serve",
+        started: Started::Server(&[
             "serve",
             "--port",
             SHOWN_PORT,
@@ -49,16 +60,36 @@ const SERVICES: &[(&str, Started, &str)] = &[
             "--database",
             "serve.sqlite",
         ]),
-        "lab/targets/lab-serve.toml",
-    ),
-    (
-        "lab-mcp-stdio",
-        Started::ByTheCheck,
-        "lab/targets/lab-mcp-stdio.toml",
-    ),
-    (
-        "lab-mcp-http",
-        Started::Server(&[
+        folder: "",
+        target: "lab/targets/lab-serve.toml",
+    },
+    // The reader's file, as "Check your own tool" ends it: `--init`'s file with the three fields
+    // its calibration named, fixed (written by `lab/tests/it/calibration.rs`).
+    Service {
+        name: "your-service",
+        started: Started::Server(&[
+            "serve",
+            "--port",
+            SHOWN_PORT,
+            "--caller",
+            "alice=alice-token",
+            "--caller",
+            "bob=bob-token",
+            "--database",
+            "serve.sqlite",
+        ]),
+        folder: "src/check-your-own-tool",
+        target: "service.toml",
+    },
+    Service {
+        name: "lab-mcp-stdio",
+        started: Started::ByTheCheck,
+        folder: "",
+        target: "lab/targets/lab-mcp-stdio.toml",
+    },
+    Service {
+        name: "lab-mcp-http",
+        started: Started::Server(&[
             "mcp",
             "--transport",
             "http",
@@ -71,8 +102,9 @@ const SERVICES: &[(&str, Started, &str)] = &[
             "--database",
             "mcp.sqlite",
         ]),
-        "lab/targets/lab-mcp-http.toml",
-    ),
+        folder: "",
+        target: "lab/targets/lab-mcp-http.toml",
+    },
 ];
 
 /// Stops the server when the directive ends, however it ends.
@@ -95,8 +127,8 @@ pub fn report(arguments: &str) -> Result<String> {
         Some("summary") => true,
         Some(other) => bail!("lab-check-report {name}: {other:?}: expected nothing or summary"),
     };
-    let Some((_, started, target)) = SERVICES.iter().find(|(known, _, _)| *known == name) else {
-        let known: Vec<&str> = SERVICES.iter().map(|(known, _, _)| *known).collect();
+    let Some(service) = SERVICES.iter().find(|known| known.name == name) else {
+        let known: Vec<&str> = SERVICES.iter().map(|known| known.name).collect();
         bail!(
             "lab-check-report: no service {name:?} (known: {})",
             known.join(", ")
@@ -105,10 +137,10 @@ pub fn report(arguments: &str) -> Result<String> {
     let binary = crate::shell::lab_binary()?;
     let folder = tempfile::tempdir().context("lab-check-report: making a temporary folder")?;
     let mut lines = Vec::new();
-    let mut check_args = vec!["check", "--target", *target];
+    let mut check_args = vec!["check", "--target", service.target];
     let mut server = None;
     let mut url = String::new();
-    if let Started::Server(serve_args) = started {
+    if let Started::Server(serve_args) = &service.started {
         let (child, first_line) = start_server(binary, serve_args, folder.path())?;
         server = Some(child);
         url = first_line
@@ -121,7 +153,7 @@ pub fn report(arguments: &str) -> Result<String> {
     if !url.is_empty() {
         check_args.extend(["--url", url.as_str()]);
     }
-    let (status, out, err) = run_bounded(binary, &check_args, &crate::root())?;
+    let (status, out, err) = run_bounded(binary, &check_args, &crate::root().join(service.folder))?;
     drop(server);
     if status != Some(0) {
         bail!(
@@ -334,10 +366,32 @@ mod tests {
         assert!(report("lab-mcp-http all").is_err());
     }
 
+    /// The reader's file covers fewer points than the lab's own (no fault hook, no server error,
+    /// no other endpoint), and the summary says so; it still passes, run from its own folder.
+    #[test]
+    fn the_readers_file_is_checked_from_its_folder_and_its_summary_shows_what_it_leaves_out() {
+        let block = report("your-service summary").unwrap();
+        assert!(
+            block.contains("\n$ lab check --target service.toml --url http://127.0.0.1:8080\n"),
+            "{block}"
+        );
+        assert!(
+            block.contains("\nfault-between-effect-and-record  NOT COVERED"),
+            "{block}"
+        );
+        assert!(block.contains("\nreplay  "), "{block}");
+        assert!(!block.contains("PASS replay:"), "{block}");
+        assert!(
+            block.contains("every MUST and LAB sub-check passed"),
+            "{block}"
+        );
+    }
+
     #[test]
     fn every_service_names_a_target_file_that_exists() {
-        for (name, _, target) in SERVICES {
-            assert!(crate::root().join(target).is_file(), "{name}: {target}");
+        for service in SERVICES {
+            let file = crate::root().join(service.folder).join(service.target);
+            assert!(file.is_file(), "{}: {}", service.name, file.display());
         }
     }
 }

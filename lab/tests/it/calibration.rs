@@ -509,6 +509,15 @@ fn the_chapters_walk_from_init_to_a_green_calibration_is_a_real_run() {
         "calibration-init.txt",
     );
     let file = folder.path().join("service.toml");
+    let shown_file = |file: &Path| {
+        std::fs::read_to_string(file)
+            .unwrap()
+            .replace(&server.url, shown_url)
+    };
+    let written = shown_file(&file);
+    assert!(written.contains(shown_url), "{written}");
+    compare_with_the_chapter(&written, "service-init.toml");
+    compare_with_the_chapter(&without_comments(&written), "service-init-tables.txt");
     let fixes = [
         (
             "json_pointer = \"\"",
@@ -557,6 +566,28 @@ fn the_chapters_walk_from_init_to_a_green_calibration_is_a_real_run() {
         ),
         "calibration-green.txt",
     );
+    // The file the steps end with is the one the chapter's report is of.
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
+    compare_with_the_chapter(&shown_file(&file), "service.toml");
+}
+
+/// The block the chapter shows of a target file: its tables and fields, without the comments,
+/// one blank line between tables.
+fn without_comments(file: &str) -> String {
+    let mut shown = String::from("```toml\n");
+    for line in file.lines() {
+        let line = line.trim_end();
+        if line.starts_with('#') || line.is_empty() {
+            continue;
+        }
+        if line.starts_with('[') && shown.len() > "```toml\n".len() {
+            shown.push('\n');
+        }
+        shown.push_str(line);
+        shown.push('\n');
+    }
+    shown.push_str("```\n");
+    shown
 }
 
 /// The fields a table of the reference chapter lists, from the rows after `marker`: each row's
