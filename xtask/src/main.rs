@@ -22,7 +22,8 @@
 //! - `cargo xtask model-depth`: `lab model` at each bound the book names, on a release build,
 //!   into `model-depth.json` (see `model_depth.rs`).
 //! - `cargo xtask words`: each chapter's length in words as rendered (from `book/`), and the
-//!   main path's against its targets (see `words.rs`).
+//!   main path's against its targets (see `words.rs`); and that the book uses no glossary term
+//!   before it is explained (see `terms.rs`).
 //! - `cargo xtask preprocess`: the `lab` preprocessor, as the `mdbook` command line calls it.
 
 mod bench;
@@ -54,6 +55,7 @@ mod report_check;
 mod sentences;
 mod session;
 mod shell;
+mod terms;
 mod timeline;
 mod words;
 

@@ -152,14 +152,23 @@ fn report(root: &Path, required: bool) -> Result<()> {
     println!(
         "main path: {main_path} words as rendered, {main_prose} outside code blocks (target at most {MAIN_PATH_MOST}, and at most {CHAPTER_MOST} a chapter)"
     );
-    if over.is_empty() && main_path <= MAIN_PATH_MOST {
+    let terms = crate::terms::problems(root)?;
+    for problem in &terms {
+        println!("!!!!!!!! {problem}");
+    }
+    if terms.is_empty() {
+        println!("the book: every glossary term is explained or linked where it is first used");
+    }
+    if over.is_empty() && main_path <= MAIN_PATH_MOST && terms.is_empty() {
         println!("main path: within its targets");
         return Ok(());
     }
     if required {
         bail!(
-            "the main path is {main_path} words; chapters over {CHAPTER_MOST}: {}",
-            over.join(", ")
+            "the main path is {main_path} words; chapters over {CHAPTER_MOST}: {}; terms used \
+             before they are explained: {}",
+            over.join(", "),
+            terms.len()
         );
     }
     println!(
@@ -198,6 +207,7 @@ mod tests {
         )
         .unwrap();
         let page = |words: usize| format!("<main>{}</main>", "word ".repeat(words));
+        std::fs::write(root.path().join("src/glossary.md"), "# Glossary\n").unwrap();
         std::fs::write(root.path().join("book/introduction.html"), page(10)).unwrap();
         std::fs::write(root.path().join("book/long.html"), page(CHAPTER_MOST + 1)).unwrap();
         let counted = count(root.path()).unwrap();

@@ -38,7 +38,7 @@ pub fn promises_markdown() -> String {
         out,
         "\nMUST and SHOULD are the levels of the [draft](glossary.md#draft), {DRAFT}, at the \
          section shown; LAB marks a rule that is the lab's own, or stricter than the draft. A \
-         check grades each sub-check at its own level: `LAB (§2.6 SHOULD)` in a report is a \
+         check grades each [sub-check](glossary.md#sub-check) at its own level: `LAB (§2.6 SHOULD)` in a report is a \
          sub-check the lab requires where the draft only recommends."
     );
     out
