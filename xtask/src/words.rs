@@ -122,11 +122,13 @@ pub fn run(root: &Path) -> Result<()> {
     report(
         root,
         std::env::var("LAB_REQUIRE_SHORT_MAIN_PATH").as_deref() == Ok("1"),
+        &crate::terms::problems(root)?,
     )
 }
 
-/// As [`run`]; `required` makes a main path over its targets an error rather than a loud line.
-fn report(root: &Path, required: bool) -> Result<()> {
+/// As [`run`], with `terms` the problems [`crate::terms::problems`] found; `required` makes a
+/// main path over its targets, or a term problem, an error rather than a loud line.
+fn report(root: &Path, required: bool, terms: &[String]) -> Result<()> {
     let counted = count(root)?;
     let (mut main_path, mut main_prose) = (0, 0);
     let mut over = Vec::new();
@@ -152,8 +154,7 @@ fn report(root: &Path, required: bool) -> Result<()> {
     println!(
         "main path: {main_path} words as rendered, {main_prose} outside code blocks (target at most {MAIN_PATH_MOST}, and at most {CHAPTER_MOST} a chapter)"
     );
-    let terms = crate::terms::problems(root)?;
-    for problem in &terms {
+    for problem in terms {
         println!("!!!!!!!! {problem}");
     }
     if terms.is_empty() {
@@ -207,17 +208,24 @@ mod tests {
         )
         .unwrap();
         let page = |words: usize| format!("<main>{}</main>", "word ".repeat(words));
-        std::fs::write(root.path().join("src/glossary.md"), "# Glossary\n").unwrap();
         std::fs::write(root.path().join("book/introduction.html"), page(10)).unwrap();
         std::fs::write(root.path().join("book/long.html"), page(CHAPTER_MOST + 1)).unwrap();
         let counted = count(root.path()).unwrap();
         assert_eq!(counted[1].words, CHAPTER_MOST + 1);
-        let err = report(root.path(), true).unwrap_err().to_string();
+        let err = report(root.path(), true, &[]).unwrap_err().to_string();
         assert!(err.contains("long.md"), "{err}");
         // Not required: a loud line, not a failure.
-        assert!(report(root.path(), false).is_ok());
+        assert!(report(root.path(), false, &[]).is_ok());
         std::fs::write(root.path().join("book/long.html"), page(CHAPTER_MOST)).unwrap();
-        assert!(report(root.path(), true).is_ok());
+        assert!(report(root.path(), true, &[]).is_ok());
+        // A term used before its explanation fails it too, when required.
+        let terms = ["long.md: \"Replay\" is used before it is explained".to_owned()];
+        let err = report(root.path(), true, &terms).unwrap_err().to_string();
+        assert!(
+            err.contains("terms used before they are explained: 1"),
+            "{err}"
+        );
+        assert!(report(root.path(), false, &terms).is_ok());
     }
 
     #[test]
