@@ -8,8 +8,9 @@
 //! http` and `lab/targets/lab-mcp-http.toml`; `lab-mcp-stdio` starts nothing, since the check
 //! starts the server its target file names (`lab`, this build, first on `PATH`). `NAME summary`
 //! keeps the summary table and the closing line. `your-service` is `lab serve` checked with the
-//! file "Check your own tool" ends with (`src/check-your-own-tool/service.toml`), run from its
-//! folder as the reader runs it. The check must pass (exit 0), or the build
+//! file "Check your own tool" ends with (`src/check-your-own-tool/service.toml`), as the reader
+//! runs it: only `lab check --target service.toml` is shown, on a copy of the file that names the
+//! server the build started. The check must pass (exit 0), or the build
 //! fails: the book cannot show a passing report the lab did not produce.
 
 use std::io::{BufRead, BufReader};
@@ -42,6 +43,10 @@ struct Service {
     started: Started,
     folder: &'static str,
     target: &'static str,
+    /// The reader's own file, checked as the reader checks it: the server is the one the reader
+    /// already runs, so the block shows only `lab check --target FILE`, run on a copy of the file
+    /// whose `base_url` (the shown port) names the server the build started.
+    readers_file: bool,
 }
 
 /// The services the directive can start, by name.
@@ -62,6 +67,7 @@ const SERVICES: &[Service] = &[
         ]),
         folder: "",
         target: "lab/targets/lab-serve.toml",
+        readers_file: false,
     },
     // The reader's file, as "Check your own tool" ends it: `--init`'s file with the three fields
     // its calibration named, fixed (written by `lab/tests/it/calibration.rs`).
@@ -80,12 +86,14 @@ const SERVICES: &[Service] = &[
         ]),
         folder: "src/check-your-own-tool",
         target: "service.toml",
+        readers_file: true,
     },
     Service {
         name: "lab-mcp-stdio",
         started: Started::ByTheCheck,
         folder: "",
         target: "lab/targets/lab-mcp-stdio.toml",
+        readers_file: false,
     },
     Service {
         name: "lab-mcp-http",
@@ -104,6 +112,7 @@ const SERVICES: &[Service] = &[
         ]),
         folder: "",
         target: "lab/targets/lab-mcp-http.toml",
+        readers_file: false,
     },
 ];
 
@@ -147,13 +156,18 @@ pub fn report(arguments: &str) -> Result<String> {
             .strip_prefix("listening on ")
             .unwrap_or(&first_line)
             .to_owned();
-        lines.push(format!("$ lab {} &", serve_args.join(" ")));
-        lines.push(first_line);
+        if !service.readers_file {
+            lines.push(format!("$ lab {} &", serve_args.join(" ")));
+            lines.push(first_line);
+        }
     }
-    if !url.is_empty() {
+    let mut run_in = crate::root().join(service.folder);
+    if service.readers_file {
+        run_in = readers_copy(&run_in, service.target, &url, folder.path())?;
+    } else if !url.is_empty() {
         check_args.extend(["--url", url.as_str()]);
     }
-    let (status, out, err) = run_bounded(binary, &check_args, &crate::root().join(service.folder))?;
+    let (status, out, err) = run_bounded(binary, &check_args, &run_in)?;
     drop(server);
     if status != Some(0) {
         bail!(
@@ -163,11 +177,29 @@ pub fn report(arguments: &str) -> Result<String> {
     }
     lines.push(format!("$ lab {}", check_args.join(" ")));
     lines.extend(report_lines(&out, summary));
-    if !url.is_empty() {
+    if !url.is_empty() && !service.readers_file {
         lines.push("$ kill %1".to_owned());
     }
     let lines = shown_port(lines, &url);
     Ok(format!("```console\n{}\n```", lines.join("\n").trim_end()))
+}
+
+/// A copy of the reader's file `target` (from `folder`) in `into`, its shown address replaced by
+/// `url`, the server the build started; returns `into`, where the check then runs.
+fn readers_copy(folder: &Path, target: &str, url: &str, into: &Path) -> Result<std::path::PathBuf> {
+    let path = folder.join(target);
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("lab-check-report: reading {}", path.display()))?;
+    let shown = format!("\"http://127.0.0.1:{SHOWN_PORT}\"");
+    if !text.contains(&shown) {
+        bail!(
+            "lab-check-report: {} has no base_url {shown}, the address its chapter shows",
+            path.display()
+        );
+    }
+    std::fs::write(into.join(target), text.replace(&shown, &format!("{url:?}")))
+        .context("lab-check-report: writing the copy of the reader's file")?;
+    Ok(into.to_owned())
 }
 
 /// Starts `lab ARGS` in `folder` on a free port (for [`SHOWN_PORT`]), and reads the first line it
@@ -371,10 +403,16 @@ mod tests {
     #[test]
     fn the_readers_file_is_checked_from_its_folder_and_its_summary_shows_what_it_leaves_out() {
         let block = report("your-service summary").unwrap();
+        // The reader's server is already running: only the check is shown, as the reader types it.
         assert!(
-            block.contains("\n$ lab check --target service.toml --url http://127.0.0.1:8080\n"),
+            block.starts_with("```console\n$ lab check --target service.toml\n"),
             "{block}"
         );
+        assert!(
+            block.contains("\nlab check --target service.toml (http://127.0.0.1:8080)\n"),
+            "{block}"
+        );
+        assert!(!block.contains("kill %1"), "{block}");
         assert!(
             block.contains("\nfault-between-effect-and-record  NOT COVERED"),
             "{block}"

@@ -119,7 +119,7 @@ pub const PROMISES: &[Promise] = &[
     },
     Promise {
         id: "canonical",
-        name: "Payloads compare by meaning",
+        name: "Payloads compare in canonical form",
         statement: "Field order and whitespace never make a conflict, and any changed value does; \
                     a retry with its own payload is never refused.",
         section: Some("2.4"),

@@ -36,10 +36,13 @@ pub fn promises_markdown() -> String {
     }
     let _ = write!(
         out,
-        "\nMUST and SHOULD are the levels of the [draft](glossary.md#draft), {DRAFT}, at the \
-         section shown; LAB marks a rule that is the lab's own, or stricter than the draft. A \
-         check grades each [sub-check](glossary.md#sub-check) at its own level: `LAB (§2.6 SHOULD)` in a report is a \
-         sub-check the lab requires where the draft only recommends."
+        "\nThe lab requires every promise; the level says where it comes from. MUST and SHOULD \
+         are the levels of the [draft](glossary.md#draft), {DRAFT}, at the section shown; LAB \
+         marks the lab's own rule, or one stricter than the draft at that section. A check's \
+         report grades each [sub-check](glossary.md#sub-check) on its own, and only MUST and LAB \
+         sub-checks fail a run: one that proves a SHOULD promise is graded `LAB (§2.6 SHOULD)`, \
+         one stricter than a section `LAB (§5)`, and a SHOULD sub-check, a finer point of the \
+         draft such as a replay's status, only warns."
     );
     out
 }

@@ -324,3 +324,23 @@ fn a_violation_prints_the_promises_its_invariant_stands_for() {
         "visible across scopes [scope]: bob saw ticket 1"
     );
 }
+
+/// The list's closing note quotes two grades as a report prints them; they are the report's own.
+#[cfg(feature = "http")]
+#[test]
+fn the_notes_grades_are_the_ones_a_report_prints() {
+    use crate::check::report::Grade;
+    let list = super::super::promises_markdown();
+    for grade in [
+        Grade::lab_over_should("2.6"),
+        Grade {
+            section: Some("5"),
+            ..Grade::lab()
+        },
+    ] {
+        let shown = format!("`{grade}`");
+        assert!(list.contains(&shown), "{shown} not in the note: {list}");
+        assert!(grade.required(), "{grade} is said to fail a run");
+    }
+    assert!(!Grade::should("2.6").required());
+}
