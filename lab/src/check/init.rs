@@ -45,8 +45,11 @@ pub fn write(path: &Path, base_url: &str) -> Result<()> {
 
 const TEMPLATE: &str = r#"# A target file for `lab check --target THIS_FILE`: a black-box check of a service that
 # takes an operation key. The check creates real effects, each with fresh keys and field
-# values, and counts the change, so a service holding other data can be checked. Replace the
-# guesses below (paths, fields, callers) with your service's.
+# values, and counts the change, so a service holding other data can be checked. Every value
+# below is a guess: replace it with your service's. Before any point, a calibration proves
+# most of them against the service, but not [statuses], [replay] and key.required: these
+# state what the service promises, and the points grade it against them, so take them from
+# its documentation.
 
 [service]
 # Loopback only, unless `lab check --allow-remote`.
