@@ -338,6 +338,13 @@ fn run_bounded(
 mod tests {
     use super::*;
 
+    /// Asserts that `block` holds each of `parts`, showing the block when one is missing.
+    fn holds_all(block: &str, parts: &[&str]) {
+        for part in parts {
+            assert!(block.contains(part), "no {part:?} in:\n{block}");
+        }
+    }
+
     #[test]
     fn an_unknown_service_is_refused_with_the_known_names() {
         let err = report("nginx").unwrap_err().to_string();
@@ -351,26 +358,17 @@ mod tests {
             block.starts_with("```console\n$ lab serve --port 8080 --caller"),
             "{block}"
         );
-        assert!(
-            block.contains("\nlistening on http://127.0.0.1:8080\n"),
-            "{block}"
-        );
-        assert!(
-            block.contains(
-                "\n$ lab check --target lab/targets/lab-serve.toml --url http://127.0.0.1:8080\n"
-            ),
-            "{block}"
+        holds_all(
+            &block,
+            &[
+                "\nlistening on http://127.0.0.1:8080\n",
+                "\n$ lab check --target lab/targets/lab-serve.toml --url http://127.0.0.1:8080\n",
+                "every MUST and LAB sub-check passed",
+                "\ncalibration: the file describes the service (",
+            ],
         );
         assert!(block.ends_with("\n$ kill %1\n```"), "{block}");
-        assert!(
-            block.contains("every MUST and LAB sub-check passed"),
-            "{block}"
-        );
         assert!(!block.contains("\nFAIL "), "{block}");
-        assert!(
-            block.contains("\ncalibration: the file describes the service ("),
-            "{block}"
-        );
     }
 
     #[test]
@@ -380,17 +378,16 @@ mod tests {
             stdio.starts_with("```console\n$ lab check --target lab/targets/lab-mcp-stdio.toml\n"),
             "{stdio}"
         );
-        assert!(stdio.contains("\nreconnect "), "{stdio}");
-        assert!(
-            stdio.contains("\ncalibration: the file describes the service ("),
-            "{stdio}"
+        holds_all(
+            &stdio,
+            &[
+                "\nreconnect ",
+                "\ncalibration: the file describes the service (",
+                "every MUST and LAB sub-check passed",
+            ],
         );
         assert!(!stdio.contains("count-rises"), "{stdio}");
         assert!(!stdio.contains("PASS reconnect:"), "{stdio}");
-        assert!(
-            stdio.contains("every MUST and LAB sub-check passed"),
-            "{stdio}"
-        );
         let http = report("lab-mcp-http").unwrap();
         assert!(http.contains("\nhttp://127.0.0.1:8080"), "{http}");
         assert!(!stdio.contains("kill %1"), "{stdio}");
@@ -408,21 +405,17 @@ mod tests {
             block.starts_with("```console\n$ lab check --target service.toml\n"),
             "{block}"
         );
-        assert!(
-            block.contains("\nlab check --target service.toml (http://127.0.0.1:8080)\n"),
-            "{block}"
+        holds_all(
+            &block,
+            &[
+                "\nlab check --target service.toml (http://127.0.0.1:8080)\n",
+                "\nfault-between-effect-and-record  NOT COVERED",
+                "\nreplay  ",
+                "every MUST and LAB sub-check passed",
+            ],
         );
         assert!(!block.contains("kill %1"), "{block}");
-        assert!(
-            block.contains("\nfault-between-effect-and-record  NOT COVERED"),
-            "{block}"
-        );
-        assert!(block.contains("\nreplay  "), "{block}");
         assert!(!block.contains("PASS replay:"), "{block}");
-        assert!(
-            block.contains("every MUST and LAB sub-check passed"),
-            "{block}"
-        );
     }
 
     #[test]

@@ -339,15 +339,18 @@ pub fn glossary_anchor(term: &str) -> String {
     anchor.trim_matches('-').to_owned()
 }
 
+/// The term a glossary line opens, when it opens an entry (`**Term.**` at its start).
+pub fn glossary_term(line: &str) -> Option<&str> {
+    line.strip_prefix("**")?
+        .split_once(".**")
+        .map(|(term, _)| term)
+}
+
 /// The glossary's entries (`**Term.**` at the start of a line) out of alphabetical order, without
 /// their anchor line, and the
 /// [`GLOSSARY_TERMS`] it lacks.
 pub fn glossary_problems(text: &str) -> Vec<String> {
-    let terms: Vec<&str> = text
-        .lines()
-        .filter_map(|line| line.strip_prefix("**")?.split_once(".**"))
-        .map(|(term, _)| term)
-        .collect();
+    let terms: Vec<&str> = text.lines().filter_map(glossary_term).collect();
     let mut problems = Vec::new();
     for pair in terms.windows(2) {
         if pair[0].to_lowercase() > pair[1].to_lowercase() {
@@ -361,7 +364,7 @@ pub fn glossary_problems(text: &str) -> Vec<String> {
     // link a term's first use to its entry.
     let lines: Vec<&str> = text.lines().collect();
     for (i, line) in lines.iter().enumerate() {
-        let Some((term, _)) = line.strip_prefix("**").and_then(|l| l.split_once(".**")) else {
+        let Some(term) = glossary_term(line) else {
             continue;
         };
         let anchor = format!("<a id=\"{}\"></a>", glossary_anchor(term));

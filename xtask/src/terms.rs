@@ -70,7 +70,7 @@ pub fn entries(glossary: &str) -> Vec<Entry> {
     let link = Regex::new(r"\]\(([a-z0-9-]+\.md)").unwrap();
     let mut entries: Vec<Entry> = Vec::new();
     for line in glossary.lines() {
-        if let Some((term, _)) = line.strip_prefix("**").and_then(|l| l.split_once(".**")) {
+        if let Some(term) = crate::checks::glossary_term(line) {
             entries.push(Entry {
                 term: term.to_owned(),
                 anchor: crate::checks::glossary_anchor(term),
@@ -89,17 +89,12 @@ pub fn entries(glossary: &str) -> Vec<Entry> {
 /// The text of a rendered page as this check reads it, each link to a glossary entry replaced by
 /// a marker that names the entry's anchor (`\u{1}anchor\u{1}`).
 pub fn page_text(html: &str) -> String {
-    let main = match (html.find("<main>"), html.rfind("</main>")) {
-        (Some(start), Some(end)) if start < end => &html[start..end],
-        _ => html,
-    };
-    let mut text = main.to_owned();
-    for element in [
-        "svg", "script", "style", "pre", "code", "table", "h1", "h2", "h3", "h4", "h5", "h6",
-    ] {
-        let pattern = Regex::new(&format!(r"(?s)<{element}\b.*?</{element}>")).unwrap();
-        text = pattern.replace_all(&text, " ").into_owned();
-    }
+    let mut text = crate::words::main_without(
+        html,
+        &[
+            "svg", "script", "style", "pre", "code", "table", "h1", "h2", "h3", "h4", "h5", "h6",
+        ],
+    );
     let glossary_link =
         Regex::new(r#"(?s)<a\b[^>]*href="(?:\.\./)*glossary\.html#([^"]+)"[^>]*>.*?</a>"#).unwrap();
     text = glossary_link
@@ -168,15 +163,17 @@ pub fn problems_in(
             if let Some(index) = listed {
                 used_explained.insert(index);
             } else if !entry.explained_in.contains(chapter) {
-                let around: String = text[..used]
-                    .chars()
+                // Sixty characters either side of the use, cut on character boundaries.
+                let start = text[..used]
+                    .char_indices()
                     .rev()
-                    .take(60)
-                    .collect::<Vec<_>>()
-                    .into_iter()
-                    .rev()
-                    .chain(text[used..].chars().take(60))
-                    .collect();
+                    .nth(59)
+                    .map_or(0, |(i, _)| i);
+                let end = text[used..]
+                    .char_indices()
+                    .nth(60)
+                    .map_or(text.len(), |(i, _)| used + i);
+                let around = &text[start..end];
                 problems.push(format!(
                     "{chapter}: {:?} is used before it is explained (\"...{}...\"): link this \
                      first use to glossary.md#{}, explain it here and list it in terms.rs \
@@ -235,6 +232,13 @@ mod tests {
                             See [one key](operation-key.md#x).\n\n<a id=\"point\"></a>\n\
                             **Point.**\nOne contract point.\n";
 
+    /// Asserts that `problems` is one, about `term` in `chapter`.
+    fn one_problem(problems: &[String], chapter: &str, term: &str) {
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        let start = format!("{chapter}: \"{term}\"");
+        assert!(problems[0].starts_with(&start), "{problems:?}");
+    }
+
     fn page(chapter: &str, html: &str) -> (String, String) {
         (
             chapter.to_owned(),
@@ -260,11 +264,7 @@ mod tests {
             page("operation-key.md", "<p>A replay is ...</p>"),
         ];
         let problems = problems_in(&entries, &early, &[], &[]);
-        assert_eq!(problems.len(), 1, "{problems:?}");
-        assert!(
-            problems[0].starts_with("intro.md: \"Replay\""),
-            "{problems:?}"
-        );
+        one_problem(&problems, "intro.md", "Replay");
         assert!(problems[0].contains("glossary.md#replay"), "{problems:?}");
         // Linked at its first use: fine, and later uses need nothing.
         let linked = [
@@ -274,11 +274,10 @@ mod tests {
             ),
             page("lost.md", "<p>One point.</p>"),
         ];
-        let problems = problems_in(&entries, &linked, &[], &[]);
-        assert_eq!(problems.len(), 1, "{problems:?}");
-        assert!(
-            problems[0].starts_with("lost.md: \"Point\""),
-            "{problems:?}"
+        one_problem(
+            &problems_in(&entries, &linked, &[], &[]),
+            "lost.md",
+            "Point",
         );
         // Listed as explained there, or as an everyday sense: fine.
         let explained = [("Point", "lost.md", "the page says what a point is")];

@@ -65,7 +65,9 @@ pub fn rendered_words(html: &str) -> (usize, usize) {
     (all, prose)
 }
 
-fn words_without(html: &str, elements: &[&str]) -> usize {
+/// A rendered page's `<main>` element (the whole page when it has none), without the
+/// `elements` named, each with all it holds; its other tags stay.
+pub fn main_without(html: &str, elements: &[&str]) -> String {
     let main = match (html.find("<main>"), html.rfind("</main>")) {
         (Some(start), Some(end)) if start < end => &html[start..end],
         _ => html,
@@ -75,6 +77,11 @@ fn words_without(html: &str, elements: &[&str]) -> usize {
         let pattern = Regex::new(&format!(r"(?s)<{element}\b.*?</{element}>")).unwrap();
         text = pattern.replace_all(&text, " ").into_owned();
     }
+    text
+}
+
+fn words_without(html: &str, elements: &[&str]) -> usize {
+    let text = main_without(html, elements);
     let tags = Regex::new(r"(?s)<[^>]*>").unwrap();
     let text = tags.replace_all(&text, " ");
     text.split_whitespace()
