@@ -58,7 +58,9 @@ pub struct McpArgs {
     /// comma-separated [default: first, or none when another schedule names first]
     #[arg(long, value_name = "SCHEDULE", requires = "grade_client", value_parser = Calls::parse)]
     pub lose_replies: Option<Calls>,
-    /// For --grade-client: the replies to send late, CALLS@DURATION (first@1500ms, 2,4@2s; at most 60s)
+    /// For --grade-client: the replies to send late, CALLS@DURATION (first@1500ms, 2,4@2s; at
+    /// most 60s): each is sent after DURATION, or when the client's next request of the session
+    /// arrives if that is sooner, and never once the client cancelled it or left
     #[arg(long, value_name = "CALLS@DURATION", requires = "grade_client", value_parser = Delay::parse)]
     pub delay_replies: Option<Delay>,
     /// For --grade-client: the calls to answer in_progress (as while another call with the

@@ -393,44 +393,157 @@ fn with_calls_one_the_grader_stops_by_itself_and_reports_the_late_reply_it_sent(
     assert!(report.contains("what this run cannot know:"), "{report}");
 }
 
-/// A client that sends `lines`, waits `hold`, then closes the grader's stdin without a
-/// cancellation (as clients that time out by dropping the call do): the grader's report.
-fn leave_after(args: &[&str], lines: &[&str], hold: std::time::Duration) -> String {
+/// The fate and cancellation the grader's journal in `database` holds for call `number`, read
+/// from another process as SQLite allows (opened without creating it, closed at once); `None`
+/// while there is no such call yet.
+pub(crate) fn journal_call(database: &Path, number: u64) -> Option<(String, bool)> {
+    rusqlite::Connection::open_with_flags(database, rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE)
+        .and_then(|db| {
+            db.query_row(
+                "SELECT fate, cancelled FROM lab_grader_calls WHERE number = ?1",
+                [i64::try_from(number).unwrap()],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+        })
+        .ok()
+}
+
+/// Waits until the journal's record of call `number` satisfies `done`: the event that orders
+/// a test's next step, never a sleep. Returns whether it came; the bound only ends a broken run
+/// (on a loaded machine the record comes late, never differently).
+pub(crate) fn wait_for_call(
+    database: &Path,
+    number: u64,
+    done: impl Fn(&str, bool) -> bool,
+) -> bool {
+    let started = std::time::Instant::now();
+    while started.elapsed() < std::time::Duration::from_secs(120) {
+        if journal_call(database, number).is_some_and(|(fate, cancelled)| done(&fate, cancelled)) {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    false
+}
+
+/// A grader over raw stdio with `schedule` and its journal in `database`, after a create whose
+/// reply it lost or holds (its record in the journal, not a sleep, says so).
+fn grader_holding_a_reply(
+    schedule: &[&str],
+    database: &Path,
+    report: &Path,
+) -> std::process::Child {
     let mut child = Command::new(LAB)
-        .args(["mcp", "--grade-client"])
-        .args(args)
+        .args(["mcp", "--grade-client", "--database"])
+        .arg(database)
+        .args(schedule)
+        .arg("--report")
+        .arg(report)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
+        .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    for line in lines {
+    let stdin = child.stdin.as_mut().unwrap();
+    for line in [INITIALIZE, INITIALIZED, CREATE] {
         writeln!(stdin, "{line}").unwrap();
     }
     stdin.flush().unwrap();
-    std::thread::sleep(hold);
-    drop(stdin);
-    let output = child.wait_with_output().unwrap();
-    assert!(output.status.success());
-    String::from_utf8(output.stderr).unwrap()
+    let held = wait_for_call(database, 1, |fate, _| {
+        fate == "lost" || fate.starts_with("delayed")
+    });
+    if !held {
+        let _ = child.kill();
+        panic!("the grader recorded no lost or held call 1 in 120 s");
+    }
+    child
 }
 
 /// The issue #35 report: a reply held past the client's own timeout was counted as received
-/// when the client went away without a cancellation, and the run said PASS.
+/// when the client went away without a cancellation, and the run said PASS. The client closes
+/// stdin once the grader holds the reply (its journal says so), well inside the minute's hold.
 #[test]
 fn a_held_reply_is_not_received_by_a_client_that_closed_stdin_before_it_was_sent() {
-    let report = leave_after(
-        &["--lose-replies", "none", "--delay-replies", "1@3s"],
-        &[INITIALIZE, INITIALIZED, CREATE],
-        std::time::Duration::from_millis(800),
+    let folder = tempfile::tempdir().unwrap();
+    let report_path = folder.path().join("report.txt");
+    let mut child = grader_holding_a_reply(
+        &["--lose-replies", "none", "--delay-replies", "1@60s"],
+        &folder.path().join("graded.sqlite"),
+        &report_path,
     );
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+    let report = std::fs::read_to_string(&report_path).unwrap();
     assert!(report.contains("replies lost: 0, late: 1"), "{report}");
     assert!(
         report.contains("ticket 1 exists and the client was never told of it"),
         "{report}"
     );
     assert!(report.contains("\nverdict: UNRESOLVED"), "{report}");
+}
+
+/// The order a loaded CI machine once produced (issue 45): the client goes away (its stdin
+/// closes) while its call waits for a reply the grader lost. It gave no cancellation, but it
+/// did leave: the report says so, and never that it timed out or that it gave no sign.
+#[test]
+fn a_client_that_closes_stdin_while_its_lost_reply_waits_is_said_to_have_left() {
+    let folder = tempfile::tempdir().unwrap();
+    let report_path = folder.path().join("report.txt");
+    let mut child = grader_holding_a_reply(
+        &["--lose-replies", "first"],
+        &folder.path().join("graded.sqlite"),
+        &report_path,
+    );
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+    let report = std::fs::read_to_string(&report_path).unwrap();
+    assert!(
+        report.contains(
+            "ticket 1 exists and the client was never told of it; \
+             the client left its session while call 1 waited, without a word"
+        ),
+        "{report}"
+    );
+    assert!(
+        report.contains("call 1 (first): created ticket 1, reply lost, not received: the client had left its session"),
+        "{report}"
+    );
+    assert!(report.contains("\nverdict: UNRESOLVED"), "{report}");
+}
+
+/// The other order (issue 45): the grader is stopped by SIGTERM while the client, still
+/// connected, waits for a reply the grader lost. The stop cancels every request the grader
+/// holds; that is not the client cancelling, and the report must not say it timed out.
+#[test]
+fn a_grader_stopped_while_a_lost_reply_waits_does_not_say_the_client_cancelled() {
+    let folder = tempfile::tempdir().unwrap();
+    let report_path = folder.path().join("report.txt");
+    let mut child = grader_holding_a_reply(
+        &["--lose-replies", "first"],
+        &folder.path().join("graded.sqlite"),
+        &report_path,
+    );
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    assert!(child.wait().unwrap().success());
+    let report = std::fs::read_to_string(&report_path).unwrap();
+    assert!(
+        report.contains(
+            "the client was never told of it; call 1 still waited for its reply when the \
+             grader stopped, and the client had given no sign"
+        ),
+        "{report}"
+    );
+    assert!(
+        report.contains("call 1 (first): created ticket 1, reply lost, not received\n"),
+        "{report}"
+    );
+    assert!(!report.contains("timed out at the client"), "{report}");
+    assert!(!report.contains("the client cancelled it"), "{report}");
+    drop(child.stdin.take());
 }
 
 /// A re-plan sent while the first reply is still held (the same fields, a new key) is that
@@ -707,15 +820,24 @@ pub(crate) fn http_grader(args: &[&str], report: &Path) -> (HttpGrader, String, 
 fn over_http_a_delete_while_a_reply_is_held_is_the_client_leaving_and_is_answered_200() {
     let folder = tempfile::tempdir().unwrap();
     let file = folder.path().join("report.txt");
+    let database = folder.path().join("graded.sqlite");
     let (mut child, address, session) = http_grader(
-        &["--lose-replies", "none", "--delay-replies", "1@3s"],
+        &[
+            "--lose-replies",
+            "none",
+            "--delay-replies",
+            "1@60s",
+            "--database",
+            database.to_str().unwrap(),
+        ],
         &file,
     );
     let held = {
         let (address, session) = (address.clone(), session.clone());
         std::thread::spawn(move || http(&address, "POST", Some(&session), CREATE))
     };
-    std::thread::sleep(std::time::Duration::from_millis(800));
+    // The DELETE once the grader holds the reply, well inside the minute's hold.
+    assert!(wait_for_call(&database, 1, |fate, _| fate.starts_with("delayed")));
     let deleted = http(&address, "DELETE", Some(&session), "");
     assert!(deleted.starts_with("HTTP/1.1 200"), "{deleted}");
     let _ = held.join();

@@ -16,7 +16,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::journal::{Arrival, Journal, Settled};
+use super::journal::{self, Arrival, Journal, Settled};
 use super::schedule::{Fate, Schedule};
 use crate::mcp::contract::{self, KeySource};
 use crate::mcp::server::TicketTools;
@@ -40,6 +40,9 @@ pub struct Grader {
     streams: Mutex<HashMap<(String, String), CancellationToken>>,
     /// Per session, how many requests (`tools/list`, `tools/call`) it has sent so far.
     requests: Mutex<HashMap<String, u64>>,
+    /// Per session, the watch on its next request (`tools/list`, `tools/call`): what ends a
+    /// held reply's hold early, since a client that sends again has stopped waiting.
+    next_request: Mutex<HashMap<String, NextRequest>>,
     /// Over HTTP, the sessions, so that `--drop-connection` can close one.
     pub(crate) http_sessions: std::sync::OnceLock<Arc<HttpSessions>>,
 }
@@ -66,6 +69,7 @@ impl Grader {
             leaving: Mutex::new(HashMap::new()),
             streams: Mutex::new(HashMap::new()),
             requests: Mutex::new(HashMap::new()),
+            next_request: Mutex::new(HashMap::new()),
             http_sessions: std::sync::OnceLock::new(),
         }
     }
@@ -76,6 +80,23 @@ impl Grader {
         let count = requests.entry(session.to_owned()).or_default();
         *count += 1;
         *count
+    }
+
+    /// A request of `session` is on record: fires the watch of the request before it, and
+    /// returns this one's, fired in turn by the session's next request. One lock for both, so
+    /// that no request can slip between a call's record and its watch.
+    fn announce(&self, session: &str) -> NextRequest {
+        let watch = NextRequest::default();
+        let earlier = self
+            .next_request
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(session.to_owned(), watch.clone());
+        if let Some(earlier) = earlier {
+            let _ = earlier.at_ms.set(journal::now_ms());
+            earlier.came.cancel();
+        }
+        watch
     }
 
     /// The token cancelled when the client closes the response stream of request `id` of
@@ -126,6 +147,18 @@ impl Grader {
         self.leaving(session).cancel();
     }
 
+    /// A held call's wait ended by cancellation: recorded as the client's (its
+    /// `notifications/cancelled`, or its closed response stream) only while the grader itself
+    /// is not stopping. The grader's own stop (a signal, its `--calls` bound) cancels every
+    /// request's token too; taking that for the client's cancellation made the report say the
+    /// client timed out when it had given no sign, and only when the journal's write won the
+    /// race with the report.
+    fn client_cancelled(&self, number: u64) {
+        if !self.stop.is_cancelled() {
+            let _ = self.journal.cancelled(number);
+        }
+    }
+
     fn settle(&self, number: u64, settled: &Settled) {
         // A journal that cannot be written makes the report incomplete, never the call wrong:
         // the report counts the calls it holds and the tickets the store holds.
@@ -135,6 +168,16 @@ impl Grader {
             self.stop.cancel();
         }
     }
+}
+
+/// The watch a request keeps on its session's next request.
+#[derive(Clone, Default)]
+struct NextRequest {
+    /// Cancelled when the next request is on record.
+    came: CancellationToken,
+    /// When it was, set before `came` is cancelled: the time a reply it releases is sent,
+    /// however late the held call's task runs after it.
+    at_ms: Arc<std::sync::OnceLock<u64>>,
 }
 
 /// One session's handler: the ticket tools and the grader around them.
@@ -167,6 +210,7 @@ fn summarize(answer: &Result<CallToolResponse, ErrorData>) -> Settled {
         ticket_id,
         created,
         reached_client: false,
+        at_ms: None,
     };
     match answer {
         Ok(CallToolResponse::Complete(result)) => {
@@ -313,7 +357,7 @@ impl Graded {
         &self,
         request: &CallToolRequestParams,
         context: &RequestContext<RoleServer>,
-    ) -> Result<(Arrival, u64, Fate), ErrorData> {
+    ) -> Result<(Arrival, u64, Fate, NextRequest), ErrorData> {
         let arguments = request.arguments.clone().unwrap_or_default();
         let arrival = self.arrival(&arguments, context);
         let (number, first) = self
@@ -321,7 +365,10 @@ impl Graded {
             .journal
             .arrive(&arrival)
             .map_err(|err| ErrorData::internal_error(format!("grader journal: {err}"), None))?;
-        Ok((arrival, number, self.grader.schedule.fate(number, first)))
+        // After the journal's record: a reply this arrival releases is sent after it arrived.
+        let next_request = self.grader.announce(&arrival.session);
+        let fate = self.grader.schedule.fate(number, first);
+        Ok((arrival, number, fate, next_request))
     }
 
     async fn create(
@@ -329,7 +376,7 @@ impl Graded {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let (arrival, number, fate) = self.arrive(&request, &context)?;
+        let (arrival, number, fate, next_request) = self.arrive(&request, &context)?;
         let leaving = self.grader.leaving(&arrival.session);
         let grader = &self.grader;
         let request_id = arrival.request_id.clone();
@@ -365,10 +412,11 @@ impl Graded {
             Fate::Lose => {
                 grader.settle(number, &settled("lost".to_owned(), false));
                 // Never answered: the call waits until the client cancels it or goes away.
+                // Biased: a cancellation read before stdin's end is recorded as one, whichever
+                // of the two the task sees first.
                 tokio::select! {
-                    () = stopped => {
-                        let _ = grader.journal.cancelled(number);
-                    }
+                    biased;
+                    () = stopped => grader.client_cancelled(number),
                     () = leaving.cancelled() => {}
                 }
                 Err(ErrorData::internal_error(
@@ -381,19 +429,35 @@ impl Graded {
                 // The answer is on record before the hold: a process that ends during it
                 // leaves a reply that never reached the client, not a call with no answer.
                 let _ = grader.journal.settle(number, &settled(fate.clone(), false));
+                // The hold ends at the first of: the client's cancellation (the reply is not
+                // sent), its next request of the session (the reply goes out, sent as of that
+                // request's record: the client had stopped waiting), its leaving (the reply is
+                // not sent), or the schedule's time. Biased, in the order the client can give
+                // them (a cancellation or a request is read before stdin's end), so that signs
+                // that came together are taken in that order however late this task runs, and
+                // the hold's time ends it only when the client gives no sign.
                 tokio::select! {
-                    () = tokio::time::sleep(by) => {
-                        grader.settle(number, &settled(fate, true));
-                        answer
-                    }
+                    biased;
                     () = stopped => {
                         grader.settle(number, &settled(fate, false));
-                        let _ = grader.journal.cancelled(number);
+                        grader.client_cancelled(number);
                         Err(ErrorData::internal_error("cancelled while the grader held the reply", None))
+                    }
+                    () = next_request.came.cancelled() => {
+                        let released = Settled {
+                            at_ms: next_request.at_ms.get().copied(),
+                            ..settled(fate, true)
+                        };
+                        grader.settle(number, &released);
+                        answer
                     }
                     () = leaving.cancelled() => {
                         grader.settle(number, &settled(fate, false));
                         Err(ErrorData::internal_error("the client left while the grader held the reply", None))
+                    }
+                    () = tokio::time::sleep(by) => {
+                        grader.settle(number, &settled(fate, true));
+                        answer
                     }
                 }
             }
@@ -432,7 +496,9 @@ impl ServerHandler for Graded {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        self.grader.request(&self.session_of(&context));
+        let session = self.session_of(&context);
+        self.grader.request(&session);
+        self.grader.announce(&session);
         let listed = self.inner.list_tools(request, context).await?;
         Ok(ListToolsResult::with_all_items(self.tools(listed.tools)))
     }
@@ -451,7 +517,9 @@ impl ServerHandler for Graded {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         if request.name != contract::CREATE_TICKET {
-            self.grader.request(&self.session_of(&context));
+            let session = self.session_of(&context);
+            self.grader.request(&session);
+            self.grader.announce(&session);
         }
         match request.name.as_ref() {
             contract::CREATE_TICKET => self.create(request, context).await,

@@ -126,6 +126,9 @@ pub struct Settled {
     pub created: bool,
     /// As [`Call::reached_client`].
     pub reached_client: bool,
+    /// When it was settled, where that was earlier than its record (a held reply released by
+    /// the client's next request: settled when that request was on record); `None`: now.
+    pub at_ms: Option<u64>,
 }
 
 /// The table of calls, on a connection of its own to the grader's database.
@@ -226,7 +229,7 @@ impl Journal {
                 settled.ticket_id,
                 settled.created,
                 settled.reached_client,
-                i64::try_from(now_ms()).unwrap_or(i64::MAX)
+                i64::try_from(settled.at_ms.unwrap_or_else(now_ms)).unwrap_or(i64::MAX)
             ],
         )?;
         Ok(())

@@ -170,6 +170,19 @@ fn sent_at(call: &Call) -> u64 {
     call.settled_ms.unwrap_or(call.started_ms)
 }
 
+/// Whether the client showed it had left `call`'s session (stdin closed, the session's DELETE)
+/// while the call still waited: before its reply was sent, or at any time for a reply the
+/// grader lost (it waits until the client gives a sign).
+fn left_while_waiting(call: &Call) -> bool {
+    call.left_ms
+        .is_some_and(|left| call.fate == "lost" || left <= sent_at(call))
+}
+
+/// Whether `call`'s reply never went out: lost, or held and not sent.
+fn never_sent(call: &Call) -> bool {
+    call.fate == "lost" || (call.fate.starts_with("delayed") && !call.reached_client)
+}
+
 /// Whether `call`'s reply reached the client, judged by what the client did: it was sent (not
 /// lost or cancelled), before the client showed it had left the session, and, for a reply held
 /// back, before the client's next call of the same intention (`members`) arrived: a client
@@ -178,14 +191,16 @@ fn reached(call: &Call, members: &[&Call]) -> bool {
     if !call.reached_client || call.cancelled {
         return false;
     }
-    let sent = sent_at(call);
-    if call.left_ms.is_some_and(|left| left <= sent) {
+    if left_while_waiting(call) {
         return false;
     }
+    let sent = sent_at(call);
+    // A held reply goes out when the client's next request is on record, so in the same
+    // millisecond as a next call of the intention: that call came first.
     !(call.fate.starts_with("delayed")
         && members
             .iter()
-            .any(|other| other.number > call.number && other.started_ms < sent))
+            .any(|other| other.number > call.number && other.started_ms <= sent))
 }
 
 /// Whether two intentions' fields share a value under one name (a reworded title, the same
@@ -290,7 +305,7 @@ fn call_summary(call: &Call, judged: Option<&Judged>) -> String {
         "received"
     } else if call.cancelled {
         "not received: the client cancelled it or closed its stream"
-    } else if call.left_ms.is_some_and(|left| left <= sent_at(call)) {
+    } else if left_while_waiting(call) {
         "not received: the client had left its session"
     } else if call.fate == "in progress" {
         "the client was told in_progress, not the ticket"
@@ -556,8 +571,14 @@ fn how_it_stopped(group: &Group) -> String {
         format!(
             "the connection dropped after call {number} and the client never came back with its key"
         )
-    } else if last.left_ms.is_some_and(|left| left <= sent_at(last)) {
+    } else if left_while_waiting(last) {
         format!("the client left its session while call {number} waited, without a word")
+    } else if never_sent(last) {
+        // Neither cancelled nor left: the grader stopped first (a signal, its --calls bound).
+        format!(
+            "call {number} still waited for its reply when the grader stopped, and the client \
+             had given no sign"
+        )
     } else {
         format!("call {number} got no ticket and the client stopped, without a sign")
     }
@@ -770,6 +791,55 @@ mod tests {
             report.intentions[0]
                 .reason
                 .contains("waited for the late reply")
+        );
+    }
+
+    #[test]
+    fn a_lost_reply_is_said_to_end_by_what_the_grader_saw_first() {
+        let lost = call(1, Some("a"), "{\"title\":\"x\"}", "lost", 1, true);
+        let reason = |call: Call| grade(&[call], &[], "host", "").intentions[0].reason.clone();
+        // The client cancelled it.
+        assert!(
+            reason(lost.clone()).ends_with("call 1 timed out at the client, which cancelled it or closed its stream: whatever it reported was a failure"),
+        );
+        // The client closed stdin after the reply was lost: a lost reply waits until the
+        // client gives a sign, however long after its loss that comes.
+        let left = Call {
+            cancelled: false,
+            left_ms: Some(60_000),
+            ..lost.clone()
+        };
+        assert!(
+            reason(left)
+                .ends_with("the client left its session while call 1 waited, without a word")
+        );
+        // Neither: the grader stopped first (a signal, its --calls bound).
+        let stopped = Call {
+            cancelled: false,
+            ..lost.clone()
+        };
+        assert!(reason(stopped).ends_with(
+            "call 1 still waited for its reply when the grader stopped, and the client had given no sign"
+        ));
+        // A held reply the grader never sent, likewise.
+        let held = Call {
+            cancelled: false,
+            reached_client: false,
+            ..held(1, "a", "{\"title\":\"x\"}", (1000, 5000), 1)
+        };
+        assert!(
+            reason(held).ends_with("when the grader stopped, and the client had given no sign")
+        );
+        // A reply that went out without a ticket: the client stopped after it.
+        let refused = Call {
+            ticket_id: None,
+            answer: "error conflict".to_owned(),
+            created: false,
+            ..call(1, Some("a"), "{\"title\":\"x\"}", "delivered", 1, false)
+        };
+        assert!(
+            reason(refused)
+                .ends_with("call 1 got no ticket and the client stopped, without a sign")
         );
     }
 

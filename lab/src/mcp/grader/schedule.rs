@@ -156,7 +156,8 @@ pub enum Fate {
     /// Runs the call, keeps its answer from the client: the call waits until the client
     /// cancels it or goes away.
     Lose,
-    /// Runs the call and sends its answer this much later, unless the client cancels first.
+    /// Runs the call and sends its answer this much later, or as soon as the client's next
+    /// request of the session is on record, unless the client cancels or leaves first.
     Delay(Duration),
     /// Runs the call (its ticket is committed) and answers the contract's `in_progress`
     /// error instead, as a service does while another call with the key is still running:
