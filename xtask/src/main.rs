@@ -3,7 +3,9 @@
 //!
 //! - `cargo xtask book`: run the seven scenarios, write `results.json`, render the book into `book/`.
 //! - `cargo xtask test`: `cargo test --workspace`, a check that every Rust block in the book ran as
-//!   a doctest, then the book test (`mdbook test` through mdBook's library).
+//!   a doctest, then the book test (`mdbook test` through mdBook's library). `cargo xtask test
+//!   --loaded` runs the same with every core, a disk and the process table kept busy beside it
+//!   (see `load.rs`), to show that no test depends on how fast the machine is.
 //! - `cargo xtask book-test`: the book test alone.
 //! - `cargo xtask bench [--quick]`: every measurement of the performance chapter, into
 //!   `bench.json`; `cargo xtask bench --http [--quick]` only the HTTP one, into its section.
@@ -44,6 +46,7 @@ mod figures;
 mod grader;
 mod lengths;
 mod listings;
+mod load;
 mod map;
 mod markdown;
 mod model;
@@ -66,14 +69,16 @@ use anyhow::{Context, Result, bail};
 use mdbook_driver::MDBook;
 use mdbook_driver::config::Config;
 
-const USAGE: &str = "usage: cargo xtask <book | test | book-test | copy-check | book-deps | bench [--http] [--quick] | browser-check | report-check | overflow-control REV | model-depth | words | function-lengths [N] | preprocess [supports RENDERER]>";
+const USAGE: &str = "usage: cargo xtask <book | test [--loaded] | book-test | copy-check | book-deps | bench [--http] [--quick] | browser-check | report-check | overflow-control REV | model-depth | words | function-lengths [N] | preprocess [supports RENDERER]>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let result = match args.as_slice() {
         ["book"] => book(),
-        ["test"] => test(),
+        ["test"] => test(false),
+        ["test", "--loaded"] => test(true),
+        ["load-hog", kind, scratch] => load::hog(kind, Path::new(scratch)),
         ["book-test"] => book_test(postgres::for_the_book().as_deref())
             .map(|blocks| println!("book: {blocks} passed, 0 failed")),
         ["copy-check"] => copyable::run(&root(), postgres::for_the_book().as_deref())
@@ -178,9 +183,15 @@ fn load_book(root: &Path) -> Result<MDBook> {
 }
 
 /// `cargo test --workspace`, the doctest coverage check, the repository checks, the book test and
-/// the copy check.
-fn test() -> Result<()> {
+/// the copy check; with `loaded`, beside a load on every core (see `load.rs`).
+fn test(loaded: bool) -> Result<()> {
     let root = root();
+    // Held to the end of the function: dropping it stops the load.
+    let _load = if loaded {
+        Some(load::start(&root.join("target/load"))?)
+    } else {
+        None
+    };
     let postgres = postgres::for_the_book();
     let cargo_counts = doctests::cargo_test(&root, postgres.as_deref())?;
     checks::all(&root)?;
