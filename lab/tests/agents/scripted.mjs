@@ -27,10 +27,14 @@ export function parseArgv(argv) {
 }
 
 // Keeps the session open for AGENT_HOLD_SECONDS after the run, as a long-lived host would.
-export async function hold() {
+// `listTools`, where given, is the host listing the server's tools as it starts to hold (as a
+// host does before its next turn): a request the grader sees, so a reply it still holds goes out
+// then, into the live session, instead of at a time that races the end of the hold.
+export async function hold(listTools) {
   const seconds = Number(process.env.AGENT_HOLD_SECONDS || 0);
   if (seconds > 0) {
     log(`the host keeps the session open ${seconds} s more`);
+    if (listTools) await listTools();
     await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
   }
 }

@@ -28,18 +28,26 @@ const LAB: &str = env!("CARGO_BIN_EXE_lab");
 
 /// The client-side timeout of the short setting, in seconds.
 const SHORT_TIMEOUT: &str = "2";
-/// How late a late reply is: longer than the short timeout, so the client has given up on it.
-const LATE: &str = "first@4s";
-/// How long a long-lived host keeps the session open after the run, in seconds: the run ends at
-/// least 2 s (the short timeout) after the first call, so the late reply is due inside the hold.
-const HOLD: &str = "4";
-/// The bound on a run with a short timeout; one that reaches it is a finding, not a hang.
-const BOUND: Duration = Duration::from_secs(25);
-/// The bound on a run with the framework's default timeout: long enough for a default of a few
-/// seconds, far shorter than the minutes (or for ever) some frameworks wait.
-const DEFAULT_TIMEOUT_BOUND: Duration = Duration::from_secs(12);
+/// The late reply's schedule. The grader holds it until the client gives a sign: a
+/// cancellation (it is never sent), the session's next request (it goes out then, after the
+/// client gave up), or leaving (never sent). Every framework here gives one of those after its
+/// 2 s timeout, so the events decide, never which of two timers fires first; the 30 s is only
+/// the hold's end for a client that gives no sign at all, far past any run's own end.
+const LATE: &str = "first@30s";
+/// How long a long-lived host keeps the session open after the run, in seconds. The Vercel AI
+/// SDK's host lists the tools as it starts to hold (see its agent.mjs), which releases the held
+/// reply into the live session; the close comes after that by the order of the host's own steps.
+const HOLD: &str = "1";
+/// The bound on a run with a short timeout: only a guard against a hang, since every such
+/// run ends by itself in a few seconds; one that reaches it is a finding, not a hang of the test.
+const BOUND: Duration = Duration::from_secs(60);
+/// How long a run with the framework's default timeout may go on once the grader has recorded
+/// its lost reply: longer than the shortest default (openai-agents' 5 s), far shorter than the
+/// minutes (or for ever) the others wait. Counted from that record, not from the start, so a
+/// slow start on a loaded machine never changes how the run ends.
+const DEFAULT_TIMEOUT_BOUND: Duration = Duration::from_secs(20);
 /// How long the grader may take to write its report once the client is gone.
-const REPORT_WAIT: Duration = Duration::from_secs(15);
+const REPORT_WAIT: Duration = Duration::from_secs(30);
 
 /// What a framework's script runs on.
 enum Runtime {
@@ -98,9 +106,11 @@ const LANGCHAIN_JS: Framework = Framework {
 enum Schedule {
     /// The first call's reply is lost.
     Lost,
-    /// The first call's reply comes 4 s late; the host keeps the session open past that.
+    /// The first call's reply is held until the client gives a sign; the host keeps the session
+    /// open a while after the run.
     LateHeld,
-    /// The first call's reply comes 4 s late; the host closes the session when the run ends.
+    /// The first call's reply is held until the client gives a sign; the host closes the
+    /// session when the run ends.
     LateClosed,
     /// The first call makes its ticket and is answered `in_progress`.
     InProgress,
@@ -276,55 +286,114 @@ fn read_events(stdout: &str) -> Said {
     said
 }
 
+/// Waits for the script to end by itself, or ends it: at [`BOUND`] from the start, or, where
+/// `journal` is given, at [`DEFAULT_TIMEOUT_BOUND`] from the moment the grader recorded the
+/// lost reply there. Only the script is signalled (SIGTERM, then SIGKILL 3 s later): the grader
+/// it started sees its stdin close, as it would if the host died, and never a signal of its own,
+/// so its report does not depend on which of the two it noticed first. Returns the exit status
+/// and whether the test ended the run.
+fn wait_or_end(
+    child: &mut std::process::Child,
+    journal: Option<&Path>,
+) -> (std::process::ExitStatus, bool) {
+    let started = Instant::now();
+    let mut deadline = started + BOUND;
+    let mut lost_at = None;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return (status, false);
+        }
+        if let Some(journal) = journal
+            && lost_at.is_none()
+            && crate::mcp_grader::journal_call(journal, 1).is_some_and(|(fate, _)| fate == "lost")
+        {
+            let now = Instant::now();
+            lost_at = Some(now);
+            deadline = now + DEFAULT_TIMEOUT_BOUND;
+        }
+        if Instant::now() >= deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let terminated = Instant::now();
+    while terminated.elapsed() < Duration::from_secs(3) {
+        if let Some(status) = child.try_wait().unwrap() {
+            return (status, true);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    (child.wait().unwrap(), true)
+}
+
 /// Runs one scenario and returns the script's versions and the run's findings record.
 fn run_one(framework: &Framework, program: &Path, folder: &Path, run: &Run) -> (Value, Value) {
     let scratch = tempfile::tempdir().unwrap();
     let report_path = scratch.path().join("report.json");
-    let bound = if run.timeout == "default" {
-        DEFAULT_TIMEOUT_BOUND
-    } else {
-        BOUND
-    };
+    // A run with the framework's default timeout is ended by the test, so its grader keeps its
+    // journal in a file the test reads: the lost reply's record starts that run's bound.
+    let journal = (run.timeout == "default").then(|| scratch.path().join("journal.sqlite"));
     let started = Instant::now();
-    // `timeout` ends the script (and, in its process group, a grader the client did not move to
-    // a session of its own) when the run outlasts its bound.
-    let output = Command::new("timeout")
-        .args(["-k", "3", &bound.as_secs().to_string()])
-        .arg(program)
+    let mut command = Command::new(program);
+    command
         .arg(folder.join(framework.script))
         .args([LAB, run.scenario, run.timeout, run.setting])
-        .args(run.schedule.grader_args())
+        .args(run.schedule.grader_args());
+    if let Some(journal) = &journal {
+        command.arg("--database").arg(journal);
+    }
+    let mut child = command
         .arg("--json")
         .arg("--report")
         .arg(&report_path)
         .env("AGENT_HOLD_SECONDS", run.schedule.hold())
         .current_dir(scratch.path())
-        .output()
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
+    // Read on threads of their own, so that a full pipe never stalls the script.
+    let read = |mut pipe: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            String::from_utf8_lossy(&bytes).into_owned()
+        })
+    };
+    let stdout = read(Box::new(child.stdout.take().unwrap()));
+    let stderr = read(Box::new(child.stderr.take().unwrap()));
+    let (status, killed) = wait_or_end(&mut child, journal.as_deref());
     let elapsed = started.elapsed();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    // 124: `timeout` ended the script at the bound; 137: it had to kill it after that.
-    let killed = matches!(output.status.code(), Some(124 | 137));
+    // The grader may still hold the pipes until it has seen stdin close and written its report.
+    let stdout = stdout.join().unwrap();
+    let stderr = stderr.join().unwrap();
     assert!(
-        output.status.success() || killed,
-        "{} {} {}: the script failed ({}):\n{stderr}",
+        status.success() || killed,
+        "{} {} {}: the script failed ({status}):\n{stderr}",
         framework.name,
         run.setting,
         run.scenario,
-        output.status
     );
     let said = read_events(&stdout);
     let ended = match (&said.ended, killed) {
         (Some(ended), false) => ended.clone(),
+        (_, true) if journal.is_some() => format!(
+            "no answer: the test ended the run {} s after the grader lost the reply",
+            DEFAULT_TIMEOUT_BOUND.as_secs()
+        ),
         (_, true) => format!(
             "no answer: the test ended the run at its bound of {} s",
-            bound.as_secs()
+            BOUND.as_secs()
         ),
         (None, false) => panic!("the script exited 0 without an `ended` event:\n{stderr}"),
     };
     let report = wait_for_report(&report_path);
-    let finding = finding(run, &ended, &said, &report, killed);
+    let finding = finding(run, &ended, &said, &report);
     roles_agree_with_the_model(framework, run, &said, &report);
     stderr_line(&format!(
         "{} | {} | timeout {} | {} | {} | {:.1} s | {} | {}",
@@ -345,10 +414,8 @@ fn run_one(framework: &Framework, program: &Path, folder: &Path, run: &Run) -> (
 }
 
 /// The findings record of one run: what the client did and what the grader made of it, a line
-/// per recorded call and per intention, so that a drift reads as a short diff. After a run the
-/// test had to end (`killed`), whether a pending call shows as cancelled is left out: a client
-/// killed without a word leaves the grader at stdin's end, where that record races the report.
-fn finding(run: &Run, ended: &str, said: &Said, report: &Value, killed: bool) -> Value {
+/// per recorded call and per intention, so that a drift reads as a short diff.
+fn finding(run: &Run, ended: &str, said: &Said, report: &Value) -> Value {
     let saw = &said.saw;
     let text = |value: &Value| match value {
         Value::String(text) => text.clone(),
@@ -368,13 +435,8 @@ fn finding(run: &Run, ended: &str, said: &Said, report: &Value, killed: bool) ->
     let calls: Vec<String> = recorded
         .iter()
         .map(|call| {
-            let cancelled = if killed {
-                String::new()
-            } else {
-                format!(", cancelled: {}", yes(&call["cancelled"]))
-            };
             format!(
-                "call {} ({}): key {}, reply {}, answer {} (ticket {}), received: {}{cancelled}",
+                "call {} ({}): key {}, reply {}, answer {} (ticket {}), received: {}, cancelled: {}",
                 call["number"],
                 text(&call["role"]),
                 text(&call["operation_key"]),
@@ -382,6 +444,7 @@ fn finding(run: &Run, ended: &str, said: &Said, report: &Value, killed: bool) ->
                 text(&call["answer"]),
                 text(&call["ticket_id"]),
                 yes(&call["received"]),
+                yes(&call["cancelled"]),
             )
         })
         .collect();

@@ -576,8 +576,9 @@ fn how_it_stopped(group: &Group) -> String {
     } else if never_sent(last) {
         // Neither cancelled nor left: the grader stopped first (a signal, its --calls bound).
         format!(
-            "call {number} still waited for its reply when the grader stopped, and the client \
-             had given no sign"
+            "call {number} still waited for its reply when the grader was stopped (by a signal, \
+             as a host closes a stdio server, or by its --calls bound); the client had not \
+             cancelled it or left before"
         )
     } else {
         format!("call {number} got no ticket and the client stopped, without a sign")
@@ -819,7 +820,9 @@ mod tests {
             ..lost.clone()
         };
         assert!(reason(stopped).ends_with(
-            "call 1 still waited for its reply when the grader stopped, and the client had given no sign"
+            "call 1 still waited for its reply when the grader was stopped (by a signal, as a host \
+             closes a stdio server, or by its --calls bound); the client had not cancelled it or \
+             left before"
         ));
         // A held reply the grader never sent, likewise.
         let held = Call {
@@ -827,9 +830,7 @@ mod tests {
             reached_client: false,
             ..held(1, "a", "{\"title\":\"x\"}", (1000, 5000), 1)
         };
-        assert!(
-            reason(held).ends_with("when the grader stopped, and the client had given no sign")
-        );
+        assert!(reason(held).ends_with("the client had not cancelled it or left before"));
         // A reply that went out without a ticket: the client stopped after it.
         let refused = Call {
             ticket_id: None,
