@@ -25,6 +25,7 @@ mod http_hostile;
 #[cfg(feature = "postgres")]
 mod http_postgres;
 mod mcp;
+mod mcp_conformance;
 mod mcp_grader;
 mod mcp_grader_faults;
 mod middlewares;
