@@ -392,32 +392,45 @@ fn backups_and_truncating_checkpoints_from_outside_lose_nothing() {
     let folder = tempfile::tempdir().unwrap();
     let database = folder.path().join("t.sqlite");
     let server = serve_on(&database);
+    let backup_and_checkpoint = |round: usize| {
+        let backup = folder.path().join(format!("backup-{round}.sqlite"));
+        sqlite3(&database, &format!(".backup '{}'", backup.display()));
+        sqlite3(&database, "PRAGMA wal_checkpoint(TRUNCATE);");
+        backup
+    };
+    // The first backup and checkpoint come between creates for certain, whatever the machine's
+    // speed: after the first half is acknowledged and before the second half starts. The server
+    // then writes on into the WAL the checkpoint truncated under it.
+    let mut acknowledged = create_concurrently(&server.url, "backup-before", 2, 40);
+    let between = backup_and_checkpoint(0);
+    let tickets_between: u64 = sqlite3(&between, "SELECT COUNT(*) FROM tickets")
+        .parse()
+        .unwrap();
+    assert_eq!(
+        tickets_between,
+        acknowledged.0.len() as u64,
+        "the backup taken between the creates holds those acknowledged before it"
+    );
+    let mut backups = vec![between];
+    // More run while the second half does, as many as fit; how many is up to the machine.
     let done = Arc::new(AtomicBool::new(false));
     let creates = {
         let url = server.url.clone();
         let done = Arc::clone(&done);
         std::thread::spawn(move || {
-            let acknowledged = create_concurrently(&url, "backup", 2, 80);
+            let acknowledged = create_concurrently(&url, "backup-during", 2, 40);
             done.store(true, Ordering::SeqCst);
             acknowledged
         })
     };
-    let mut backups = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(60);
-    for round in 0..40 {
+    for round in 1..40 {
         if done.load(Ordering::SeqCst) || Instant::now() > deadline {
             break;
         }
-        let backup = folder.path().join(format!("backup-{round}.sqlite"));
-        sqlite3(&database, &format!(".backup '{}'", backup.display()));
-        sqlite3(&database, "PRAGMA wal_checkpoint(TRUNCATE);");
-        backups.push(backup);
+        backups.push(backup_and_checkpoint(round));
     }
-    let acknowledged = creates.join().unwrap();
-    assert!(
-        !backups.is_empty(),
-        "no backup was taken during the creates"
-    );
+    acknowledged.extend(creates.join().unwrap());
     assert_eq!(python_count(&database), acknowledged.0.len() as u64);
     stop(server);
     // Each backup is a consistent database with no more tickets than were acknowledged.

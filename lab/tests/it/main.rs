@@ -63,3 +63,20 @@ pub fn repository_root() -> std::path::PathBuf {
         .expect("the lab crate sits inside the repository")
         .to_owned()
 }
+
+/// Waits until `done` holds, looking again every few milliseconds: for tests that must see one
+/// event happen before they cause the next. The minute is only a guard that ends a broken run; a
+/// healthy run never comes near it, however loaded the machine.
+///
+/// # Panics
+/// When `done` still does not hold after a minute; the message names `what` never happened.
+pub fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "waited a minute and still not: {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}

@@ -80,6 +80,27 @@ fn open_transactions(client: &mut ::postgres::Client) -> i64 {
         .get(0)
 }
 
+/// The lock requests on this database that wait (are not granted): each one's lock type, and
+/// for an advisory lock its 64-bit key. The tests wait for these to know that a caller is blocked
+/// where they want it, instead of sleeping and hoping it got there.
+fn lock_waits(client: &mut ::postgres::Client) -> Vec<(String, Option<i64>)> {
+    client
+        .query(
+            // By the waiting backend's database: a wait for another transaction's row or id
+            // names no database of its own.
+            "SELECT l.locktype,
+                    CASE WHEN l.locktype = 'advisory' AND l.objsubid = 1
+                         THEN (l.classid::bigint << 32) | l.objid::bigint END
+             FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+             WHERE NOT l.granted AND a.datname = current_database()",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect()
+}
+
 fn schema_exists(client: &mut ::postgres::Client, name: &str) -> bool {
     client
         .query_one(
@@ -430,11 +451,15 @@ fn a_caller_waiting_on_a_claim_that_rolls_back_creates_the_ticket_itself() {
         .unwrap();
     let waiter = store.connect().unwrap();
     let request = CreateRequest::keyed(&scope, &key, &payload);
+    let mut observer = inspector(pg.url, &store);
     let outcome = std::thread::scope(|threads| {
         let waiting = threads.spawn(move || waiter.create(request));
-        // The waiter is blocked in the unique-index check until `first` ends; rolling back frees
-        // the identity. (If the rollback comes before the waiter's insert, it simply creates.)
-        std::thread::sleep(Duration::from_millis(100));
+        // The waiter blocks on the identity's claim until `first` ends; rolling back frees it.
+        // The rollback waits for the waiter to be blocked (or, wrongly, done), so it cannot come
+        // before the waiter's claim and let it create without waiting.
+        crate::eventually("the waiter blocks on the held claim", || {
+            waiting.is_finished() || !lock_waits(&mut observer).is_empty()
+        });
         first.rollback().unwrap();
         waiting.join().unwrap()
     });
@@ -453,33 +478,48 @@ fn a_caller_waiting_on_a_claim_that_rolls_back_creates_the_ticket_itself() {
 /// CI once printed `"returned_ticket_ids": [2]` for eight callers on one key: the claim drew its
 /// ticket id before it inserted its record, so a caller that drew id 1 and was then overtaken left
 /// the winner holding id 2. A trigger makes the first claim slow at exactly that moment: after its
-/// id is drawn, before its record reaches the unique index.
+/// id is drawn, before its record reaches the unique index: there it waits for an advisory lock
+/// the test holds, and the test lets it go only once the second caller is blocked, or done.
 #[test]
 fn the_caller_that_draws_the_first_ticket_id_wins_even_when_it_is_overtaken() {
     let Some(pg) = server::server("the_caller_that_draws_the_first_ticket_id_wins") else {
         return;
     };
+    // The gate's key: any number no identity's lock is likely to hash to.
+    const GATE: i64 = 45_000_045;
     let store = store(pg.url);
     let mut client = inspector(pg.url, &store);
     client
-        .batch_execute(
+        .batch_execute(&format!(
             "CREATE FUNCTION slow_first_claim() RETURNS trigger LANGUAGE plpgsql AS $$
              BEGIN
-                 IF NEW.ticket_id = 1 THEN PERFORM pg_sleep(0.6); END IF;
+                 IF NEW.ticket_id = 1 THEN PERFORM pg_advisory_xact_lock({GATE}); END IF;
                  RETURN NEW;
              END $$;
              CREATE TRIGGER slow_first_claim BEFORE INSERT ON operation_records
-                 FOR EACH ROW EXECUTE FUNCTION slow_first_claim();",
-        )
+                 FOR EACH ROW EXECUTE FUNCTION slow_first_claim();
+             SELECT pg_advisory_lock({GATE});"
+        ))
         .unwrap();
+    let mut observer = inspector(pg.url, &store);
     let (scope, key, payload) = sample();
     let (first, second) = (store.connect().unwrap(), store.connect().unwrap());
     let (first, second) = std::thread::scope(|threads| {
         let request = CreateRequest::keyed(&scope, &key, &payload);
         let first = threads.spawn(move || first.create(request));
-        // The first caller is now asleep in the trigger, holding ticket id 1.
-        std::thread::sleep(Duration::from_millis(200));
+        crate::eventually(
+            "the first caller waits at the gate, holding ticket id 1",
+            || lock_waits(&mut observer).contains(&("advisory".to_owned(), Some(GATE))),
+        );
         let second = threads.spawn(move || second.create(request));
+        // Blocked behind the first caller's claim, as it must be; a claim that does not wait
+        // finishes instead, and takes ticket id 2.
+        crate::eventually("the second caller is blocked or done", || {
+            second.is_finished() || lock_waits(&mut observer).len() >= 2
+        });
+        client
+            .batch_execute(&format!("SELECT pg_advisory_unlock({GATE})"))
+            .unwrap();
         (first.join().unwrap(), second.join().unwrap())
     });
     let ids: Vec<i64> = tickets(&mut client).iter().map(|t| t.0).collect();
