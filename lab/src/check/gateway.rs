@@ -228,6 +228,10 @@ impl Front for Probe {
         self.target.load.callers
     }
 
+    fn call_timeout(&self) -> Duration {
+        self.target.service.timeout
+    }
+
     fn key_listed(&self) -> Option<(String, bool, String, String)> {
         None
     }

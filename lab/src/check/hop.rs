@@ -58,6 +58,9 @@ pub trait Front {
     fn count_section(&self) -> &'static str;
     /// How many calls the concurrent point sends together (the file's load).
     fn together(&self) -> usize;
+    /// How long the check waits for one call's answer (the file's timeout): a hold of the API's
+    /// reply must end well before it, or the check would judge its own timeout.
+    fn call_timeout(&self) -> Duration;
     /// Whether the front lists its key where an agent looks (an MCP tool's input schema), as a
     /// sub-check: its name, whether it holds, what was expected, what was seen. `None` where
     /// nothing lists inputs.
@@ -305,6 +308,12 @@ fn record<F: Front>(
         },
         Some(Fate::Lost { status, .. }) => Answer::NoAnswer {
             reason: format!("the API answered {status}; the lab lost the reply on purpose"),
+        },
+        Some(Fate::Abandoned { status, .. }) => Answer::NoAnswer {
+            reason: format!(
+                "the API answered {status}; the wrapper closed its connection while the lab held \
+                 the reply"
+            ),
         },
         Some(Fate::Failed(problem)) => Answer::NoAnswer {
             reason: problem.clone(),
@@ -949,9 +958,43 @@ async fn new_intention<F: Front>(front: &F, api: &UpstreamApi) -> PointReport {
     PointReport::covered(NAME, TITLE, checks.0)
 }
 
-/// How long the API holds its reply to the first of the calls sent together, so that the others
-/// reach the wrapper while that one is still in flight (at most half the wrapper's timeout).
-const IN_FLIGHT: Duration = Duration::from_millis(500);
+/// Waits until `done` holds of the API's requests since `mark` and of the number of calls back at
+/// the check (`returned`), looked at again each time a request arrives at the API or settles, or
+/// a call returns; `false` when `bound` runs out first. The events order the hop points' faults,
+/// so that a loaded machine delays a verdict instead of changing it; `bound` only ends a run
+/// whose wrapper never shows the event.
+async fn wait_on(
+    api: &UpstreamApi,
+    mark: usize,
+    mut returned: tokio::sync::watch::Receiver<usize>,
+    bound: Duration,
+    done: impl Fn(&[UpstreamRequest], usize) -> bool,
+) -> bool {
+    let mut seen = api.changes();
+    let deadline = tokio::time::Instant::now() + bound;
+    loop {
+        // Marked seen before looking, so a change while `done` looks wakes the next wait.
+        seen.borrow_and_update();
+        let back = *returned.borrow_and_update();
+        if done(&api.since(mark), back) {
+            return true;
+        }
+        tokio::select! {
+            _ = seen.changed() => {}
+            // A dropped sender disables this branch for the wait; the API's events still wake it.
+            Ok(()) = returned.changed() => {}
+            () = tokio::time::sleep_until(deadline) => return false,
+        }
+    }
+}
+
+/// The first create since a mark (the one a queued fault applied to), and the others.
+fn held_and_others(
+    requests: &[UpstreamRequest],
+) -> (Option<&UpstreamRequest>, Vec<&UpstreamRequest>) {
+    let mut creates = requests.iter().filter(|r| r.is_create());
+    (creates.next(), creates.collect())
+}
 
 async fn concurrent<F: Front>(front: &F, api: &UpstreamApi) -> PointReport {
     const NAME: &str = "hop-concurrent";
@@ -973,16 +1016,58 @@ async fn concurrent<F: Front>(front: &F, api: &UpstreamApi) -> PointReport {
             )
         })
         .collect();
-    // Held for less than the wrapper's own timeout, when the file names it: the point is calls
-    // in flight together, not a late reply (hop-upstream-retry's).
-    let hold = api
+    // The first create's reply is held until every other call has reached the API (its create
+    // waiting there) or come back to the check, so they were in flight together whatever the
+    // machine's speed. The bound only ends the hold for a wrapper that holds the others back while
+    // one is in flight; it stays under half the wrapper's own timeout, when the file names it
+    // (the point is calls in flight together, not a late reply: hop-upstream-retry's), and under
+    // half the check's, so the calls queued behind it still get their answers in time.
+    let bound = api
         .spec
         .wrapper_timeout
-        .map_or(IN_FLIGHT, |t| IN_FLIGHT.min(t / 2));
-    api.fault_next(Fault::Late(hold));
+        .unwrap_or(Duration::MAX)
+        .min(front.call_timeout())
+        / 2;
+    let release = api.hold_next(
+        "the other calls sent together had reached the API or come back",
+        bound,
+    );
+    let (back, returned) = tokio::sync::watch::channel(0_usize);
     let mark = api.mark();
-    let told = futures::future::join_all(calls.iter().map(|c| front.send(NAME, None, c))).await;
+    let others = together - 1;
+    let sends = futures::future::join_all(calls.iter().map(|c| {
+        let back = &back;
+        async move {
+            let told = front.send(NAME, None, c).await;
+            back.send_modify(|n| *n += 1);
+            told
+        }
+    }));
+    let together_seen = async {
+        let seen = wait_on(api, mark, returned, bound, |requests, returned| {
+            let (held, others_creates) = held_and_others(requests);
+            // A create still waiting at the API is a call not back yet; one that settled is
+            // counted when its call comes back, so no call is counted twice.
+            let waiting = others_creates.iter().filter(|c| c.fate.is_none()).count();
+            held.is_some_and(|h| h.fate.is_some()) || returned + waiting >= others
+        })
+        .await;
+        let _ = release.send(true);
+        seen
+    };
+    let (told, seen) = tokio::join!(sends, together_seen);
     api.clear_faults();
+    if !seen && let (Some(held), _) = held_and_others(&api.since(mark)) {
+        api.annotate(
+            held.number,
+            &format!(
+                "the bound ended the hold: after {} ms the other calls had neither reached the \
+                 API nor come back, so the wrapper held them back while one was in flight, and \
+                 they were judged as calls one after another",
+                bound.as_millis()
+            ),
+        );
+    }
     let creates = api.creates_since(mark);
     let create_ids: Vec<usize> = creates
         .iter()
@@ -1035,6 +1120,10 @@ fn judge_together<F: Front>(
                     body,
                 }
                 | Fate::Lost {
+                    status: 200 | 201,
+                    body,
+                }
+                | Fate::Abandoned {
                     status: 200 | 201,
                     body,
                 },
@@ -1213,6 +1302,10 @@ async fn count_or_note<F: Front>(front: &F, checks: &mut Checks) -> Option<i64> 
     }
 }
 
+/// How long a released hold may take to settle: the proxy passes the reply on, or hears that the
+/// wrapper closed its connection. A guard only.
+const HOLD_SETTLES: Duration = Duration::from_secs(30);
+
 /// The API does the work and answers past the wrapper's own timeout (`upstream.wrapper_timeout_ms`):
 /// a resend by the wrapper keeps the key; without one, the agent is told, and its retry with the
 /// key names the one effect.
@@ -1226,15 +1319,55 @@ async fn late<F: Front>(
     let Some(before) = count_or_note(front, checks).await else {
         return;
     };
-    let hold = timeout + Duration::from_secs(1);
-    api.fault_next(Fault::Late(hold));
+    // Held until the wrapper shows it gave up: it closed its connection to the API, sent another
+    // create, or answered the agent; a wrapper that wakes late at its timeout still meets a held
+    // reply. The bound, halfway between the wrapper's timeout and the check's, only ends the hold
+    // for a wrapper that waits on: it then gets the reply, and the check still gets its answer.
+    let bound = timeout + front.call_timeout().saturating_sub(timeout) / 2;
+    let release = api.hold_next(
+        "the wrapper gave up on it (closed its connection, sent another create, or answered the \
+         agent)",
+        bound,
+    );
     let call = front.keyed_call(
         "the call whose API reply comes past the wrapper's timeout",
         &front.fresh_fields(),
     );
-    let first = through(front, api, point, None, &call).await;
-    // Let the held reply go out, so the next call meets an idle API.
-    tokio::time::sleep(hold.saturating_sub(timeout)).await;
+    let (back, returned) = tokio::sync::watch::channel(0_usize);
+    let mark = api.mark();
+    let sent = async {
+        let hop = through(front, api, point, None, &call).await;
+        back.send_modify(|n| *n += 1);
+        hop
+    };
+    let gave_up = async {
+        let seen = wait_on(api, mark, returned, bound, |requests, returned| {
+            let (held, others) = held_and_others(requests);
+            returned > 0 || held.is_some_and(|h| h.fate.is_some()) || !others.is_empty()
+        })
+        .await;
+        let _ = release.send(true);
+        seen
+    };
+    let (first, gave_up) = tokio::join!(sent, gave_up);
+    if let Some(held) = first.creates.first() {
+        if !gave_up {
+            api.annotate(
+                held.number,
+                &format!(
+                    "the bound ended the hold: after {} ms the wrapper had not given up, so it got \
+                     the reply",
+                    bound.as_millis()
+                ),
+            );
+        }
+        // The held reply gone out or abandoned, so the next call meets an idle API.
+        let (_, nobody) = tokio::sync::watch::channel(0_usize);
+        wait_on(api, mark, nobody, HOLD_SETTLES, |requests, _| {
+            held_and_others(requests).0.is_none_or(|h| h.fate.is_some())
+        })
+        .await;
+    }
     let resends = first.creates.len().saturating_sub(1);
     let read = first.told.clone();
     let mut hops = vec![first];

@@ -29,6 +29,33 @@ mod section {
     pub const SECURITY: &str = "5";
 }
 
+/// Reads `count` until it has risen above `before`, and returns it: the effect of a call whose
+/// answer the check never read is visible from outside, so what the check sends next meets a
+/// service that finished that call, however slow the machine. After `bound` (the file's timeout:
+/// a service that made no effect of the call never shows one) the last count read is returned;
+/// the sub-checks judge it.
+///
+/// # Errors
+/// The reason, when the count cannot be read.
+pub(crate) async fn count_until_risen<Counted>(
+    count: impl Fn() -> Counted,
+    before: i64,
+    bound: Duration,
+) -> Result<i64, String>
+where
+    Counted: std::future::Future<Output = Result<i64, String>>,
+{
+    let started = std::time::Instant::now();
+    loop {
+        let now = count().await?;
+        if now > before || started.elapsed() >= bound {
+            return Ok(now);
+        }
+        // A read-back costs the service a request: look again soon, not in a tight loop.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// A point's sub-checks as they are made, in order; the MCP points keep theirs the same way.
 pub(crate) struct Checks(pub(crate) Vec<SubCheck>);
 
@@ -494,9 +521,20 @@ async fn hang_up_at(
         );
         return Some(());
     }
-    // Time for the service to notice the hang-up and finish whatever it started.
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    if moment != HangUp::AfterRequest {
+    if moment == HangUp::AfterRequest {
+        // The whole request reached the service, which may finish it though the client is gone:
+        // the retry waits until its effect is visible (or the file's timeout shows none), so it
+        // meets a service that finished the first request, however slow the machine.
+        if let Err(problem) =
+            count_until_risen(|| probe.count(), before, probe.target.service.timeout).await
+        {
+            checks.count_failed(&problem);
+            return None;
+        }
+    } else {
+        // A request cut off before its end: no effect to wait for, and nothing outside shows when
+        // the service has noticed the hang-up; a short pause lets it read the end of the stream.
+        tokio::time::sleep(Duration::from_millis(200)).await;
         let now = checks.count(probe).await?;
         checks.add(
             Grade::lab(),

@@ -18,7 +18,7 @@ use super::calibration::Stop;
 use super::target::{Checked, header_name, json_pointer, required};
 use crate::http::blocking;
 use crate::http::contract::IDEMPOTENCY_KEY;
-use crate::http::proxy::{Decision, DroppingProxy, Fate, Tap};
+use crate::http::proxy::{Decision, DroppingProxy, Fate, Hold, Tap};
 use crate::http::server::{ServeOptions, TicketServer};
 use crate::service::CallerToken;
 
@@ -461,7 +461,11 @@ impl UpstreamRequest {
     /// The status the API answered, whether or not the wrapper got it.
     pub fn status(&self) -> Option<u16> {
         match &self.fate {
-            Some(Fate::Answered { status, .. } | Fate::Lost { status, .. }) => Some(*status),
+            Some(
+                Fate::Answered { status, .. }
+                | Fate::Lost { status, .. }
+                | Fate::Abandoned { status, .. },
+            ) => Some(*status),
             _ => None,
         }
     }
@@ -510,6 +514,9 @@ impl UpstreamRequest {
             None => "no answer yet".to_owned(),
             Some(Fate::Answered { status, .. }) => status.to_string(),
             Some(Fate::Lost { status, .. }) => format!("{status}, reply lost by the lab"),
+            Some(Fate::Abandoned { status, .. }) => {
+                format!("{status}, the wrapper closed its connection while the reply was held")
+            }
             Some(Fate::Failed(problem)) => format!("failed: {problem}"),
         };
         let fault = self
@@ -531,8 +538,13 @@ impl UpstreamRequest {
 pub enum Fault {
     /// Forward it; the API commits; the wrapper's connection is closed without the reply.
     LoseReply,
-    /// Forward it; the API commits; its reply is passed on only after this long.
-    Late(std::time::Duration),
+    /// Forward it; the API commits; its reply is passed on only when the hold ends.
+    Late {
+        /// Ended by the check on an event it observes, or by its bound.
+        hold: Hold,
+        /// The event, as the report names it: "until ...".
+        until: String,
+    },
     /// Answer it without forwarding.
     Answer {
         /// The status.
@@ -552,6 +564,9 @@ struct Recorder {
     spec: Option<Upstream>,
     requests: Mutex<Vec<UpstreamRequest>>,
     faults: Mutex<VecDeque<Fault>>,
+    /// Bumped each time a request arrives or settles, so the check waits on what the API sees
+    /// rather than for a time.
+    changes: tokio::sync::watch::Sender<u64>,
 }
 
 impl Tap for Recorder {
@@ -594,12 +609,12 @@ impl Tap for Recorder {
                     request.fault = Some("the API committed; the lab lost its reply".to_owned());
                     Decision::LoseReply
                 }
-                Some(Fault::Late(wait)) => {
+                Some(Fault::Late { hold, until }) => {
                     request.fault = Some(format!(
-                        "the API committed; the lab held its reply for {} ms",
-                        wait.as_millis()
+                        "the API committed; the lab held its reply until {until} (at most {} s)",
+                        hold.bound.as_secs()
                     ));
-                    Decision::Late(wait)
+                    Decision::Late(hold)
                 }
                 Some(Fault::Answer {
                     status,
@@ -622,6 +637,8 @@ impl Tap for Recorder {
         request.number = requests.len() + 1;
         let number = request.number;
         requests.push(request);
+        drop(requests);
+        self.changes.send_modify(|n| *n += 1);
         (number, decision)
     }
 
@@ -692,6 +709,8 @@ impl Tap for Recorder {
             request.took = Some(request.arrived.elapsed());
             request.fate = Some(fate);
         }
+        drop(requests);
+        self.changes.send_modify(|n| *n += 1);
     }
 }
 
@@ -865,6 +884,44 @@ impl UpstreamApi {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push_back(fault);
+    }
+
+    /// Holds the API's reply to the next create the wrapper sends until the returned sender says
+    /// `true` (or is dropped), at most `bound`; `until` names the event for the report.
+    pub fn hold_next(&self, until: &str, bound: Duration) -> tokio::sync::watch::Sender<bool> {
+        let (release, released) = tokio::sync::watch::channel(false);
+        self.fault_next(Fault::Late {
+            hold: Hold {
+                release: released,
+                bound,
+            },
+            until: until.to_owned(),
+        });
+        release
+    }
+
+    /// Changes each time a request arrives at the API or settles: what a wait on the API's
+    /// requests wakes on.
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.recorder.changes.subscribe()
+    }
+
+    /// Adds `note` to the fault the report gives request `number` (what a hold's bound meant,
+    /// when it ended the hold).
+    pub fn annotate(&self, number: usize, note: &str) {
+        let mut requests = self
+            .recorder
+            .requests
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(fault) = number
+            .checked_sub(1)
+            .and_then(|index| requests.get_mut(index))
+            .and_then(|r| r.fault.as_mut())
+        {
+            fault.push_str("; ");
+            fault.push_str(note);
+        }
     }
 
     /// Drops the faults no create has used, and says how many there were.

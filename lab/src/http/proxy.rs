@@ -87,9 +87,10 @@ pub enum Decision {
     /// Forward it, read the whole answer (so whatever the service committed is committed), then
     /// close the caller's connection without a byte of it.
     LoseReply,
-    /// Forward it, read the whole answer, and pass it on only after this long: a service that
-    /// did the work and answers past the caller's own timeout.
-    Late(Duration),
+    /// Forward it, read the whole answer, and pass it on only when the [`Hold`] ends: a service
+    /// that did the work and answers late, past the caller's own timeout or while other calls
+    /// are in flight.
+    Late(Hold),
     /// Answer it without forwarding: the service never sees it.
     Answer {
         /// The status.
@@ -99,6 +100,47 @@ pub enum Decision {
         /// The body.
         body: Bytes,
     },
+}
+
+/// How long a [`Decision::Late`] answer is held: until the tap releases it (or drops the sender
+/// of `release`), which it does on an event it observes, and at most `bound`, a guard for an
+/// event that never comes.
+#[derive(Clone, Debug)]
+pub struct Hold {
+    /// Becomes `true` when the answer may go.
+    pub release: tokio::sync::watch::Receiver<bool>,
+    /// The longest the answer is held.
+    pub bound: Duration,
+}
+
+impl Hold {
+    /// Waits until the hold is released, its sender is gone, or `bound` has passed.
+    async fn end(mut self) {
+        let _ = tokio::time::timeout(self.bound, self.release.wait_for(|released| *released)).await;
+    }
+}
+
+/// Settles a held request as [`Fate::Abandoned`] when it is dropped before [`Abandoned::defuse`]:
+/// hyper drops a request's future when its caller closes the connection mid-request, and the tap
+/// must still hear what became of it.
+struct Abandoned<'a> {
+    tap: &'a dyn Tap,
+    number: usize,
+    fate: Option<Fate>,
+}
+
+impl Abandoned<'_> {
+    fn defuse(mut self) {
+        self.fate = None;
+    }
+}
+
+impl Drop for Abandoned<'_> {
+    fn drop(&mut self) {
+        if let Some(fate) = self.fate.take() {
+            self.tap.settled(self.number, fate);
+        }
+    }
 }
 
 /// What became of one request a [`Tap`] saw.
@@ -113,6 +155,14 @@ pub enum Fate {
     },
     /// The service answered this, and the caller's connection was closed instead.
     Lost {
+        /// The status the service answered.
+        status: u16,
+        /// The body it answered.
+        body: Bytes,
+    },
+    /// The service answered this, and the caller closed its connection while the answer was
+    /// held ([`Decision::Late`]): the caller gave up on it.
+    Abandoned {
         /// The status the service answered.
         status: u16,
         /// The body it answered.
@@ -406,7 +456,18 @@ async fn forward_tapped(
     };
     let status = response.status().as_u16();
     match decision {
-        Decision::Late(wait) => tokio::time::sleep(wait).await,
+        Decision::Late(hold) => {
+            let abandoned = Abandoned {
+                tap,
+                number,
+                fate: Some(Fate::Abandoned {
+                    status,
+                    body: answered.clone(),
+                }),
+            };
+            hold.end().await;
+            abandoned.defuse();
+        }
         Decision::LoseReply => {
             counts.dropped.fetch_add(1, Ordering::SeqCst);
             tap.settled(

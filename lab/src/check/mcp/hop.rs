@@ -59,6 +59,10 @@ impl Front for McpProbe {
         self.target.load.calls
     }
 
+    fn call_timeout(&self) -> std::time::Duration {
+        self.target.timeout
+    }
+
     fn key_listed(&self) -> Option<(String, bool, String, String)> {
         let tool = &self.target.tool;
         let argument = tool.key_argument.as_ref()?;

@@ -6,11 +6,10 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::super::points::{Checks, effects};
+use super::super::points::{Checks, count_until_risen, effects};
 use super::super::probe::same_effect;
 use super::super::report::{Grade, Level, PointReport};
 use super::probe::{KeyArg, McpProbe, Seen, ToolCall};
@@ -433,18 +432,9 @@ async fn cancelled(probe: &McpProbe) -> PointReport {
     };
     // Wait until the work is visible from outside, then cancel: the race every client with a
     // timeout runs into.
-    let started = Instant::now();
-    let mut now = before;
-    while started.elapsed() < probe.target.timeout {
-        match probe.count().await {
-            Ok(n) if n > before => {
-                now = n;
-                break;
-            }
-            Ok(_) => tokio::time::sleep(Duration::from_millis(10)).await,
-            Err(_) => break,
-        }
-    }
+    let now = count_until_risen(|| probe.count(), before, probe.target.timeout)
+        .await
+        .unwrap_or(before);
     let cancelled = probe
         .cancel(pending, "the check cancels a call whose work finished")
         .await;
@@ -767,11 +757,16 @@ async fn race_round(probe: &Arc<McpProbe>, name: &'static str, round: usize, fou
         &probe.fresh_fields(),
     );
     let mut tasks = Vec::new();
+    // Released together once every task has started, so the calls go out side by side however
+    // late a task starts on a loaded machine.
+    let start = Arc::new(tokio::sync::Barrier::new(probe.target.load.calls));
     for i in 0..probe.target.load.calls {
         let probe = Arc::clone(probe);
+        let start = Arc::clone(&start);
         let mut call = call.clone();
         call.step = format!("{} {}", call.step, i + 1);
         tasks.push(tokio::spawn(async move {
+            start.wait().await;
             probe.send_settled(name, &call).await
         }));
     }
@@ -805,14 +800,18 @@ async fn concurrent_distinct(probe: &Arc<McpProbe>) -> PointReport {
     let calls = probe.target.load.calls;
     let before = count_or_stop!(probe, checks, NAME, TITLE);
     let mut tasks = Vec::new();
+    // Released together, as race_round's.
+    let start = Arc::new(tokio::sync::Barrier::new(calls));
     for i in 0..calls {
         let probe = Arc::clone(probe);
+        let start = Arc::clone(&start);
         let call = probe.call(
             &format!("intention {} of {calls}", i + 1),
             probe.intention_key(),
             &probe.fresh_fields(),
         );
         tasks.push(tokio::spawn(async move {
+            start.wait().await;
             probe.send_settled(NAME, &call).await
         }));
     }

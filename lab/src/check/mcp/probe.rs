@@ -459,20 +459,17 @@ impl McpProbe {
     /// Sends `notifications/cancelled` for a pending call and records it: its result, if any
     /// comes, is never read.
     ///
-    /// A result that already came (the work finished, and its answer was on its way) is
-    /// recorded as the answer, so the retry can be held to the effect it names; the caller
-    /// still never reads it.
+    /// Called once the call's work is visible, it first waits for the result the server sends
+    /// for that work (at most the file's timeout, for a server that never sends one), so the
+    /// cancellation always meets a call whose result has come, unread, however slow the machine:
+    /// the result is recorded as the answer, so the retry can be held to the effect it names;
+    /// the caller still never reads it.
     pub async fn cancel(&self, mut pending: Pending, reason: &str) -> Seen {
         let id = pending.handle.id.clone();
-        // A short, bounded look for a result already on its way (ten looks, 10 ms apart).
-        let mut arrived = None;
-        for _ in 0..10 {
-            if let Ok(result) = pending.handle.rx.try_recv() {
-                arrived = Some(result);
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        let arrived = tokio::time::timeout(self.target.timeout, &mut pending.handle.rx)
+            .await
+            .ok()
+            .and_then(Result::ok);
         let sent = pending.handle.cancel(Some(reason.to_owned())).await;
         let arrived = arrived.map(|result| self.answer(result));
         let came = arrived.as_ref().map_or(String::new(), |answer| {
