@@ -23,6 +23,9 @@ use super::super::target::{in_folder, program_in};
 use super::http::CheckHttpClient;
 use super::target::{McpCount, McpIdentity, McpTarget, McpTransport};
 
+/// The least time a server is given to start and finish its MCP handshake.
+const START_BOUND: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// An open session with the server, for one caller.
 pub struct Session {
     running: RunningService<RoleClient, ()>,
@@ -366,9 +369,14 @@ impl McpProbe {
                 }
             }
         };
-        tokio::time::timeout(self.target.timeout, opening)
+        // A start (a process to launch, an interpreter to load) is given at least a minute, and
+        // more where the file's timeout is longer: waiting longer for a start changes no
+        // verdict, while the file's answer timeout, met by a slow start on a loaded machine,
+        // failed the whole check.
+        let bound = self.target.timeout.max(START_BOUND);
+        tokio::time::timeout(bound, opening)
             .await
-            .map_err(|_| format!("no MCP handshake within {:?}", self.target.timeout))?
+            .map_err(|_| format!("no MCP handshake within {bound:?}"))?
     }
 
     /// Closes a session and says what ended: the process (gone, by its id) or the session.
