@@ -593,21 +593,35 @@ fn sigterm_lets_the_request_in_progress_finish_and_exits_0() {
     let mut raw = Raw::connect(&server.url);
     let head = format!(
         "POST /tickets HTTP/1.1\r\nHost: lab\r\nAuthorization: Bearer token-a\r\n\
-         Idempotency-Key: \"during-stop\"\r\nContent-Length: {}\r\n\r\n",
+         Idempotency-Key: \"during-stop\"\r\nExpect: 100-continue\r\n\
+         Content-Length: {}\r\n\r\n",
         body.len()
     );
-    raw.send(head.as_bytes()).send(&body[..5]);
-    std::thread::sleep(Duration::from_millis(200));
+    raw.send(head.as_bytes());
+    // The server asks for the body once its handler reads it: the request is in progress.
+    let interim = raw.reply(true).expect("100 Continue");
+    assert_eq!(interim.status, 100, "{interim:?}");
+    raw.send(&body[..5]);
     let pid = server.pid().to_string();
     let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
     assert!(killed.success());
-    std::thread::sleep(Duration::from_millis(200));
+    // The server has begun to stop once it refuses new connections; only then the rest comes.
+    // (`lab serve`'s body timeout, 5 s, is the one bound left on this wait of milliseconds.)
+    let address = server.url.strip_prefix("http://").unwrap();
+    let deadline = Instant::now() + GUARD;
+    loop {
+        match TcpStream::connect(address) {
+            Err(err) if err.kind() == std::io::ErrorKind::ConnectionRefused => break,
+            connected => assert!(Instant::now() < deadline, "not stopping: {connected:?}"),
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
     raw.send(&body[5..]);
     let reply = raw
         .reply(false)
         .expect("the request in progress is answered");
     assert_eq!(reply.status, 201, "{reply:?}");
-    let status = server.wait_for_exit(Duration::from_secs(10));
+    let status = server.wait_for_exit(GUARD);
     assert_eq!(status.code(), Some(0), "{status:?}");
     // SQLite removes the write-ahead log when the last connection closes cleanly.
     let database = server.database.clone().unwrap();
