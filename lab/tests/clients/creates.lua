@@ -3,12 +3,17 @@
 --   LAB_WRK_KEYS   "distinct": every request its own key; "fixed:N": N keys shared by every
 --                  connection; "none": no Idempotency-Key header
 --   LAB_WRK_TOKEN  the caller's bearer token
+--   LAB_WRK_EACH   with one connection per thread (-t equal to -c): when a connection has had
+--                  this many answers, it writes "lab-wrk-connection-answered" to stderr once
+--                  (and goes on sending), so the caller can end the run on that event, once
+--                  every connection has been answered, instead of at a deadline
 -- At the end it prints one JSON line (prefixed "lab-wrk: ") with wrk's counts and the 2xx
 -- answers counted by this script's response() in every thread.
 
 local path = os.getenv("LAB_WRK_PATH") or "/tickets"
 local keys = os.getenv("LAB_WRK_KEYS") or "distinct"
 local token = os.getenv("LAB_WRK_TOKEN") or "token-a"
+local each = tonumber(os.getenv("LAB_WRK_EACH") or "0")
 local body = '{"title": "wrk", "priority": "normal"}'
 
 local threads = {}
@@ -44,6 +49,10 @@ function response(status, headers, body)
     answered_2xx = answered_2xx + 1
   else
     answered_other = answered_other + 1
+  end
+  if answered_2xx + answered_other == each then
+    -- stderr is unbuffered: the line leaves at once, whole.
+    io.stderr:write("lab-wrk-connection-answered\n")
   end
 end
 

@@ -7,12 +7,15 @@
 //! `LAB_CLIENTS_VENV` (`.ci/run` makes it from `lab/tests/clients/requirements.txt`), else from
 //! `PATH`.
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use lab::serde_json::{self, Value};
 
 use crate::http::LabServer;
+use crate::http_hostile::GUARD;
 use crate::runner::service_tickets;
 
 const PAYLOAD: &str = r#"{"title": "Disk full", "priority": "normal"}"#;
@@ -158,25 +161,71 @@ struct WrkCounts {
     answered_other: u64,
     /// Socket errors (connect, read, write) and timeouts, as wrk counts them.
     socket_errors_and_timeouts: u64,
+    /// The connections that had [`ANSWERS_EACH`] answers before the run ended.
+    connections_answered: u32,
 }
 
-/// Runs wrk (two threads) for three seconds with `connections` connections against `path`, keys as
-/// `keys` says (see `creates.lua`).
+/// How many answers every connection gets before a wrk run ends.
+const ANSWERS_EACH: u32 = 5;
+
+/// The least a wrk run lasts, for load: a busy machine sends fewer requests in it, which changes
+/// no verdict.
+const LEAST_RUN: Duration = Duration::from_secs(3);
+
+/// Runs wrk with `connections` connections, one per thread, against `path`, keys as `keys` says
+/// (see `creates.lua`), until every connection has had [`ANSWERS_EACH`] answers, and at least
+/// [`LEAST_RUN`]. The run ends on that event, not at a deadline: a busy machine makes it longer,
+/// never different. A connection the server leaves unanswered keeps it going until wrk's own
+/// end, [`GUARD`] later, and is counted as missing.
 fn wrk(server: &LabServer, connections: u32, path: &str, keys: &str) -> WrkCounts {
-    let output = Command::new("wrk")
-        .args(["-t", "2", "-c", &connections.to_string(), "-d", "3s"])
-        // wrk counts a request as timed out once it waits this long, so a connection the server
-        // leaves unanswered for most of the run shows up as a timeout, not as silence. Two
-        // seconds, not one: under the whole test suite on two cores, one-second stalls happen.
-        .args(["--timeout", "2s", "-s"])
+    let connections_text = connections.to_string();
+    let guard = format!("{}s", GUARD.as_secs());
+    let mut child = Command::new("wrk")
+        .args(["-t", &connections_text, "-c", &connections_text])
+        // A request still unanswered at the end is not a timeout: timeouts would be a time
+        // limit deciding the verdict, so wrk's is set beyond the run.
+        .args([
+            "-d",
+            &guard,
+            "--timeout",
+            &format!("{}s", 2 * GUARD.as_secs()),
+        ])
+        .arg("-s")
         .arg(client_file("creates.lua"))
         .arg(&server.url)
         .env("LAB_WRK_PATH", path)
         .env("LAB_WRK_KEYS", keys)
         .env("LAB_WRK_TOKEN", "token-a")
-        .output()
+        .env("LAB_WRK_EACH", ANSWERS_EACH.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
-    let text = succeeded(&output);
+    let started = Instant::now();
+    let mut connections_answered = 0;
+    let mut errors = String::new();
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    for line in stderr.lines().map_while(Result::ok) {
+        if line != "lab-wrk-connection-answered" {
+            errors.push_str(&line);
+            errors.push('\n');
+            continue;
+        }
+        connections_answered += 1;
+        if connections_answered == connections {
+            std::thread::sleep(LEAST_RUN.saturating_sub(started.elapsed()));
+            // wrk ends its run on SIGINT as at its deadline: it prints its counts and exits 0.
+            // SAFETY: a plain kill(2) on the child this test started and has not waited for.
+            unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        }
+    }
+    let output = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{}\n{text}\n{errors}",
+        output.status
+    );
     let line = text
         .lines()
         .find_map(|line| line.strip_prefix("lab-wrk: "))
@@ -191,20 +240,22 @@ fn wrk(server: &LabServer, connections: u32, path: &str, keys: &str) -> WrkCount
             .into_iter()
             .map(count)
             .sum(),
+        connections_answered,
     }
 }
 
 /// Checks a run of creates with distinct keys (or none): every connection answered, every answer
 /// a 2xx, and the store holds one ticket per 2xx, give or take the requests wrk abandoned in
-/// flight when its time was up.
+/// flight when its run ended.
 fn check_one_ticket_per_answer(connections: u32, path: &str, keys: &str) {
     let server = LabServer::start(&["--faults"]);
     let counts = wrk(&server, connections, path, keys);
+    assert_eq!(counts.connections_answered, connections, "{counts:?}");
     assert_eq!(counts.socket_errors_and_timeouts, 0, "{counts:?}");
     assert_eq!(counts.answered_other, 0, "{counts:?}");
     assert!(counts.answered_2xx > 0, "{counts:?}");
     let tickets = service_tickets(&server).len() as u64;
-    // wrk stops at the deadline without reading the answers still on their way, so up to one
+    // wrk stops at the end without reading the answers still on their way, so up to one
     // request per connection may have committed unanswered; never fewer tickets than 2xx.
     assert!(
         (counts.answered_2xx..=counts.answered_2xx + u64::from(connections)).contains(&tickets),
@@ -243,9 +294,11 @@ fn wrk_with_64_connections_sharing_20_keys_makes_exactly_20_tickets() {
     }
     let server = LabServer::start(&[]);
     let counts = wrk(&server, 64, "/tickets", "fixed:20");
+    assert_eq!(counts.connections_answered, 64, "{counts:?}");
     assert_eq!(counts.socket_errors_and_timeouts, 0, "{counts:?}");
-    // Each thread cycles through all 20 keys many times: exactly one ticket per key, however the
-    // run ended. A key in flight on another connection is a 409, the only non-2xx allowed.
+    // The connections start at 64 different places in the cycle of 20 keys, so every key is
+    // sent: exactly one ticket per key, however the run ended. A key in flight on another
+    // connection is a 409, the only non-2xx allowed.
     assert!(counts.answered_2xx >= 20, "{counts:?}");
     assert_eq!(service_tickets(&server).len(), 20, "{counts:?}");
 }
