@@ -4,8 +4,9 @@
 //! - `cargo xtask book`: run the seven scenarios, write `results.json`, render the book into `book/`.
 //! - `cargo xtask test`: `cargo test --workspace`, a check that every Rust block in the book ran as
 //!   a doctest, then the book test (`mdbook test` through mdBook's library). `cargo xtask test
-//!   --loaded` runs the same with every core, a disk and the process table kept busy beside it
-//!   (see `load.rs`), to show that no test depends on how fast the machine is.
+//!   --loaded` (or `LAB_TEST_LOADED=1`, for a script that runs the plain command) runs the same
+//!   with every core, a disk and the process table kept busy beside it (see `load.rs`), to show
+//!   that no test depends on how fast the machine is.
 //! - `cargo xtask book-test`: the book test alone.
 //! - `cargo xtask bench [--quick]`: every measurement of the performance chapter, into
 //!   `bench.json`; `cargo xtask bench --http [--quick]` only the HTTP one, into its section.
@@ -76,7 +77,7 @@ fn main() -> ExitCode {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let result = match args.as_slice() {
         ["book"] => book(),
-        ["test"] => test(false),
+        ["test"] => test(std::env::var("LAB_TEST_LOADED").as_deref() == Ok("1")),
         ["test", "--loaded"] => test(true),
         ["load-hog", kind, scratch] => load::hog(kind, Path::new(scratch)),
         ["book-test"] => book_test(postgres::for_the_book().as_deref())

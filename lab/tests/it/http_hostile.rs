@@ -972,12 +972,15 @@ fn the_client_adapter_waits_as_long_as_retry_after_asks_within_its_bound() {
     assert_eq!(outcome.unwrap(), Outcome::Created(1.into()));
     let waited = serving.join().unwrap();
     assert!(waited >= Duration::from_secs(2), "{waited:?}");
-    assert!(waited < lab::http::blocking::MAX_RETRY_AFTER, "{waited:?}");
-    // Zero asked: no wait at all.
-    let (url, serving) = in_flight_then_created("0");
+    // An hour asked: the adapter waits its bound and no longer. Only lower bounds and a
+    // ceiling far from any margin (a minute against an hour) are asserted, since a loaded
+    // machine makes every wait longer, never shorter; that "0" means no wait is the parser's
+    // unit test (blocking.rs), not a race against the clock here.
+    let (url, serving) = in_flight_then_created("3600");
     let tool = HttpTool::new(HttpTarget::new(&url, "token-a", None).unwrap());
     let outcome = tool.create(CreateRequest::keyed(&scope, &key, &payload));
     assert_eq!(outcome.unwrap(), Outcome::Created(1.into()));
     let waited = serving.join().unwrap();
-    assert!(waited < Duration::from_millis(900), "{waited:?}");
+    assert!(waited >= lab::http::blocking::MAX_RETRY_AFTER, "{waited:?}");
+    assert!(waited < Duration::from_secs(60), "{waited:?}");
 }
