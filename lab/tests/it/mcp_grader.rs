@@ -459,21 +459,24 @@ fn grader_holding_a_reply(
     child
 }
 
+/// The report of a grader with `schedule` whose client closes stdin, without a cancellation,
+/// once the grader has lost or holds its first reply.
+fn report_after_leaving(schedule: &[&str]) -> String {
+    let folder = tempfile::tempdir().unwrap();
+    let report_path = folder.path().join("report.txt");
+    let mut child =
+        grader_holding_a_reply(schedule, &folder.path().join("graded.sqlite"), &report_path);
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+    std::fs::read_to_string(&report_path).unwrap()
+}
+
 /// The issue #35 report: a reply held past the client's own timeout was counted as received
 /// when the client went away without a cancellation, and the run said PASS. The client closes
 /// stdin once the grader holds the reply (its journal says so), well inside the minute's hold.
 #[test]
 fn a_held_reply_is_not_received_by_a_client_that_closed_stdin_before_it_was_sent() {
-    let folder = tempfile::tempdir().unwrap();
-    let report_path = folder.path().join("report.txt");
-    let mut child = grader_holding_a_reply(
-        &["--lose-replies", "none", "--delay-replies", "1@60s"],
-        &folder.path().join("graded.sqlite"),
-        &report_path,
-    );
-    drop(child.stdin.take());
-    assert!(child.wait().unwrap().success());
-    let report = std::fs::read_to_string(&report_path).unwrap();
+    let report = report_after_leaving(&["--lose-replies", "none", "--delay-replies", "1@60s"]);
     assert!(report.contains("replies lost: 0, late: 1"), "{report}");
     assert!(
         report.contains("ticket 1 exists and the client was never told of it"),
@@ -487,16 +490,7 @@ fn a_held_reply_is_not_received_by_a_client_that_closed_stdin_before_it_was_sent
 /// did leave: the report says so, and never that it timed out or that it gave no sign.
 #[test]
 fn a_client_that_closes_stdin_while_its_lost_reply_waits_is_said_to_have_left() {
-    let folder = tempfile::tempdir().unwrap();
-    let report_path = folder.path().join("report.txt");
-    let mut child = grader_holding_a_reply(
-        &["--lose-replies", "first"],
-        &folder.path().join("graded.sqlite"),
-        &report_path,
-    );
-    drop(child.stdin.take());
-    assert!(child.wait().unwrap().success());
-    let report = std::fs::read_to_string(&report_path).unwrap();
+    let report = report_after_leaving(&["--lose-replies", "first"]);
     assert!(
         report.contains(
             "ticket 1 exists and the client was never told of it; \
