@@ -15,6 +15,9 @@ use super::probe::{BodyForm, Call, Change, KeyWire, Probe, Read, Seen, same_effe
 use super::report::{Grade, PointReport, SubCheck};
 use super::target::{KeyForm, Provocation, Replay};
 
+/// How long after cutting a request off the check retries it.
+const HANG_UP_BACKOFF: Duration = Duration::from_secs(1);
+
 /// The draft's sections the grades cite (draft-06 numbering).
 mod section {
     /// 2.1 Syntax: the value is an sf-string.
@@ -533,8 +536,11 @@ async fn hang_up_at(
         }
     } else {
         // A request cut off before its end: no effect to wait for, and nothing outside shows when
-        // the service has noticed the hang-up; a short pause lets it read the end of the stream.
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        // the service has finished with it. The retry comes a second later, as a client's
+        // backoff would: what the service still holds of the cut request by then (a key it
+        // locked and never released) is what the retry meets. A second, not a blink, so that a
+        // service slowed by a loaded machine has read the end of the stream by then too.
+        tokio::time::sleep(HANG_UP_BACKOFF).await;
         let now = checks.count(probe).await?;
         checks.add(
             Grade::lab(),
