@@ -292,14 +292,6 @@ impl SqliteStore {
         self.writer.as_ref().map(|writer| writer.group_commits())
     }
 
-    /// How many creates on this file wait in the write queue for the current commit to end, or
-    /// `None` with [`Coordination::BusyHandler`]. Only tests need it: it is the event that says
-    /// every caller of a burst has queued, where a sleep would only guess.
-    #[doc(hidden)]
-    pub fn queued_creates(&self) -> Option<usize> {
-        self.writer.as_ref().map(|writer| writer.queued())
-    }
-
     /// The options this store was opened with.
     pub fn options(&self) -> StoreOptions {
         self.options

@@ -996,6 +996,58 @@ fn held_and_others(
     (creates.next(), creates.collect())
 }
 
+/// Sends `calls` together with the first create's reply held until the others reached the API
+/// or came back (at most `bound`); returns what each was told and the mark before them.
+async fn send_held_together<F: Front>(
+    front: &F,
+    api: &UpstreamApi,
+    point: &'static str,
+    calls: &[F::Call],
+    bound: Duration,
+) -> (Vec<Told>, usize) {
+    let release = api.hold_next(
+        "the other calls sent together had reached the API or come back",
+        bound,
+    );
+    let (back, returned) = tokio::sync::watch::channel(0_usize);
+    let mark = api.mark();
+    let others = calls.len() - 1;
+    let sends = futures::future::join_all(calls.iter().map(|c| {
+        let back = &back;
+        async move {
+            let told = front.send(point, None, c).await;
+            back.send_modify(|n| *n += 1);
+            told
+        }
+    }));
+    let together_seen = async {
+        let seen = wait_on(api, mark, returned, bound, |requests, returned| {
+            let (held, others_creates) = held_and_others(requests);
+            // A create still waiting at the API is a call not back yet; one that settled is
+            // counted when its call comes back, so no call is counted twice.
+            let waiting = others_creates.iter().filter(|c| c.fate.is_none()).count();
+            held.is_some_and(|h| h.fate.is_some()) || returned + waiting >= others
+        })
+        .await;
+        let _ = release.send(true);
+        seen
+    };
+    let (told, seen) = tokio::join!(sends, together_seen);
+    api.clear_faults();
+    if !seen && let (Some(held), _) = held_and_others(&api.since(mark)) {
+        api.annotate(
+            held.number,
+            &format!(
+                "the bound ended the hold: after {} ms the other calls had neither reached the \
+                 API nor come back, so the wrapper held them back while one was in flight, and \
+                 they were judged as calls one after another",
+                bound.as_millis()
+            ),
+        );
+    }
+    (told, mark)
+}
+
 async fn concurrent<F: Front>(front: &F, api: &UpstreamApi) -> PointReport {
     const NAME: &str = "hop-concurrent";
     const TITLE: &str = "Calls in flight together with one key reach the API with that key and make one \
@@ -1028,46 +1080,7 @@ async fn concurrent<F: Front>(front: &F, api: &UpstreamApi) -> PointReport {
         .unwrap_or(Duration::MAX)
         .min(front.call_timeout())
         / 2;
-    let release = api.hold_next(
-        "the other calls sent together had reached the API or come back",
-        bound,
-    );
-    let (back, returned) = tokio::sync::watch::channel(0_usize);
-    let mark = api.mark();
-    let others = together - 1;
-    let sends = futures::future::join_all(calls.iter().map(|c| {
-        let back = &back;
-        async move {
-            let told = front.send(NAME, None, c).await;
-            back.send_modify(|n| *n += 1);
-            told
-        }
-    }));
-    let together_seen = async {
-        let seen = wait_on(api, mark, returned, bound, |requests, returned| {
-            let (held, others_creates) = held_and_others(requests);
-            // A create still waiting at the API is a call not back yet; one that settled is
-            // counted when its call comes back, so no call is counted twice.
-            let waiting = others_creates.iter().filter(|c| c.fate.is_none()).count();
-            held.is_some_and(|h| h.fate.is_some()) || returned + waiting >= others
-        })
-        .await;
-        let _ = release.send(true);
-        seen
-    };
-    let (told, seen) = tokio::join!(sends, together_seen);
-    api.clear_faults();
-    if !seen && let (Some(held), _) = held_and_others(&api.since(mark)) {
-        api.annotate(
-            held.number,
-            &format!(
-                "the bound ended the hold: after {} ms the other calls had neither reached the \
-                 API nor come back, so the wrapper held them back while one was in flight, and \
-                 they were judged as calls one after another",
-                bound.as_millis()
-            ),
-        );
-    }
+    let (told, mark) = send_held_together(front, api, NAME, &calls, bound).await;
     let creates = api.creates_since(mark);
     let create_ids: Vec<usize> = creates
         .iter()
@@ -1306,19 +1319,15 @@ async fn count_or_note<F: Front>(front: &F, checks: &mut Checks) -> Option<i64> 
 /// wrapper closed its connection. A guard only.
 const HOLD_SETTLES: Duration = Duration::from_secs(30);
 
-/// The API does the work and answers past the wrapper's own timeout (`upstream.wrapper_timeout_ms`):
-/// a resend by the wrapper keeps the key; without one, the agent is told, and its retry with the
-/// key names the one effect.
-async fn late<F: Front>(
+/// Sends `call` with its create's reply held until the wrapper gave up on it (at most halfway
+/// between its `timeout` and the check's), then waits for the held reply to settle.
+async fn send_held_late<F: Front>(
     front: &F,
     api: &UpstreamApi,
     point: &'static str,
-    checks: &mut Checks,
+    call: &F::Call,
     timeout: Duration,
-) {
-    let Some(before) = count_or_note(front, checks).await else {
-        return;
-    };
+) -> Hop {
     // Held until the wrapper shows it gave up: it closed its connection to the API, sent another
     // create, or answered the agent; a wrapper that wakes late at its timeout still meets a held
     // reply. The bound, halfway between the wrapper's timeout and the check's, only ends the hold
@@ -1329,14 +1338,10 @@ async fn late<F: Front>(
          agent)",
         bound,
     );
-    let call = front.keyed_call(
-        "the call whose API reply comes past the wrapper's timeout",
-        &front.fresh_fields(),
-    );
     let (back, returned) = tokio::sync::watch::channel(0_usize);
     let mark = api.mark();
     let sent = async {
-        let hop = through(front, api, point, None, &call).await;
+        let hop = through(front, api, point, None, call).await;
         back.send_modify(|n| *n += 1);
         hop
     };
@@ -1368,6 +1373,27 @@ async fn late<F: Front>(
         })
         .await;
     }
+    first
+}
+
+/// The API does the work and answers past the wrapper's own timeout (`upstream.wrapper_timeout_ms`):
+/// a resend by the wrapper keeps the key; without one, the agent is told, and its retry with the
+/// key names the one effect.
+async fn late<F: Front>(
+    front: &F,
+    api: &UpstreamApi,
+    point: &'static str,
+    checks: &mut Checks,
+    timeout: Duration,
+) {
+    let Some(before) = count_or_note(front, checks).await else {
+        return;
+    };
+    let call = front.keyed_call(
+        "the call whose API reply comes past the wrapper's timeout",
+        &front.fresh_fields(),
+    );
+    let first = send_held_late(front, api, point, &call, timeout).await;
     let resends = first.creates.len().saturating_sub(1);
     let read = first.told.clone();
     let mut hops = vec![first];

@@ -162,12 +162,6 @@ impl Writer {
         lock(&self.queue).counters
     }
 
-    /// How many creates wait in the queue for the next batch (for tests: see
-    /// [`SqliteStore::queued_creates`](super::SqliteStore::queued_creates)).
-    pub(super) fn queued(&self) -> usize {
-        lock(&self.queue).waiting.len()
-    }
-
     /// Runs one create and returns its outcome once the transaction holding it has committed.
     ///
     /// With no commit in progress the caller runs its create at once on the shared connection,

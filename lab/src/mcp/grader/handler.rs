@@ -425,45 +425,81 @@ impl Graded {
                 ))
             }
             Fate::Delay(by) => {
-                let fate = format!("delayed {}ms", by.as_millis());
-                // The answer is on record before the hold: a process that ends during it
-                // leaves a reply that never reached the client, not a call with no answer.
-                let _ = grader.journal.settle(number, &settled(fate.clone(), false));
-                // The hold ends at the first of: the client's cancellation (the reply is not
-                // sent), its next request of the session (the reply goes out, sent as of that
-                // request's record: the client had stopped waiting), its leaving (the reply is
-                // not sent), or the schedule's time. Biased, in the order the client can give
-                // them (a cancellation or a request is read before stdin's end), so that signs
-                // that came together are taken in that order however late this task runs, and
-                // the hold's time ends it only when the client gives no sign.
-                tokio::select! {
-                    biased;
-                    () = stopped => {
-                        grader.settle(number, &settled(fate, false));
-                        grader.client_cancelled(number);
-                        Err(ErrorData::internal_error("cancelled while the grader held the reply", None))
-                    }
-                    () = next_request.came.cancelled() => {
-                        let released = Settled {
-                            at_ms: next_request.at_ms.get().copied(),
-                            ..settled(fate, true)
-                        };
-                        grader.settle(number, &released);
-                        answer
-                    }
-                    () = leaving.cancelled() => {
-                        grader.settle(number, &settled(fate, false));
-                        Err(ErrorData::internal_error("the client left while the grader held the reply", None))
-                    }
-                    () = tokio::time::sleep(by) => {
-                        grader.settle(number, &settled(fate, true));
-                        answer
-                    }
-                }
+                let signs = Signs {
+                    stopped,
+                    next_request,
+                    leaving,
+                };
+                hold_reply(grader, number, by, &said, signs, answer).await
             }
         };
         grader.stream_done(&arrival.session, &request_id);
         replied
+    }
+}
+
+/// What ends a held reply's hold, besides its time.
+struct Signs<S> {
+    /// The client's cancellation, or its closed response stream.
+    stopped: S,
+    /// The session's next request.
+    next_request: NextRequest,
+    /// The client leaving the session.
+    leaving: CancellationToken,
+}
+
+/// Holds call `number`'s `answer` for `by` ([`Fate::Delay`]), or until the client gives a sign.
+async fn hold_reply(
+    grader: &Grader,
+    number: u64,
+    by: std::time::Duration,
+    said: &Settled,
+    signs: Signs<impl std::future::Future<Output = ()>>,
+    answer: Result<CallToolResponse, ErrorData>,
+) -> Result<CallToolResponse, ErrorData> {
+    let fate = format!("delayed {}ms", by.as_millis());
+    let settled = |reached_client: bool| Settled {
+        fate: fate.clone(),
+        reached_client,
+        ..said.clone()
+    };
+    // The answer is on record before the hold: a process that ends during it leaves a reply
+    // that never reached the client, not a call with no answer.
+    let _ = grader.journal.settle(number, &settled(false));
+    // The hold ends at the first of: the client's cancellation (the reply is not sent), its
+    // next request of the session (the reply goes out, sent as of that request's record: the
+    // client had stopped waiting), its leaving (the reply is not sent), or the schedule's time.
+    // Biased, in the order the client can give them (a cancellation or a request is read before
+    // stdin's end), so that signs that came together are taken in that order however late this
+    // task runs, and the hold's time ends it only when the client gives no sign.
+    let Signs {
+        stopped,
+        next_request,
+        leaving,
+    } = signs;
+    tokio::select! {
+        biased;
+        () = stopped => {
+            grader.settle(number, &settled(false));
+            grader.client_cancelled(number);
+            Err(ErrorData::internal_error("cancelled while the grader held the reply", None))
+        }
+        () = next_request.came.cancelled() => {
+            let released = Settled {
+                at_ms: next_request.at_ms.get().copied(),
+                ..settled(true)
+            };
+            grader.settle(number, &released);
+            answer
+        }
+        () = leaving.cancelled() => {
+            grader.settle(number, &settled(false));
+            Err(ErrorData::internal_error("the client left while the grader held the reply", None))
+        }
+        () = tokio::time::sleep(by) => {
+            grader.settle(number, &settled(true));
+            answer
+        }
     }
 }
 
