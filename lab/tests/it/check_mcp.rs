@@ -155,14 +155,14 @@ fn lab_mcp_over_stdio_passes_every_point_of_its_shipped_target_file() {
 }
 
 /// `lab mcp --transport http` with two callers, and the URL it printed.
-struct HttpMcp {
+pub(crate) struct HttpMcp {
     child: Child,
-    url: String,
+    pub(crate) url: String,
     _folder: tempfile::TempDir,
 }
 
 impl HttpMcp {
-    fn start() -> HttpMcp {
+    pub(crate) fn start() -> HttpMcp {
         let folder = tempfile::tempdir().unwrap();
         let mut child = Command::new(LAB)
             .args(["mcp", "--transport", "http", "--database"])

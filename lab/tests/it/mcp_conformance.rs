@@ -9,23 +9,19 @@
 //! `LAB_REQUIRE_MCP_CONFORMANCE=1` (as `.ci/run` sets it).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use lab::serde_json::{self, Value};
 
 use crate::repository_root;
 
-const LAB: &str = env!("CARGO_BIN_EXE_lab");
 const REQUIRE_VARIABLE: &str = "LAB_REQUIRE_MCP_CONFORMANCE";
-/// The one caller `lab mcp` knows; `bearer.mjs` sends its token, which the suite cannot.
-const CALLER: &str = "conformance";
-const TOKEN: &str = "conformance-token";
-/// How long `lab mcp` may take to print its URL.
-const START_BOUND: Duration = Duration::from_secs(30);
+/// The token of a caller the shared `lab mcp` fixture knows (`check_mcp::HttpMcp`);
+/// `bearer.mjs` sends it, which the suite cannot.
+const TOKEN: &str = "alice-token";
 /// The bound on one run of the suite's command line. The whole suite takes a few seconds; this
 /// only keeps a scenario that waits for ever (on a stream that never ends) from hanging the test.
 const RUN_BOUND: Duration = Duration::from_secs(240);
@@ -272,51 +268,6 @@ fn faults(checks: &[Value]) -> Vec<String> {
         .collect()
 }
 
-/// `lab mcp --transport http` with one caller on a fresh database, and the URL it printed.
-struct LabMcp {
-    _child: Reaped,
-    url: String,
-    _folder: tempfile::TempDir,
-}
-
-impl LabMcp {
-    fn start() -> LabMcp {
-        let folder = tempfile::tempdir().unwrap();
-        let mut child = Reaped(
-            Command::new(LAB)
-                .args(["mcp", "--transport", "http", "--database"])
-                .arg(folder.path().join("lab.sqlite"))
-                .args(["--caller", &format!("{CALLER}={TOKEN}")])
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .spawn()
-                .expect("lab mcp starts"),
-        );
-        // Read on a thread of its own, so the wait for the URL is bounded.
-        let stdout = child.0.stdout.take().unwrap();
-        let (sent, received) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = sent.send(line);
-        });
-        let url = received
-            .recv_timeout(START_BOUND)
-            .unwrap_or_else(|_| panic!("lab mcp printed no URL within {START_BOUND:?}"))
-            .trim()
-            .to_owned();
-        assert!(
-            url.starts_with("http://127.0.0.1:"),
-            "lab mcp printed {url:?}"
-        );
-        LabMcp {
-            _child: child,
-            url,
-            _folder: folder,
-        }
-    }
-}
-
 #[test]
 fn lab_mcp_over_streamable_http_passes_the_official_conformance_suite_but_its_baseline() {
     let test =
@@ -339,7 +290,7 @@ fn lab_mcp_over_streamable_http_passes_the_official_conformance_suite_but_its_ba
         problems.push("baseline.yml lists server-initialize: the handshake must pass".to_owned());
     }
 
-    let server = LabMcp::start();
+    let server = crate::check_mcp::HttpMcp::start();
     let out = tempfile::tempdir().unwrap();
     let started = Instant::now();
     let (status, output) = suite.run(&server.url, out.path());
