@@ -1,12 +1,15 @@
 //! Calibration: before any point is graded, the check proves that the target file describes the
 //! service, with a few exchanges of its own (recorded in the history under the point
 //! `calibration`). A create with the file's fields succeeds; the identity is where the file
-//! says, and differs between two keys; each caller's count rises by exactly one per create; each
-//! declared provocation produces what the points expect of it; the count can be read.
+//! says, differs between two keys, and names the effect (`naming.rs`: the same on a replay, two
+//! for two new keys with identical fields, seen by the count's listing or `[read]`); each
+//! caller's count rises by exactly one per create; each declared provocation produces what the
+//! points expect of it; the count can be read.
 //!
 //! It asks only what a service that keeps the contract and one that ignores keys would both
-//! answer as the file says: every create carries a fresh key, no key is ever reused. So a
-//! service that ignores keys still calibrates, and its duplicates stay findings of the points.
+//! answer as the file says: every create but one carries a fresh key, and the one replay is
+//! judged by what the count saw (a new effect may rightly name a new value). So a service that
+//! ignores keys still calibrates, and its duplicates stay findings of the points.
 //!
 //! When a step fails, the check stops before any point with [`Error::TargetMismatch`] (exit
 //! status 2), naming the field at fault, the exchange, what came back (trimmed) and the likely
@@ -105,7 +108,7 @@ impl Stop {
     }
 }
 
-type Proved<T> = Result<T, Stop>;
+pub(super) type Proved<T> = Result<T, Stop>;
 
 impl Calibration {
     /// Adds a step that held.
@@ -152,22 +155,26 @@ pub fn quoted(answer: &Answer) -> String {
 pub fn id_pointers(value: &Value) -> Vec<String> {
     let mut all = Vec::new();
     scalars(value, String::new(), 0, &mut all);
-    let id_like = |pointer: &String| {
-        let name = pointer.rsplit('/').next().unwrap_or_default();
-        let lower = name.to_ascii_lowercase();
-        lower == "id"
-            || lower.ends_with("_id")
-            || lower.ends_with("-id")
-            || lower.contains("uuid")
-            || (name.ends_with("Id") && name.len() > 2)
-    };
     let ids: Vec<String> = all.iter().filter(|p| id_like(p)).cloned().collect();
     let mut found = if ids.is_empty() { all } else { ids };
     found.truncate(8);
     found
 }
 
-fn scalars(value: &Value, at: String, depth: usize, out: &mut Vec<String>) {
+/// Whether a pointer's last name says it holds an identity (`id`, `ticket_id`, `ticketId`,
+/// `uuid`).
+pub(super) fn id_like(pointer: &str) -> bool {
+    let name = pointer.rsplit('/').next().unwrap_or_default();
+    let lower = name.to_ascii_lowercase();
+    lower == "id"
+        || lower.ends_with("_id")
+        || lower.ends_with("-id")
+        || lower.contains("uuid")
+        || (name.ends_with("Id") && name.len() > 2)
+}
+
+/// The pointers of `value`'s scalars (a list's first item standing for its items).
+pub(super) fn scalars(value: &Value, at: String, depth: usize, out: &mut Vec<String>) {
     if depth > 6 {
         return;
     }
@@ -277,6 +284,8 @@ pub async fn calibrate(probe: &Probe) -> Proved<Calibration> {
     let second = created(probe, &mut calibration, 0, "a second create").await?;
     differs(probe, &mut calibration, &first, &second)?;
     now = counter.rose(&mut calibration, now, 0, &second).await?;
+    now = super::naming::names_the_effect(probe, &mut calibration, &counter, now, &first, &second)
+        .await?;
     for caller in 1..probe.target.callers.len() {
         let seen = created(probe, &mut calibration, caller, "a create").await?;
         now = counter.rose(&mut calibration, now, caller, &seen).await?;
@@ -288,10 +297,11 @@ pub async fn calibrate(probe: &Probe) -> Proved<Calibration> {
     Ok(calibration)
 }
 
-/// A create as it went: the exchange and the identity read from it.
-struct Created {
-    seen: Seen,
-    identity: String,
+/// A create as it went: the call, the exchange and the identity read from it.
+pub(super) struct Created {
+    pub(super) call: Call,
+    pub(super) seen: Seen,
+    pub(super) identity: String,
 }
 
 fn describe_call(probe: &Probe, call: &Call, seen: &Seen) -> String {
@@ -334,10 +344,15 @@ async fn create_step(probe: &Probe, calibration: &mut Calibration) -> Proved<Cre
         format!("the identity is found where the file says: {identity}"),
         &[seen.id],
     );
-    Ok(Created { seen, identity })
+    Ok(Created {
+        call,
+        seen,
+        identity,
+    })
 }
 
-fn identity_field(probe: &Probe) -> &'static str {
+/// The field the identity is read by.
+pub(super) fn identity_field(probe: &Probe) -> &'static str {
     match probe.target.identity {
         Identity::Pointer(_) => "identity.json_pointer",
         Identity::Header(_) => "identity.header",
@@ -424,7 +439,11 @@ async fn created(
         format!("{what} as {name} succeeds, naming {identity}"),
         &[seen.id],
     );
-    Ok(Created { seen, identity })
+    Ok(Created {
+        call,
+        seen,
+        identity,
+    })
 }
 
 /// Two creates with different keys and fields name different effects.
@@ -620,9 +639,12 @@ async fn field_at_fault(probe: &Probe, call: &Call, exchange: &str) -> Option<St
 }
 
 /// Counting as the file says, with the calibration's own requests recorded.
-struct Counter<'p> {
+pub(super) struct Counter<'p> {
     probe: &'p Probe,
     wire: Wire,
+    /// The effects the last count by request listed, when its pointer names a list: then the
+    /// listing holds every effect counted.
+    listed: std::sync::Mutex<Option<Value>>,
 }
 
 impl<'p> Counter<'p> {
@@ -636,7 +658,30 @@ impl<'p> Counter<'p> {
                 &service.prefix,
                 service.timeout,
             ),
+            listed: std::sync::Mutex::new(None),
         }
+    }
+
+    /// What the last count by request listed (every caller's lists, in one list); `None` when
+    /// the count is not a listing.
+    pub(super) fn listing(&self) -> Option<Value> {
+        self.listed.lock().ok()?.clone()
+    }
+
+    /// The count once `done` holds of it, read again a few times within a second while it does
+    /// not (a count that lags); the last count read.
+    pub(super) async fn settled(&self, before: i64, done: impl Fn(i64) -> bool) -> Proved<i64> {
+        let mut now = before;
+        for attempt in 0..4 {
+            if attempt > 0 {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            now = self.count().await?.0;
+            if done(now) {
+                break;
+            }
+        }
+        Ok(now)
     }
 
     /// The count now, as a calibration step.
@@ -790,6 +835,7 @@ impl<'p> Counter<'p> {
             CountCallers::One(one) => vec![*one],
         };
         let (mut total, mut exchanges) = (0, Vec::new());
+        let mut listed = Some(Vec::new());
         for caller in as_callers {
             let mut headers = request.headers.clone();
             let who = caller.map(|i| &self.probe.target.callers[i]);
@@ -825,6 +871,19 @@ impl<'p> Counter<'p> {
                 who.map(|w| format!(" as {}", w.name)).unwrap_or_default()
             );
             total += counted(&answer, pointer, &exchange, caller)?;
+            let items = match &answer {
+                Answer::Reply { body, .. } => serde_json::from_str::<Value>(body)
+                    .ok()
+                    .and_then(|json| json.pointer(pointer).and_then(Value::as_array).cloned()),
+                _ => None,
+            };
+            listed = listed.zip(items).map(|(mut all, items)| {
+                all.extend(items);
+                all
+            });
+        }
+        if let Ok(mut last) = self.listed.lock() {
+            *last = listed.map(Value::Array);
         }
         Ok((total, exchanges))
     }

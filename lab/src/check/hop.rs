@@ -195,7 +195,7 @@ pub async fn when_refused<F: Front>(
     ];
     let found = points
         .iter()
-        .any(|p| p.checks.iter().any(|c| !c.passed && c.grade.required()));
+        .any(|p| p.checks.iter().any(|c| c.failed() && c.grade.required()));
     if !found {
         return None;
     }

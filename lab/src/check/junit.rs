@@ -94,12 +94,13 @@ fn point_suite(out: &mut String, report: &Report, point: &PointReport, totals: &
         );
         return;
     }
-    let failures = point.checks.iter().filter(|c| !c.passed).count();
+    let failures = point.checks.iter().filter(|c| c.failed()).count();
+    let skipped = point.checks.len() - point.checks.iter().filter(|c| c.passed).count() - failures;
     totals.tests += point.checks.len();
     totals.failures += failures;
     let _ = writeln!(
         out,
-        "  <testsuite name=\"{name}\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"0\">\n    \
+        "  <testsuite name=\"{name}\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"{skipped}\">\n    \
          <properties>\n      <property name=\"title\" value=\"{}\"/>\n      \
          <property name=\"verdict\" value=\"{}\"/>\n    </properties>",
         point.checks.len(),
@@ -128,6 +129,14 @@ fn test_case(out: &mut String, report: &Report, point: &PointReport, check: &Sub
     );
     if check.passed {
         out.push_str("/>\n");
+        return;
+    }
+    if let Some(why) = &check.not_covered {
+        let _ = writeln!(
+            out,
+            ">\n      <skipped message=\"{}\"/>\n    </testcase>",
+            attribute(why)
+        );
         return;
     }
     let level = match check.grade.level {
@@ -254,6 +263,7 @@ mod tests {
             expected: "one effect".into(),
             observed: "2 effects".into(),
             exchanges,
+            not_covered: None,
         }
     }
 

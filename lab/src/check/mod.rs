@@ -19,6 +19,7 @@
 //!   section.
 
 pub mod calibration;
+mod content;
 pub mod excerpt;
 pub mod fields;
 pub mod gateway;
@@ -30,6 +31,7 @@ pub mod init;
 pub mod junit;
 #[cfg(feature = "mcp")]
 pub mod mcp;
+mod naming;
 pub mod points;
 pub mod probe;
 pub mod report;

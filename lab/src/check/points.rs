@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::calibration::Stop;
+use super::content::{self, content_of};
 use super::history::Answer;
 use super::http::HangUp;
 use super::probe::{BodyForm, Call, Change, KeyWire, Probe, Read, Seen, same_effect};
@@ -84,8 +85,30 @@ impl Checks {
             expected: expected.into(),
             observed: observed.into(),
             exchanges: exchanges.to_vec(),
+            not_covered: None,
         });
         passed
+    }
+
+    /// Records a sub-check the check could not judge, with why and what would judge it.
+    pub(crate) fn not_covered(
+        &mut self,
+        grade: Grade,
+        what: impl Into<String>,
+        expected: impl Into<String>,
+        why: impl Into<String>,
+        exchanges: &[usize],
+    ) {
+        let why = why.into();
+        self.0.push(SubCheck {
+            what: what.into(),
+            grade,
+            passed: false,
+            expected: expected.into(),
+            observed: "not judged".to_owned(),
+            exchanges: exchanges.to_vec(),
+            not_covered: Some(why),
+        });
     }
 
     /// The effect count now; `None`, with the failed sub-check added, when it cannot be read (the
@@ -195,7 +218,7 @@ fn note_an_unseen_replay_mark(probe: &Probe, points: &mut [PointReport]) {
     );
     for point in points.iter_mut() {
         for check in point.checks.iter_mut() {
-            if !check.passed && rests_on_the_mark(check) {
+            if check.failed() && rests_on_the_mark(check) {
                 check.observed = note.clone();
             }
         }
@@ -213,11 +236,11 @@ pub fn file_at_fault(probe: &Probe, points: &[PointReport]) -> Option<Stop> {
     let mark_failed = replay
         .checks
         .iter()
-        .any(|c| !c.passed && rests_on_the_mark(c));
+        .any(|c| c.failed() && rests_on_the_mark(c));
     let all_else_passed = replay
         .checks
         .iter()
-        .all(|c| c.passed || rests_on_the_mark(c));
+        .all(|c| !c.failed() || rests_on_the_mark(c));
     (mark_failed && all_else_passed).then(|| {
         Stop::mismatch(
             field,
@@ -284,6 +307,15 @@ fn same_json(a: &Answer, b: &Answer) -> bool {
             }
         }
         _ => false,
+    }
+}
+
+/// `no new effect`, `one new effect`, `2 new effects`.
+fn new_effects(delta: i64) -> String {
+    match delta {
+        0 => "no new effect".to_owned(),
+        1 => "one new effect".to_owned(),
+        n => format!("{n} new effects"),
     }
 }
 
@@ -367,6 +399,7 @@ async fn replay_checks(probe: &Probe, checks: &mut Checks, name: &'static str) -
         effects(after_first - before),
         &[first_seen.id],
     );
+    let effect = content_of(probe, &first_read).await;
     let mut retry = call.clone();
     retry.step = "an immediate retry".to_owned();
     let now = probe.send(name, &retry).await;
@@ -383,12 +416,15 @@ async fn replay_checks(probe: &Probe, checks: &mut Checks, name: &'static str) -
         lab26(),
     );
     let after = checks.count(probe).await?;
-    checks.add(
-        lab26(),
-        "the retries made no effect",
-        after == after_first,
-        "no new effect",
-        effects(after - after_first),
+    content::judged(
+        checks,
+        (
+            lab26(),
+            "the retries made no effect".to_owned(),
+            "no new effect",
+        ),
+        (after == after_first, new_effects(after - after_first)),
+        content::since(probe, &effect).await,
         &[now.id, later.id],
     );
     Some(())
@@ -458,6 +494,7 @@ async fn lost_reply(probe: &Probe) -> PointReport {
         return PointReport::covered(NAME, TITLE, checks.0);
     };
     // The client never saw `lost`; only the history keeps it, to judge the retry.
+    let effect = content_of(probe, &lost_read).await;
     let mut retry = call.clone();
     retry.step = "the retry after the lost reply".to_owned();
     let retried = probe.send_settled(NAME, &retry).await;
@@ -472,12 +509,15 @@ async fn lost_reply(probe: &Probe) -> PointReport {
     let after = count_or_stop!(probe, checks, NAME, TITLE);
     let mut evidence = vec![lost.id];
     evidence.extend(ids(&retried));
-    checks.add(
-        lab26(),
-        "the lost reply and its retry made one effect",
-        after - before == 1,
-        "one effect",
-        effects(after - before),
+    content::judged(
+        &mut checks,
+        (
+            lab26(),
+            "the lost reply and its retry made one effect".to_owned(),
+            "one effect",
+        ),
+        (after - before == 1, effects(after - before)),
+        content::since(probe, &effect).await,
         &evidence,
     );
     PointReport::covered(NAME, TITLE, checks.0)
@@ -652,7 +692,7 @@ async fn changed_payload_checks(
     );
     let (first_seen, first_read) = first(probe, name, checks, &call).await?;
     let after_first = checks.count(probe).await?;
-    let effect_before = read_back(probe, checks, &first_read).await;
+    let effect = content_of(probe, &first_read).await;
     let changed = probe.call(
         &format!("the same key with another payload ({})", change.what),
         KeyWire::Normal(key),
@@ -661,23 +701,18 @@ async fn changed_payload_checks(
     let seen = probe.send_settled(name, &changed).await;
     changed_refused(probe, checks, &first_read, &seen, &pair);
     let after_changed = checks.count(probe).await?;
-    let overwrite = match &effect_before {
-        Some(before) => overwritten(probe, &first_read, before, change).await,
-        None => None,
-    };
-    checks.add(
-        Grade::must(section::ERRORS),
-        format!("the changed payload made no effect{pair}"),
-        after_changed == after_first && overwrite.is_none(),
-        "no new effect, and the first effect as it was",
-        match &overwrite {
-            Some(how) => format!(
-                "{}, but the first effect was changed in place (an overwrite, read back by \
-                 [read]): {how}",
-                effects(after_changed - after_first).replace("0 effects", "no new effect")
-            ),
-            None => effects(after_changed - after_first),
-        },
+    content::judged(
+        checks,
+        (
+            Grade::must(section::ERRORS),
+            format!("the changed payload made no effect{pair}"),
+            "no new effect, and the first effect as it was",
+        ),
+        (
+            after_changed == after_first,
+            new_effects(after_changed - after_first),
+        ),
+        content::since(probe, &effect).await,
         &ids(&seen),
     );
     changed_then_first_again(
@@ -730,77 +765,6 @@ async fn changed_then_first_again(
         &[first_seen.id, last(&replayed).id],
     );
     Some(())
-}
-
-/// The first effect as `[read]` reads it back, when the file gives a `[read]` and the first
-/// answer named its effect; a read that fails is a failed sub-check of its own.
-async fn read_back(probe: &Probe, checks: &mut Checks, first: &Read) -> Option<Value> {
-    let identity = first.identity.as_deref()?;
-    match probe.read_effect(identity).await? {
-        Ok(effect) => Some(effect),
-        Err(problem) => {
-            checks.add(
-                Grade::lab(),
-                "the first effect can be read back as [read] says",
-                false,
-                format!("the effect {identity}"),
-                problem,
-                &[],
-            );
-            None
-        }
-    }
-}
-
-/// How the first effect changed after the changed payload, read by the fields the change
-/// varied; `None` when it stands as it was (or cannot be read again).
-async fn overwritten(
-    probe: &Probe,
-    first: &Read,
-    before: &Value,
-    change: &Change,
-) -> Option<String> {
-    let identity = first.identity.as_deref()?;
-    let after = probe.read_effect(identity).await?.ok()?;
-    let names: Vec<&String> = change
-        .changed
-        .iter()
-        .filter(|(name, value)| change.first.get(*name) != Some(*value))
-        .map(|(name, _)| name)
-        .collect();
-    let (was, now) = (effect_view(before, &names), effect_view(&after, &names));
-    (was != now).then(|| format!("it was {was}, now {now}"))
-}
-
-/// What of a read-back effect is compared: the properties named like the varied fields, where
-/// the answer has them (anywhere in it), else all of it; a SQL row whole.
-pub fn effect_view(effect: &Value, names: &[&String]) -> Value {
-    fn find<'v>(value: &'v Value, name: &str) -> Option<&'v Value> {
-        match value {
-            Value::Object(map) => map
-                .get(name)
-                .or_else(|| map.values().find_map(|v| find(v, name))),
-            Value::Array(items) => items.iter().find_map(|v| find(v, name)),
-            _ => None,
-        }
-    }
-    let mut view = serde_json::Map::new();
-    if let Some(answer) = effect.get("request") {
-        let named: serde_json::Map<String, Value> = names
-            .iter()
-            .filter_map(|name| find(answer, name).map(|v| ((*name).clone(), v.clone())))
-            .collect();
-        let part = if named.is_empty() {
-            answer.clone()
-        } else {
-            Value::Object(named)
-        };
-        view.insert("request".to_owned(), part);
-    }
-    if let Some(row) = effect.get("sql") {
-        view.insert("sql".to_owned(), row.clone());
-    }
-    Value::Object(view)
 }
 
 /// The answers to the changed payload: refused, with the file's conflict status.
@@ -857,6 +821,7 @@ async fn reordered(probe: &Probe) -> PointReport {
     let Some((_, first_read)) = first(probe, NAME, &mut checks, &call).await else {
         return PointReport::covered(NAME, TITLE, checks.0);
     };
+    let effect = content_of(probe, &first_read).await;
     let mut respaced = call.clone();
     respaced.step = "the same payload, fields reversed and respaced".to_owned();
     respaced.body = BodyForm::Reordered(fields);
@@ -882,12 +847,11 @@ async fn reordered(probe: &Probe) -> PointReport {
         &ids(&seen),
     );
     let after = count_or_stop!(probe, checks, NAME, TITLE);
-    checks.add(
-        Grade::lab(),
-        "one effect in all",
-        after - before == 1,
-        "one effect",
-        effects(after - before),
+    content::judged(
+        &mut checks,
+        (Grade::lab(), "one effect in all".to_owned(), "one effect"),
+        (after - before == 1, effects(after - before)),
+        content::since(probe, &effect).await,
         &ids(&seen),
     );
     PointReport::covered(NAME, TITLE, checks.0)

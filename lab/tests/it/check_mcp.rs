@@ -537,7 +537,7 @@ pub(crate) fn findings(report: &Value, server: &str, package: &str) -> Value {
                 .map(Vec::as_slice)
                 .unwrap_or_default()
                 .iter()
-                .filter(|c| c["passed"] == false)
+                .filter(|c| c["passed"] == false && c.get("not_covered").is_none())
                 .map(|c| {
                     json!({
                         "what": c["what"],

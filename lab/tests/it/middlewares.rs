@@ -332,7 +332,7 @@ fn findings(service: &Service, report: &Value) -> Value {
                 .map(Vec::as_slice)
                 .unwrap_or_default()
                 .iter()
-                .filter(|check| check["passed"] == false)
+                .filter(|check| check["passed"] == false && check.get("not_covered").is_none())
                 .filter(|check| !racy || check["grade"]["level"] != "SHOULD")
                 .map(|check| {
                     json!({

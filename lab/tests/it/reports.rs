@@ -102,7 +102,7 @@ fn a_failing_run_writes_junit_and_html_that_match_its_json_report() {
     let failed_checks: usize = points
         .iter()
         .flat_map(|p| p["checks"].as_array().unwrap())
-        .filter(|c| c["passed"] == false)
+        .filter(|c| c["passed"] == false && c.get("not_covered").is_none())
         .count();
     assert_eq!(xml.matches("<failure ").count(), failed_checks);
     for name in points_with(&report, "NOT_COVERED") {
@@ -264,7 +264,10 @@ pub(crate) fn assert_junitparser_agrees(read: &Value, report: &Value) {
             assert_eq!(case["classname"], point["name"]);
             assert_eq!(case["name"], check["what"]);
             assert_eq!(case["passed"], check["passed"], "{}", check["what"]);
-            if check["passed"] == false {
+            if let Some(why) = check.get("not_covered") {
+                assert_eq!(case["results"][0]["kind"], "Skipped");
+                assert_eq!(&case["results"][0]["message"], why);
+            } else if check["passed"] == false {
                 let failure = &case["results"][0];
                 assert_eq!(failure["kind"], "Failure");
                 assert_eq!(failure["type"], check["grade"]["level"]);

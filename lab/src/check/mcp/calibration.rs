@@ -34,13 +34,13 @@ pub async fn calibrate(probe: &McpProbe) -> Proved<Calibration> {
         format!("the count reads {now}"),
         &[],
     );
-    let first = create(
-        probe,
-        &mut calibration,
-        0,
-        "a create with the file's fields",
-    )
-    .await?;
+    let what = "a create with the file's fields";
+    let first_call = probe.call(
+        &format!("calibration: {what}"),
+        probe.intention_key(),
+        &probe.fresh_fields(),
+    );
+    let first = created(probe, &mut calibration, &first_call, what).await?;
     now = rose(probe, &mut calibration, now, 0, &first).await?;
     let second = create(probe, &mut calibration, 0, "a second create").await?;
     if first.1 == second.1 {
@@ -60,6 +60,7 @@ pub async fn calibrate(probe: &McpProbe) -> Proved<Calibration> {
         &[first.0.id, second.0.id],
     );
     now = rose(probe, &mut calibration, now, 0, &second).await?;
+    now = names_the_effect(probe, &mut calibration, now, (&first_call, &first)).await?;
     for caller in 1..probe.target.callers.len() {
         let seen = create(probe, &mut calibration, caller, "a create").await?;
         now = rose(probe, &mut calibration, now, caller, &seen).await?;
@@ -143,8 +144,19 @@ async fn create(
         &probe.fresh_fields(),
     );
     call.caller = caller;
+    created(probe, calibration, &call, what).await
+}
+
+/// `call`, which must succeed and name its effect: the exchange and the identity.
+async fn created(
+    probe: &McpProbe,
+    calibration: &mut Calibration,
+    call: &ToolCall,
+    what: &str,
+) -> Proved<(Seen, String)> {
+    let caller = call.caller;
     let mark = probe.upstream.as_ref().map(UpstreamApi::mark);
-    let seen = probe.send(POINT, &call).await;
+    let seen = probe.send(POINT, call).await;
     if let (Some(api), Some(mark), KeyArg::Key(key)) = (&probe.upstream, mark, &call.key)
         && let Some((field, place)) = key_elsewhere(api, mark, key)
     {
@@ -168,13 +180,13 @@ async fn create(
         if let Answer::NoAnswer { .. } = seen.answer {
             return Err(Stop::Unreachable {
                 asked: "create",
-                problem: describe(probe, &call, &seen),
+                problem: describe(probe, call, &seen),
             });
         }
-        return Err(diagnose(probe, &call, &seen).await);
+        return Err(diagnose(probe, call, &seen).await);
     }
     let Some(identity) = seen.read.identity.clone() else {
-        return Err(no_identity(probe, &call, &seen));
+        return Err(no_identity(probe, call, &seen));
     };
     calibration.held(
         "create",
@@ -372,6 +384,100 @@ async fn field_at_fault(probe: &McpProbe, call: &ToolCall, exchange: &str) -> Op
             seen.id
         ),
     ))
+}
+
+/// The count once `done` holds of it, read again a few times within a second while it does
+/// not (a count that lags).
+async fn settled(probe: &McpProbe, before: i64, done: impl Fn(i64) -> bool) -> Proved<i64> {
+    let mut now = before;
+    for attempt in 0..4 {
+        if attempt > 0 {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        now = count(probe).await?;
+        if done(now) {
+            break;
+        }
+    }
+    Ok(now)
+}
+
+/// The identity names the effect, not a value each result has of its own (a request id, a
+/// time) or one the arguments decide (a title): the first call again, same key and arguments,
+/// names it again unless it made a new effect; two fresh keys with identical arguments name
+/// two effects when they made two. Judged on the count, so a server that ignores keys still
+/// calibrates. The count after these calls.
+async fn names_the_effect(
+    probe: &McpProbe,
+    calibration: &mut Calibration,
+    now: i64,
+    (first_call, first): (&ToolCall, &(Seen, String)),
+) -> Proved<i64> {
+    let field = identity_field(probe);
+    let mut now = now;
+    if let KeyArg::Key(_) = first_call.key {
+        let mut again = first_call.clone();
+        again.step = "calibration: the first create again, same key and arguments".to_owned();
+        let seen = probe.send(POINT, &again).await;
+        if let Some(named) = seen.read.identity.clone().filter(|_| seen.read.success) {
+            let same = named == first.1;
+            let after = settled(probe, now, |n| same || n != now).await?;
+            if !same && after == now {
+                return Err(Stop::mismatch(
+                    field,
+                    format!(
+                        "a replay of #{} (same key, same arguments) made no new effect, counted, \
+                         yet #{} named {named:?}, not {:?}: the identity read so is a value each \
+                         result has of its own (a request id, a time). Name what identifies the \
+                         created thing",
+                        first.0.id, seen.id, first.1
+                    ),
+                ));
+            }
+            calibration.held(
+                "identity-replayed",
+                field,
+                format!("a replay (same key and arguments) names {named}"),
+                &[first.0.id, seen.id],
+            );
+            now = after;
+        }
+    }
+    let fields = probe.fresh_fields();
+    let mut twins = Vec::new();
+    for which in ["first", "second"] {
+        let call = probe.call(
+            &format!("calibration: the {which} of two new keys with identical arguments"),
+            probe.intention_key(),
+            &fields,
+        );
+        let seen = probe.send(POINT, &call).await;
+        twins.extend(seen.read.identity.clone().map(|named| (seen.id, named)));
+    }
+    let after = settled(probe, now, |n| n >= now + 2).await?;
+    if let [(a, named), (b, other)] = twins.as_slice() {
+        if named == other && after - now == 2 {
+            return Err(Stop::mismatch(
+                field,
+                format!(
+                    "two calls with new keys and identical arguments (#{a} and #{b}) made two \
+                     effects, counted, and both named {named:?}: a value the arguments decide \
+                     (a title), not what identifies the created thing"
+                ),
+            ));
+        }
+        if named != other {
+            calibration.held(
+                "identity-not-content",
+                field,
+                format!(
+                    "two new keys with identical arguments name two effects: {named} and {other}"
+                ),
+                &[*a, *b],
+            );
+        }
+    }
+    Ok(after)
 }
 
 /// The count after a create rose by exactly one (read again a few times when it lags).
