@@ -129,6 +129,22 @@ pub(crate) async fn since(probe: &Probe, content: &Result<Content, String>) -> S
     }
 }
 
+/// What several rounds' reads say together: the first round whose effect changed, else the
+/// first that could not be compared, else unchanged.
+pub(crate) fn over_rounds(rounds: &[(usize, Since)]) -> Since {
+    let changed = rounds.iter().find_map(|(round, since)| match since {
+        Since::Changed(how) => Some(Since::Changed(format!("round {round}: {how}"))),
+        _ => None,
+    });
+    let unknown = || {
+        rounds.iter().find_map(|(_, since)| match since {
+            Since::Unknown(why) => Some(Since::Unknown(why.clone())),
+            _ => None,
+        })
+    };
+    changed.or_else(unknown).unwrap_or(Since::Unchanged)
+}
+
 /// A sub-check that calls under a key left its first effect alone: first the count
 /// (`counted`: whether it held, and what it saw), then the content `since` shows. Failed when
 /// either shows a change; not covered when the count saw none and the content cannot be
@@ -173,7 +189,7 @@ pub(crate) fn judged(
                 grade,
                 what,
                 expected,
-                format!("the count saw {saw}, but {why}"),
+                format!("{saw}, but {why}"),
                 exchanges,
             );
         }

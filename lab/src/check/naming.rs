@@ -429,3 +429,34 @@ async fn unread(
         ),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_listing_mentions_an_identity_as_a_value_or_as_the_last_segment_of_a_url() {
+        let listing = json!([{"id": 7, "title": "x"}, {"id": "t-8"}]);
+        assert!(mentions(&listing, "7"));
+        assert!(mentions(&listing, "t-8"));
+        assert!(mentions(&listing, "https://desk.example/tickets/7"));
+        assert!(!mentions(&listing, "17"));
+        assert!(!mentions(&listing, "req-7"));
+    }
+
+    #[test]
+    fn the_pointers_that_behave_as_an_identity_hold_still_on_a_replay_and_differ_per_effect() {
+        let answer = |id: u64, title: &str, request: &str| json!({"id": id, "title": title, "request_id": request});
+        let answers = Answers {
+            first: answer(1, "a", "r1"),
+            second: answer(2, "b", "r2"),
+            replay: Some(answer(1, "a", "r3")),
+            twins: Some((answer(3, "c", "r4"), answer(4, "c", "r5"))),
+        };
+        assert_eq!(answers.identities(None, ""), ["/id"]);
+        assert!(answers.identities(None, "/id").is_empty());
+        let listing = json!([{"title": "a"}]);
+        assert!(answers.identities(Some(&listing), "").is_empty());
+    }
+}

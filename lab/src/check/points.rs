@@ -14,7 +14,7 @@ use super::history::Answer;
 use super::http::HangUp;
 use super::probe::{BodyForm, Call, Change, KeyWire, Probe, Read, Seen, same_effect};
 use super::report::{Grade, PointReport, SubCheck};
-use super::target::{KeyForm, Provocation, Replay};
+use super::target::{Endpoint, KeyForm, Provocation, Replay};
 
 /// How long after cutting a request off the check retries it.
 const HANG_UP_BACKOFF: Duration = Duration::from_secs(1);
@@ -917,6 +917,8 @@ struct Rounds {
     unanswered: Vec<(String, usize)>,
     in_progress: Vec<usize>,
     bad_retries: Vec<(String, usize)>,
+    /// What `[read]` showed of each round's first effect after its retries.
+    contents: Vec<(usize, content::Since)>,
 }
 
 /// The exchanges of the first three findings, as a sub-check's evidence.
@@ -1167,6 +1169,7 @@ async fn completed_round(
         return None;
     }
     let before = checks.count(probe).await?;
+    let effect = content_of(probe, &first_read).await;
     let calls = (0..probe.target.load.callers)
         .map(|i| {
             probe.call(
@@ -1198,6 +1201,9 @@ async fn completed_round(
             .wrong_effects
             .push((round, after - before, ids(&seen)));
     }
+    found
+        .contents
+        .push((round, content::since(probe, &effect).await));
     found.rounds += 1;
     Some(())
 }
@@ -1240,17 +1246,23 @@ fn completed_verdicts(probe: &Probe, checks: &mut Checks, found: &Rounds) {
             .copied()
             .collect::<Vec<_>>(),
     );
-    checks.add(
-        lab26(),
-        "the retries made no effect",
-        found.wrong_effects.is_empty(),
-        "no new effect",
-        found
-            .wrong_effects
-            .first()
-            .map_or("none".to_owned(), |(round, n, _)| {
-                format!("round {round}: {}", effects(*n))
-            }),
+    content::judged(
+        checks,
+        (
+            lab26(),
+            "the retries made no effect".to_owned(),
+            "no new effect",
+        ),
+        (
+            found.wrong_effects.is_empty(),
+            found
+                .wrong_effects
+                .first()
+                .map_or("no new effect".to_owned(), |(round, n, _)| {
+                    format!("round {round}: {}", effects(*n))
+                }),
+        ),
+        content::over_rounds(&found.contents),
         &found
             .wrong_effects
             .first()
@@ -1417,6 +1429,7 @@ async fn other_endpoint(probe: &Probe) -> PointReport {
     let Some((first_seen, first_read)) = first(probe, NAME, &mut checks, &call).await else {
         return PointReport::covered(NAME, TITLE, checks.0);
     };
+    let effect = content_of(probe, &first_read).await;
     let elsewhere = Call {
         step: format!("the same key on {} {}", other.method, other.path),
         caller: 0,
@@ -1448,6 +1461,7 @@ async fn other_endpoint(probe: &Probe) -> PointReport {
         },
         &ids(&seen),
     );
+    left_alone(probe, &mut checks, other, &effect, &ids(&seen)).await;
     let mut again = call.clone();
     again.step = "the create's retry".to_owned();
     let retried = probe.send_settled(NAME, &again).await;
@@ -1460,6 +1474,33 @@ async fn other_endpoint(probe: &Probe) -> PointReport {
         lab26(),
     );
     PointReport::covered(NAME, TITLE, checks.0)
+}
+
+/// The key's use on the other endpoint left the create's effect as `[read]` read it.
+async fn left_alone(
+    probe: &Probe,
+    checks: &mut Checks,
+    other: &Endpoint,
+    effect: &Result<content::Content, String>,
+    exchanges: &[usize],
+) {
+    content::judged(
+        checks,
+        (
+            Grade::lab(),
+            format!(
+                "the key's use on {} {} left the create's effect alone",
+                other.method, other.path
+            ),
+            "the create's effect as it was",
+        ),
+        (
+            true,
+            "the other endpoint's effects are not counted".to_owned(),
+        ),
+        content::since(probe, effect).await,
+        exchanges,
+    );
 }
 
 async fn key_forms(probe: &Probe) -> PointReport {
