@@ -7,6 +7,9 @@
 //! It asks only what a service that keeps the contract and one that ignores keys would both
 //! answer as the file says: every create carries a fresh key, no key is ever reused. So a
 //! service that ignores keys still calibrates, and its duplicates stay findings of the points.
+//! The one reuse is a fault hook's request that answered with a success, sent again under its
+//! key: only a replay then (the key's record kept) stops the check, which a service that
+//! ignores keys never answers.
 //!
 //! When a step fails, the check stops before any point with [`Error::TargetMismatch`] (exit
 //! status 2), naming the field at fault, the exchange, what came back (trimmed) and the likely
