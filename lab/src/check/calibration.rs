@@ -673,17 +673,17 @@ async fn prefix_at_fault(probe: &Probe, stop: Stop) -> Stop {
     let prefix = service.prefix.trim_end_matches('/');
     let base = service.base_url.trim_end_matches('/');
     let root = base.strip_suffix(prefix).unwrap_or(base);
-    if !prefix.is_empty() {
-        if let Some(id) = answered_at_root(probe, counting).await {
-            return Stop::mismatch(
-                "service.base_url",
-                format!(
-                    "{problem}; #{id}, the same request without the base URL's path prefix \
-                     {prefix}, succeeded: the service's routes are not under {prefix}. Set \
-                     service.base_url (or --url) to {root}"
-                ),
-            );
-        }
+    if !prefix.is_empty()
+        && let Some(id) = answered_at_root(probe, counting).await
+    {
+        return Stop::mismatch(
+            "service.base_url",
+            format!(
+                "{problem}; #{id}, the same request without the base URL's path prefix \
+                 {prefix}, succeeded: the service's routes are not under {prefix}. Set \
+                 service.base_url (or --url) to {root}"
+            ),
+        );
     }
     let Some(other) = other_path(probe, counting).await else {
         return stop;
