@@ -9,7 +9,10 @@
 //! It asks only what a service that keeps the contract and one that ignores keys would both
 //! answer as the file says: every create but one carries a fresh key, and the one replay is
 //! judged by what the count saw (a new effect may rightly name a new value). So a service that
-//! ignores keys still calibrates, and its duplicates stay findings of the points.
+//! ignores keys still calibrates, and its duplicates stay findings of the points. The other
+//! reuse is a fault hook's request that answered with a success, sent again under its key: only
+//! a replay then (the key's record kept) stops the check, which a service that ignores keys
+//! never answers.
 //!
 //! When a step fails, the check stops before any point with [`Error::TargetMismatch`] (exit
 //! status 2), naming the field at fault, the exchange, what came back (trimmed) and the likely
@@ -278,7 +281,10 @@ pub fn is_uuid(key: &str) -> bool {
 pub async fn calibrate(probe: &Probe) -> Proved<Calibration> {
     let mut calibration = Calibration::default();
     let mut counter = Counter::new(probe);
-    let mut now = counter.read(&mut calibration, "count").await?;
+    let mut now = match counter.read(&mut calibration, "count").await {
+        Ok(now) => now,
+        Err(stop) => return Err(prefix_at_fault(probe, stop).await),
+    };
     let first = create_step(probe, &mut calibration).await?;
     now = counter.rose(&mut calibration, now, 0, &first).await?;
     let second = created(probe, &mut calibration, 0, "a second create").await?;
@@ -513,10 +519,15 @@ async fn diagnose(probe: &Probe, call: &Call, seen: &Seen) -> Stop {
             );
         }
         404 | 405 => {
-            return Stop::mismatch(
+            let stop = Stop::mismatch(
                 "create.path",
                 format!("{exchange}: is create.method and create.path the create's route?"),
             );
+            return if status == 404 {
+                prefix_at_fault(probe, stop).await
+            } else {
+                stop
+            };
         }
         401 | 403 => {
             return Stop::mismatch(
@@ -527,6 +538,9 @@ async fn diagnose(probe: &Probe, call: &Call, seen: &Seen) -> Stop {
         _ => {}
     }
     if let Some(stop) = key_at_fault(probe, call, &exchange).await {
+        return stop;
+    }
+    if let Some(stop) = key_header_at_fault(probe, call, seen, &exchange).await {
         return stop;
     }
     if let Some(stop) = field_at_fault(probe, call, &exchange).await {
@@ -584,6 +598,172 @@ async fn key_at_fault(probe: &Probe, call: &Call, exchange: &str) -> Option<Stop
             ),
         )
     })
+}
+
+/// The header names a refusal's body mentions (hyphenated words, as `Idempotency-Key`), then
+/// the common names of a key header: the names to try the key under.
+fn key_header_names(probe: &Probe, refusal: &Answer) -> Vec<String> {
+    let body = match refusal {
+        Answer::Reply { body, .. } => body.as_str(),
+        _ => "",
+    };
+    let sent: Vec<String> = probe
+        .endpoint(false)
+        .headers
+        .iter()
+        .chain(probe.target.callers.iter().flat_map(|c| c.headers.iter()))
+        .map(|(name, _)| name.to_ascii_lowercase())
+        .chain([probe.target.key.header.to_ascii_lowercase()])
+        .collect();
+    let mut names: Vec<String> = Vec::new();
+    let words = body
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+        .filter(|w| w.contains('-') && w.starts_with(|c: char| c.is_ascii_alphabetic()))
+        .take(3);
+    for name in words.chain(["Idempotency-Key", "X-Idempotency-Key"]) {
+        let name = name.trim_end_matches('-');
+        let lower = name.to_ascii_lowercase();
+        if !sent.contains(&lower) && !names.iter().any(|n| n.eq_ignore_ascii_case(name)) {
+            names.push(name.to_owned());
+        }
+    }
+    names
+}
+
+/// Whether the service takes the create with the key under another header name: the one its
+/// refusal names, or a common one; the mismatch naming `key.header` if so. Only where the
+/// create without any key is refused too, so the success is the key's and not its absence.
+async fn key_header_at_fault(
+    probe: &Probe,
+    call: &Call,
+    seen: &Seen,
+    exchange: &str,
+) -> Option<Stop> {
+    let mut bare = call.clone();
+    bare.step = "calibration: the create without a key".to_owned();
+    bare.key = KeyWire::Absent;
+    if probe
+        .read(&probe.send(POINT, &bare).await.answer, false)
+        .success
+    {
+        return None;
+    }
+    for name in key_header_names(probe, &seen.answer) {
+        let mut under = bare.clone();
+        under.step = format!("calibration: the create with the key in {name}");
+        let key = probe.key_value(&KeyWire::Normal(probe.fresh_key()))?;
+        under.extra.push((name.clone(), key));
+        let took = probe.send(POINT, &under).await;
+        if probe.read(&took.answer, false).success {
+            let file = &probe.target.key.header;
+            return Some(Stop::mismatch(
+                "key.header",
+                format!(
+                    "{exchange}, and #{} succeeded with the key in {name}: the service reads \
+                     its key from {name}, not {file}. Set key.header = \"{name}\"",
+                    took.id
+                ),
+            ));
+        }
+    }
+    None
+}
+
+/// A path that answered 404 (`count.request.path` or `create.path` at fault in `stop`): when the
+/// same request without the base URL's path prefix is answered, or the file's other path answers
+/// 404 too, the prefix is at fault, not the path: the mismatch names `service.base_url`.
+/// Otherwise `stop` stands.
+async fn prefix_at_fault(probe: &Probe, stop: Stop) -> Stop {
+    let Stop::Mismatch { field, problem } = &stop else {
+        return stop;
+    };
+    let counting = field == "count.request.path";
+    let answered_404 = probe
+        .history
+        .exchanges()
+        .last()
+        .is_some_and(|e| e.answer.status() == Some(404));
+    if !(counting || field == "create.path") || !answered_404 {
+        return stop;
+    }
+    // The exchange only: the path's advice would send the user to the wrong field.
+    let problem = problem.split(": is ").next().unwrap_or(problem);
+    let service = &probe.target.service;
+    let prefix = service.prefix.trim_end_matches('/');
+    let base = service.base_url.trim_end_matches('/');
+    let root = base.strip_suffix(prefix).unwrap_or(base);
+    if !prefix.is_empty()
+        && let Some(id) = answered_at_root(probe, counting).await
+    {
+        return Stop::mismatch(
+            "service.base_url",
+            format!(
+                "{problem}; #{id}, the same request without the base URL's path prefix \
+                 {prefix}, succeeded: the service's routes are not under {prefix}. Set \
+                 service.base_url (or --url) to {root}"
+            ),
+        );
+    }
+    let Some(other) = other_path(probe, counting).await else {
+        return stop;
+    };
+    if other.answer.status() != Some(404) {
+        return stop;
+    }
+    let under = if prefix.is_empty() {
+        "with no path prefix".to_owned()
+    } else {
+        format!("under the path prefix {prefix}")
+    };
+    Stop::mismatch(
+        "service.base_url",
+        format!(
+            "{problem}; #{} {} answered 404 as well: no path the file names is found at {base}, \
+             {under}. Set service.base_url (or --url) to the URL the service's routes start at",
+            other.id,
+            describe_path(probe, counting)
+        ),
+    )
+}
+
+/// Sends the failed request (the count's, or a create) without the base URL's prefix; the
+/// exchange when it succeeded there.
+async fn answered_at_root(probe: &Probe, counting: bool) -> Option<usize> {
+    if counting {
+        let service = &probe.target.service;
+        let root = Counter {
+            probe,
+            wire: Wire::new(&service.host, service.port, "", service.timeout),
+        };
+        return root.by_request().await.ok()?.1.last().copied();
+    }
+    let call = probe.call(
+        "calibration: the create without the base URL's path prefix",
+        KeyWire::Normal(probe.fresh_key()),
+        &probe.fresh_fields(false),
+    );
+    let seen = probe.send_without_prefix(POINT, &call).await;
+    probe.read(&seen.answer, false).success.then_some(seen.id)
+}
+
+/// Another path the file names, sent under the base URL: the create after a count that 404ed,
+/// the other endpoint after a create that did.
+async fn other_path(probe: &Probe, counting: bool) -> Option<Seen> {
+    if !counting && probe.target.other_endpoint.is_none() {
+        return None;
+    }
+    let mut call = probe.call(
+        "calibration: another path the file names",
+        KeyWire::Normal(probe.fresh_key()),
+        &probe.fresh_fields(!counting),
+    );
+    call.other_endpoint = !counting;
+    Some(probe.send(POINT, &call).await)
+}
+
+fn describe_path(probe: &Probe, counting: bool) -> String {
+    let endpoint = probe.endpoint(!counting);
+    format!("{} {}", endpoint.method, endpoint.path)
 }
 
 /// Whether the service takes the create with the file's own field values, and if so, which
@@ -1028,6 +1208,10 @@ async fn provocations(probe: &Probe, calibration: &mut Calibration) -> Proved<()
         call.body = probe.provoked(&fields, provocation);
         call.extra = provocation.headers.clone();
         let seen = probe.send(POINT, &call).await;
+        if name == "fault-hook" && probe.read(&seen.answer, false).success {
+            hook_that_answered(probe, calibration, &call, &seen, field).await?;
+            continue;
+        }
         let status = seen.answer.status();
         let fired = match expected {
             "4xx" => status.is_some_and(|s| (400..=499).contains(&s)),
@@ -1048,6 +1232,82 @@ async fn provocations(probe: &Probe, calibration: &mut Calibration) -> Proved<()
         );
     }
     Ok(())
+}
+
+/// A fault hook that answered with a success is a real fault when the key's record was lost
+/// after the answer went out, as with a middleware that saves it after the response. Only a
+/// replay proves the hook did not make the record fail: the same request, sent again under its
+/// key, answered from the record. That alone is refused; the point tells the rest, comparing
+/// the retry with a retry after a plain create (or says it cannot be told).
+async fn hook_that_answered(
+    probe: &Probe,
+    calibration: &mut Calibration,
+    hooked: &Call,
+    seen: &Seen,
+    field: String,
+) -> Proved<()> {
+    let mut again = hooked.clone();
+    again.step = "calibration: the fault hook's request again, under its key".to_owned();
+    let settled = probe.send_settled(POINT, &again).await;
+    // send_settled sends at least once.
+    let retry = &settled[settled.len() - 1];
+    let first = probe.read(&seen.answer, false);
+    if retried(probe, &first, retry) == Retried::Replayed {
+        return Err(Stop::mismatch(
+            field,
+            format!(
+                "{}, a success; #{} sent the same request again under its key and was \
+                 replayed ({}): the key's record was kept, so the hook did not make it fail. \
+                 Name a hook that fails the service after its effect (a 5xx or no answer), or \
+                 one that loses the key's record after a success. If the service writes the \
+                 key's record with its effect, no moment lies between them to fault: leave \
+                 [faults] between_effect_and_record out (its point is then not covered)",
+                describe_call(probe, hooked, seen),
+                retry.id,
+                probe.describe(&retry.answer)
+            ),
+        ));
+    }
+    calibration.held(
+        "fault-hook",
+        field,
+        format!(
+            "provoked {}, a success; sent again under its key, it was not replayed ({}): the \
+             point compares that with a retry after a plain create",
+            seen.answer.summary(),
+            retry.answer.summary()
+        ),
+        &[seen.id, retry.id],
+    );
+    Ok(())
+}
+
+/// What a request sent again under a used key was answered, in the terms that tell whether
+/// the key's record was kept.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Retried {
+    /// Answered from the record: a success naming the first effect, or marked as a replay.
+    Replayed,
+    /// A success naming another effect: no record stopped it.
+    NewEffect,
+    /// Anything else, by its status (`None`: no answer).
+    Answered(Option<u16>),
+}
+
+/// How `retry` answered, against the first request's answer `first`.
+pub(crate) fn retried(probe: &Probe, first: &super::probe::Read, retry: &Seen) -> Retried {
+    let read = probe.read(&retry.answer, false);
+    match (&first.identity, &read.identity) {
+        (Some(a), Some(b)) if read.success => {
+            if a == b {
+                Retried::Replayed
+            } else {
+                Retried::NewEffect
+            }
+        }
+        _ if read.marked_replay == Some(true) => Retried::Replayed,
+        _ => Retried::Answered(retry.answer.status()),
+    }
 }
 
 fn provocation_missed(

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::calibration::Stop;
+use super::calibration::{Retried, Stop, retried};
 use super::content::{self, content_of};
 use super::history::Answer;
 use super::http::HangUp;
@@ -1896,22 +1896,18 @@ async fn fault_between(probe: &Probe) -> PointReport {
     faulted.body = probe.provoked(&fields, hook);
     faulted.extra = hook.headers.clone();
     let seen = probe.send(NAME, &faulted).await;
-    // A 4xx is the hook refused, not the fault: only a 5xx or no answer shows it fired. When it
-    // did not, the point goes on: what the retry then does (a duplicate, a key stuck in
-    // progress) is still what a client meets.
-    let fired = seen.answer.status().is_none_or(|s| s >= 500);
-    checks.add(
-        Grade::lab(),
-        "the fault hook fired: a 5xx or no answer",
-        fired,
-        "a 5xx or no answer",
-        format!(
-            "{}; the point goes on to show what the retry does",
-            probe.describe(&seen.answer)
-        ),
-        &[seen.id],
-    );
-    let retry = probe.call("the retry without the hook", KeyWire::Normal(key), &fields);
+    let hooked = probe.read(&seen.answer, false);
+    // A hook that answered with a success lost the key's record, if anything: the retry is the
+    // same request again, as a client sends it, and what it gets is compared at the end with a
+    // retry after a plain create. Past a failure, the retry is the request without the hook.
+    let retry = if hooked.success {
+        let mut again = faulted.clone();
+        again.step = "the same request again, under its key".to_owned();
+        again
+    } else {
+        fault_fired(probe, &mut checks, &seen);
+        probe.call("the retry without the hook", KeyWire::Normal(key), &fields)
+    };
     let settled = probe.send_settled(NAME, &retry).await;
     let retry_read = probe.read(&last(&settled).answer, false);
     checks.add(
@@ -1942,5 +1938,92 @@ async fn fault_between(probe: &Probe) -> PointReport {
             lab26(),
         );
     }
+    if hooked.success {
+        let (seen, retry) = (&seen, last(&settled));
+        if let Err(reason) = hook_left_a_trace(probe, NAME, &mut checks, seen, retry).await {
+            return PointReport::not_covered(NAME, TITLE, reason);
+        }
+    }
     PointReport::covered(NAME, TITLE, checks.0)
+}
+
+/// A hook that answered with a failure: only a 5xx or no answer shows it fired (a 4xx is the
+/// hook refused). When it did not, the point goes on: what the retry then does (a duplicate, a
+/// key stuck in progress) is still what a client meets.
+fn fault_fired(probe: &Probe, checks: &mut Checks, seen: &Seen) {
+    let fired = seen.answer.status().is_none_or(|s| s >= 500);
+    checks.add(
+        Grade::lab(),
+        "the fault hook fired: a 5xx or no answer",
+        fired,
+        "a 5xx or no answer",
+        format!(
+            "{}; the point goes on to show what the retry does",
+            probe.describe(&seen.answer)
+        ),
+        &[seen.id],
+    );
+}
+
+/// Whether a hook that answered with a success left a trace: its request sent again under its
+/// key was answered otherwise than a plain create's retry (under a fresh key) is. Then the
+/// sub-check saying so goes first; when they were answered alike (both replayed, both made a
+/// new effect, both got one status), the hook left nothing a black box can see, and the reason
+/// why the point cannot tell is returned.
+async fn hook_left_a_trace(
+    probe: &Probe,
+    name: &'static str,
+    checks: &mut Checks,
+    seen: &Seen,
+    retry: &Seen,
+) -> Result<(), String> {
+    let hooked = retried(probe, &probe.read(&seen.answer, false), retry);
+    let plain = probe.call(
+        "a plain create, to compare its retry with the hook's",
+        KeyWire::Normal(probe.fresh_key()),
+        &probe.fresh_fields(false),
+    );
+    let first = probe.send(name, &plain).await;
+    let read = probe.read(&first.answer, false);
+    if !read.success {
+        return Err(format!(
+            "The hook answered {} and a plain create to compare with was refused ({}), so \
+             whether the hook lost the key's record cannot be told.",
+            seen.answer.summary(),
+            probe.describe(&first.answer)
+        ));
+    }
+    let mut again = plain;
+    again.step = "the plain create again, under its key".to_owned();
+    let settled = probe.send_settled(name, &again).await;
+    let compared = last(&settled);
+    let plain_retried = retried(probe, &read, compared);
+    let told = format!(
+        "the hook's request (#{}, {}) sent again under its key: {} (#{}); a plain create's \
+         retry: {} (#{})",
+        seen.id,
+        seen.answer.summary(),
+        retry.answer.summary(),
+        retry.id,
+        compared.answer.summary(),
+        compared.id
+    );
+    if hooked == Retried::Replayed || hooked == plain_retried {
+        return Err(format!(
+            "The hook answered with a success, and {told}: answered alike, so the hook left \
+             no trace a black box can see, and whether it lost the key's record cannot be \
+             told. A hook that answers 5xx (or no answer) after the effect shows that it \
+             fired."
+        ));
+    }
+    checks.add(
+        Grade::lab(),
+        "the fault hook fired: its retry was answered otherwise than a plain create's",
+        true,
+        "another answer than a plain create's retry gets",
+        told,
+        &[seen.id, retry.id, first.id, compared.id],
+    );
+    checks.0.rotate_right(1);
+    Ok(())
 }

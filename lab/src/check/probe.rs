@@ -411,6 +411,18 @@ impl Probe {
         Seen { id, answer }
     }
 
+    /// Sends one call to the service's root, without the base URL's path prefix, and records
+    /// it: whether the service answers there tells a wrong prefix from a wrong path.
+    pub async fn send_without_prefix(&self, point: &'static str, call: &Call) -> Seen {
+        let (outgoing, sent) = self.outgoing(point, call);
+        let service = &self.target.service;
+        let root = Wire::new(&service.host, service.port, "", service.timeout);
+        let at = Instant::now();
+        let answer = root.send(&outgoing).await;
+        let id = self.history.record(sent, recorded(answer.clone()), at);
+        Seen { id, answer }
+    }
+
     /// Sends `calls` together: every connection is opened first, then all requests are
     /// released at once, so they meet inside the service.
     pub async fn send_together(

@@ -96,7 +96,7 @@ const EXPRESS: Service = Service {
         ("error-then-corrected", "PASS"),            // probe 6
         ("server-error-then-corrected", "PASS"),     // probe 7
         ("other-endpoint", "FAIL"),                  // probe 10: refused with 417
-        ("fault-between-effect-and-record", "FAIL"), // probe 11
+        ("fault-between-effect-and-record", "FAIL"), // probe 15: the record lost after the 201
         ("hang-up", "PASS"),                         // probe 12
         ("key-forms", "FAIL"),                       // probes 9, 13, 14
     ],
