@@ -3,12 +3,15 @@
 //! service reads its key (`key.form`, `key.pattern`) is the one guess `--init` makes from a
 //! probe of its own: a few creates with the starting file's request.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
+use serde_json::Value;
+
 use super::history::Answer;
 use super::probe::{KeyWire, Probe};
-use super::target::{KeyForm, Overrides, Target};
+use super::target::{KeyForm, Overrides, Target, Vary};
 use crate::error::{Error, Result};
 
 /// The expression `--init` writes as `key.pattern` for a service that takes only UUIDs.
@@ -55,8 +58,8 @@ pub fn starting_file(base_url: &str, key: &KeyGuess) -> String {
     let mut lines = format!("# --init's probe: {}.\nform = \"{}\"", key.why, key.form);
     if let Some(pattern) = key.pattern {
         lines.push_str(&format!(
-            "\n# The keys the service takes (the whole key must match); a key outside it must be \
-             \n# refused with statuses.bad_key.\npattern = \"{pattern}\""
+            "\n# The keys the service takes (the whole key must match); a key outside it must \
+             be refused with statuses.bad_key.\npattern = \"{pattern}\""
         ));
     }
     TEMPLATE
@@ -109,7 +112,10 @@ pub fn write(path: &Path, base_url: &str) -> Result<KeyGuess> {
                 source,
             },
         })?;
-    let key = guess_key(base_url)?;
+    let key = guess_key(base_url).inspect_err(|_| {
+        // Nothing was written: the empty file is not left behind.
+        let _ = std::fs::remove_file(path);
+    })?;
     file.write_all(starting_file(base_url, &key).as_bytes())
         .and_then(|()| file.sync_all())
         .map_err(|source| Error::OutputUnwritable {
@@ -147,8 +153,22 @@ fn guess_key(base_url: &str) -> Result<KeyGuess> {
 /// and where the quoted key is refused, a key of a UUID's length that is no UUID.
 async fn probe_key(probe: &Probe) -> KeyGuess {
     const STEP: &str = "--init";
-    let key = uuid::Uuid::new_v4().to_string();
-    let fields = probe.fresh_fields(false);
+    // A UUID that opens with a digit: bare, it is no sf-item at all (a token opens with a
+    // letter), so a service that parses the draft's syntax refuses it on every run alike.
+    let key = format!("0{}", &uuid::Uuid::new_v4().to_string()[1..]);
+    // The same words on every run, so the effects the probe leaves say where they came from.
+    let create = &probe.target.create;
+    let fields: BTreeMap<String, Value> = create
+        .fields
+        .iter()
+        .map(|(name, value)| match (value, create.vary.get(name)) {
+            (Value::String(text), Some(Vary::Text)) => (
+                name.clone(),
+                Value::String(format!("{text} (lab check --init)")),
+            ),
+            (other, _) => (name.clone(), other.clone()),
+        })
+        .collect();
     let call = |key: KeyWire| probe.call(STEP, key, &fields);
     let bare = probe
         .send(STEP, &call(KeyWire::Normal(key.clone())))
@@ -383,7 +403,6 @@ callers = 8
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::check::{Overrides, Target};
 
     #[test]
     fn the_starting_file_parses_as_it_is() {
@@ -405,6 +424,28 @@ mod tests {
         let read = target.read.expect("[read] uncommented");
         assert!(read.request.is_some() && read.sql.is_some());
         assert_eq!(target.errors.server.len(), 2);
+    }
+
+    #[test]
+    fn the_guessed_form_and_pattern_are_written_with_their_reason_and_parse() {
+        let guess = KeyGuess {
+            form: "opaque",
+            pattern: Some(UUID_PATTERN),
+            why: "a UUID key sent bare was taken, and refused quoted (400) and a key of a \
+                  UUID's length that is no UUID (400): the service takes only UUIDs, as they come"
+                .to_owned(),
+        };
+        let text = starting_file("http://127.0.0.1:8000", &guess);
+        assert!(text.lines().all(|line| line.len() <= 100), "{text}");
+        assert!(
+            text.contains("# --init's probe: a UUID key sent bare"),
+            "{text}"
+        );
+        let target = Target::parse(&text, Path::new("init.toml"), &Overrides::default()).unwrap();
+        assert_eq!(target.key.form, KeyForm::Opaque);
+        let pattern = target.key.pattern.expect("the pattern is written");
+        assert!(pattern.matches(&uuid::Uuid::new_v4().to_string()));
+        assert!(!pattern.matches("chk-5f0c1a2b3d4e4f609a7b8c9d0e1f2a3b"));
     }
 
     #[test]
