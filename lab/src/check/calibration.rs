@@ -583,7 +583,7 @@ async fn key_at_fault(probe: &Probe, call: &Call, exchange: &str) -> Option<Stop
     }
     let (form, name) = match probe.target.key.form {
         KeyForm::SfString => ("token", "bare"),
-        KeyForm::Token => ("sf-string", "quoted"),
+        KeyForm::Token | KeyForm::Opaque => ("sf-string", "quoted"),
     };
     retry.step = format!("calibration: the create with the key {name}");
     retry.key = KeyWire::OtherForm(probe.fresh_key());

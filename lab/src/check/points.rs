@@ -295,7 +295,8 @@ fn ids(seen: &[Seen]) -> Vec<usize> {
     seen.iter().map(|s| s.id).collect()
 }
 
-fn same_json(a: &Answer, b: &Answer) -> bool {
+/// Whether two answers are replies with the same body (as JSON, where both are).
+pub(crate) fn same_json(a: &Answer, b: &Answer) -> bool {
     match (a, b) {
         (Answer::Reply { body: x, .. }, Answer::Reply { body: y, .. }) => {
             match (
@@ -1521,8 +1522,10 @@ struct Refused<'a> {
     no_effect: &'static str,
 }
 
-/// The key-forms point's sub-checks; `None` where it stopped.
-async fn key_forms_checks(probe: &Probe, checks: &mut Checks, name: &'static str) -> Option<()> {
+/// The requests the file's `[key]` says the service must refuse: no key (when it is required),
+/// a key the declared form makes malformed (an unclosed quote is neither an sf-string nor a
+/// token; an opaque key is any string), and a key outside `key.pattern`.
+fn refused_keys(probe: &Probe) -> Vec<Refused<'_>> {
     let statuses = &probe.target.statuses;
     let mut refused = Vec::new();
     if probe.target.key.required {
@@ -1534,20 +1537,43 @@ async fn key_forms_checks(probe: &Probe, checks: &mut Checks, name: &'static str
             statuses: &statuses.missing_key,
             no_effect: "the request with no key made no effect",
         });
-    } else {
+    }
+    if probe.target.key.form != KeyForm::Opaque {
+        refused.push(Refused {
+            step: MALFORMED,
+            // Built around a fresh key, so a second run never meets the first run's record.
+            wire: KeyWire::Raw(probe.malformed_key()),
+            grade: Grade::should(section::SYNTAX),
+            what: "a malformed key is refused with statuses.bad_key",
+            statuses: &statuses.bad_key,
+            no_effect: "the request with a malformed key made no effect",
+        });
+    }
+    if let Some(outside) = probe.key_outside_pattern() {
+        // The file says the service takes only keys that match: one that does not is refused
+        // as the file's statuses say, a promise of the file's own, not of the draft.
+        refused.push(Refused {
+            step: "a request with a key outside key.pattern",
+            wire: KeyWire::Normal(outside),
+            grade: Grade::lab(),
+            what: "a key outside key.pattern is refused with statuses.bad_key",
+            statuses: &statuses.bad_key,
+            no_effect: "the request with a key outside key.pattern made no effect",
+        });
+    }
+    refused
+}
+
+/// The step of the malformed key's request.
+const MALFORMED: &str = "a request with a malformed key (an unclosed quote)";
+
+/// The key-forms point's sub-checks; `None` where it stopped.
+async fn key_forms_checks(probe: &Probe, checks: &mut Checks, name: &'static str) -> Option<()> {
+    if !probe.target.key.required {
         optional_key(probe, checks, name).await?;
     }
-    refused.push(Refused {
-        step: "a request with a malformed key (an unclosed quote)",
-        // Built around a fresh key, so a second run never meets the first run's record.
-        wire: KeyWire::Raw(probe.malformed_key()),
-        grade: Grade::should(section::SYNTAX),
-        what: "a malformed key is refused with statuses.bad_key",
-        statuses: &statuses.bad_key,
-        no_effect: "the request with a malformed key made no effect",
-    });
     let mut before = checks.count(probe).await?;
-    for case in refused {
+    for case in refused_keys(probe) {
         let seen = probe
             .send(
                 name,
@@ -1565,17 +1591,45 @@ async fn key_forms_checks(probe: &Probe, checks: &mut Checks, name: &'static str
             &[seen.id],
         );
         let after = checks.count(probe).await?;
+        let advice = if case.step == MALFORMED && after != before {
+            opaque_advice(probe)
+        } else {
+            String::new()
+        };
         checks.add(
             Grade::lab(),
             case.no_effect,
             after == before,
             "no effect",
-            effects(after - before),
+            format!("{}{advice}", effects(after - before)),
             &[seen.id],
         );
         before = after;
     }
     other_key_form(probe, checks, name).await
+}
+
+/// What a failure that an opaque service makes by design (a quoted key is a second key, a
+/// malformed sf-string a key of its own) says about the file: the form the check held the
+/// service to, and how to declare an opaque key.
+fn opaque_advice(probe: &Probe) -> String {
+    let held = match (probe.target.key.form, probe.target.key.form_declared) {
+        (KeyForm::Opaque, _) => return String::new(),
+        (KeyForm::SfString, false) => {
+            "the file names no key.form, so the check held the service to the draft's sf-string"
+        }
+        (KeyForm::SfString, true) => {
+            "key.form = \"sf-string\" says that the service reads the draft's form"
+        }
+        (KeyForm::Token, _) => {
+            "key.form = \"token\" says that the service reads the key as a token"
+        }
+    };
+    format!(
+        ". A service that takes the key as an opaque string (any string, as Stripe does) does \
+         this by design; {held}. If the service takes any string, declare key.form = \
+         \"opaque\" in [key] (with key.pattern, if it takes only keys that match one)"
+    )
 }
 
 /// `key.required = false`: a request without a key is a plain request. The draft's section 2.7
@@ -1615,16 +1669,20 @@ async fn optional_key(probe: &Probe, checks: &mut Checks, name: &'static str) ->
     Some(())
 }
 
-/// The key in the file's form, then the same key in the other form: refused or the same effect.
+/// The key in the file's form, then the same key in the other form. Where the file says that
+/// the service reads sf-strings or tokens, the other form is refused or names the same effect
+/// (LAB); that the draft's quoted String names the same effect as a bare key is a SHOULD line.
 async fn other_key_form(probe: &Probe, checks: &mut Checks, name: &'static str) -> Option<()> {
     let key = probe.fresh_key();
     let fields = probe.fresh_fields(false);
-    let (form, other_form) = match probe.target.key.form {
+    let form = probe.target.key.form;
+    let (written, other_form) = match form {
         KeyForm::SfString => ("a quoted sf-string", "a bare token"),
         KeyForm::Token => ("a bare token", "a quoted sf-string"),
+        KeyForm::Opaque => ("the bare string", "the draft's quoted String"),
     };
     let call = probe.call(
-        &format!("the key as {form} (the file's form)"),
+        &format!("the key as {written} (the file's form)"),
         KeyWire::Normal(key.clone()),
         &fields,
     );
@@ -1639,39 +1697,48 @@ async fn other_key_form(probe: &Probe, checks: &mut Checks, name: &'static str) 
     let after = checks.count(probe).await?;
     let refused = answer.status().is_some_and(|s| (400..=499).contains(&s));
     let same = read.success && same_effect(&read.identity, &first_read.identity);
-    checks.add(
-        Grade {
-            section: Some(section::SYNTAX),
-            ..Grade::lab()
-        },
-        format!("the key as {other_form} is refused or names the same effect, never a second"),
-        after == after_first && (refused || same),
-        "a 4xx or the first effect, and no new effect",
-        format!(
-            "{}; {}",
-            probe.describe(answer),
-            if after == after_first && same {
-                "read as the same key".to_owned()
-            } else if after == after_first {
-                "no new effect".to_owned()
-            } else {
-                format!(
-                    "{}: the key's two spellings are two keys",
-                    effects(after - after_first)
-                )
-            }
-        ),
-        &[first_seen.id, last(&seen).id],
+    let observed = format!(
+        "{}; {}",
+        probe.describe(answer),
+        if after == after_first && same {
+            "read as the same key".to_owned()
+        } else if after == after_first {
+            "no new effect".to_owned()
+        } else {
+            format!(
+                "{}: the key's two spellings are two keys",
+                effects(after - after_first)
+            )
+        }
     );
-    if probe.target.key.form == KeyForm::Token {
+    let exchanges = [first_seen.id, last(&seen).id];
+    if form != KeyForm::Opaque {
+        let advice = if after == after_first {
+            String::new()
+        } else {
+            opaque_advice(probe)
+        };
+        checks.add(
+            Grade {
+                section: Some(section::SYNTAX),
+                ..Grade::lab()
+            },
+            format!("the key as {other_form} is refused or names the same effect, never a second"),
+            after == after_first && (refused || same),
+            "a 4xx or the first effect, and no new effect",
+            format!("{observed}{advice}"),
+            &exchanges,
+        );
+    }
+    if form != KeyForm::SfString {
         // The draft's syntax is the quoted String: a client that follows it sends this form.
         checks.add(
             Grade::should(section::SYNTAX),
             "the key as the draft's quoted String names the same effect",
             same,
             "the first effect",
-            probe.describe(answer),
-            &[last(&seen).id],
+            observed,
+            &exchanges,
         );
     }
     Some(())

@@ -20,7 +20,7 @@ use super::target::{
 pub enum KeyWire {
     /// In the file's form.
     Normal(String),
-    /// The other form: bare when the file says sf-string, quoted when it says token.
+    /// The other form: bare when the file says sf-string, quoted when it says token or opaque.
     OtherForm(String),
     /// Exactly this header value.
     Raw(String),
@@ -271,12 +271,30 @@ impl Probe {
     }
 
     /// A key no request of any run has used, in the file's `key.shape`: a random UUID v4, or
-    /// `chk-RUN-N`; either is valid as a token and an sf-string.
+    /// `chk-RUN-N`; either is valid as a token and an sf-string. With `key.pattern`, one the
+    /// pattern takes (the file's validation proved that keys of its shape do; a pattern that
+    /// takes only some of them is met by drawing again, a bounded number of times).
     pub fn fresh_key(&self) -> String {
-        match self.target.key.shape {
+        let draw = || match self.target.key.shape {
             KeyShape::Uuid => uuid::Uuid::new_v4().to_string(),
             KeyShape::Text => format!("chk-{}-{}", self.run, self.next()),
+        };
+        let mut key = draw();
+        if let Some(pattern) = &self.target.key.pattern {
+            for _ in 0..64 {
+                if pattern.matches(&key) {
+                    break;
+                }
+                key = draw();
+            }
         }
+        key
+    }
+
+    /// A fresh key outside `key.pattern`, which the service must refuse; `None` without a
+    /// pattern (the file's validation proved that a pattern refuses one of them).
+    pub fn key_outside_pattern(&self) -> Option<String> {
+        self.target.key.pattern.as_ref()?.outside(&self.fresh_key())
     }
 
     /// A malformed key around a fresh one (an unclosed sf-string quote, and a quote is no token
@@ -341,12 +359,10 @@ impl Probe {
     pub fn key_value(&self, key: &KeyWire) -> Option<String> {
         let quoted = |k: &str| format!("\"{k}\"");
         match (key, self.target.key.form) {
-            (KeyWire::Normal(k), KeyForm::SfString) | (KeyWire::OtherForm(k), KeyForm::Token) => {
-                Some(quoted(k))
-            }
-            (KeyWire::Normal(k), KeyForm::Token) | (KeyWire::OtherForm(k), KeyForm::SfString) => {
-                Some(k.clone())
-            }
+            (KeyWire::Normal(k), KeyForm::SfString)
+            | (KeyWire::OtherForm(k), KeyForm::Token | KeyForm::Opaque) => Some(quoted(k)),
+            (KeyWire::Normal(k), KeyForm::Token | KeyForm::Opaque)
+            | (KeyWire::OtherForm(k), KeyForm::SfString) => Some(k.clone()),
             (KeyWire::Raw(text), _) => Some(text.clone()),
             (KeyWire::Absent, _) => None,
         }

@@ -155,11 +155,15 @@ fn check_target(args: &CheckArgs, file: &std::path::Path) -> lab::Result<Finishe
                 problem: format!("{url}: {problem} (another host needs --allow-remote)"),
             })?;
         }
-        lab::check::init::write(file, url)?;
+        let key = lab::check::init::write(file, url)?;
         eprintln!(
             "wrote {}: fit it to your service, then run lab check --target {}",
             file.display(),
             file.display()
+        );
+        eprintln!(
+            "key.form = \"{}\" from --init's probe: {}",
+            key.form, key.why
         );
         return Ok(Finished::Succeeded);
     }

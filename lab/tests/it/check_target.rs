@@ -131,6 +131,11 @@ pub(crate) struct Bugs {
     /// Records are found by (caller, key) whatever the endpoint, so one key on two endpoints
     /// collides.
     pub(crate) operation_blind: bool,
+    /// The key is the header's value as it comes, any string (as Stripe reads it): a quoted
+    /// key is another key, and nothing is malformed. No bug: a form the file may declare.
+    pub(crate) opaque_keys: bool,
+    /// Only UUID keys are taken; any other is refused with a 400.
+    pub(crate) uuid_keys_only: bool,
 }
 
 #[derive(Default)]
@@ -161,11 +166,17 @@ fn answer(status: u16, body: String, replayed: bool) -> Response {
     response
 }
 
-fn key_of(headers: &HeaderMap) -> Result<Option<String>, ()> {
+fn key_of(bugs: Bugs, headers: &HeaderMap) -> Result<Option<String>, ()> {
     let Some(value) = headers.get("idempotency-key") else {
         return Ok(None);
     };
     let value = value.to_str().map_err(|_| ())?;
+    if bugs.uuid_keys_only && !lab::check::calibration::is_uuid(value) {
+        return Err(());
+    }
+    if bugs.opaque_keys {
+        return Ok(Some(value.to_owned()));
+    }
     match value.strip_prefix('"') {
         Some(rest) => rest.strip_suffix('"').map(|k| Some(k.to_owned())).ok_or(()),
         None if value.starts_with(|c: char| c.is_ascii_alphabetic()) => Ok(Some(value.to_owned())),
@@ -201,7 +212,7 @@ fn keyed(
     let key = if app.bugs.no_key {
         None
     } else {
-        match key_of(headers) {
+        match key_of(app.bugs, headers) {
             Ok(Some(key)) => Some(key),
             Ok(None) => return answer(400, r#"{"error":"no key"}"#.into(), false),
             Err(()) => return answer(400, r#"{"error":"bad key"}"#.into(), false),

@@ -11,6 +11,7 @@ mod check_effect;
 mod check_gateway;
 mod check_hop;
 mod check_hop_streamable;
+mod check_keys;
 mod check_mcp;
 mod check_target;
 mod check_vocab;
