@@ -222,7 +222,8 @@ pub enum Replay {
 pub struct Statuses {
     /// A key reused with another payload (default 422, the draft's section 2.7).
     pub conflict: Vec<u16>,
-    /// A key whose first request is still being processed (default 409).
+    /// A key whose first request is still being processed (default 409); empty when the
+    /// service never answers so (a second request with the key waits for the first).
     pub in_progress: Vec<u16>,
     /// A malformed key (default 400).
     pub bad_key: Vec<u16>,
@@ -1330,7 +1331,16 @@ fn statuses(file: StatusesFile, key_required: bool) -> Checked<Statuses> {
     let default = Statuses::default();
     let list = |value: Option<Vec<u16>>, field: &str, default: Vec<u16>| {
         let list = value.unwrap_or(default);
-        if list.is_empty() && (field != "missing_key" || key_required) {
+        // An empty list says that the service never sends the status: a service that makes a
+        // second request with a key in use wait for the first never answers "in progress", and
+        // one whose key is optional never refuses a request for lacking one. A service always
+        // answers a changed payload or a malformed key with some status.
+        let never_sent = match field {
+            "in_progress" => true,
+            "missing_key" => !key_required,
+            _ => false,
+        };
+        if list.is_empty() && !never_sent {
             return Err(format!(
                 "statuses.{field}: an empty list{}",
                 if field == "missing_key" {
@@ -1597,6 +1607,21 @@ request = { path = "/tickets", json_pointer = "/tickets" }
         assert_eq!(target.key.shape, KeyShape::Text);
         assert!(!target.key.required);
         assert!(target.statuses.missing_key.is_empty());
+    }
+
+    #[test]
+    fn an_empty_in_progress_list_says_the_service_never_sends_it_and_other_lists_may_not_be_empty()
+    {
+        let never = parse(&format!("{GOOD}\n[statuses]\nin_progress = []\n")).unwrap();
+        assert!(never.statuses.in_progress.is_empty());
+        assert_eq!(never.statuses.conflict, vec![422]);
+        for field in ["conflict", "bad_key", "missing_key"] {
+            let err = parse(&format!("{GOOD}\n[statuses]\n{field} = []\n")).unwrap_err();
+            assert!(
+                err.contains(&format!("statuses.{field}: an empty list")),
+                "{err}"
+            );
+        }
     }
 
     #[test]
