@@ -1182,6 +1182,17 @@ mod tests {
     }
 
     #[test]
+    fn a_header_laid_over_replaces_its_name_in_any_case() {
+        let pair = |n: &str, v: &str| (n.to_owned(), v.to_owned());
+        let mut headers = vec![pair("Authorization", "Bearer a"), pair("Accept", "*/*")];
+        lay_over(&mut headers, &[pair("authorization", "Bearer b")]);
+        assert_eq!(
+            headers,
+            [pair("Accept", "*/*"), pair("authorization", "Bearer b")]
+        );
+    }
+
+    #[test]
     fn an_absent_identity_never_names_the_same_effect() {
         assert!(!same_effect(&None, &None));
         assert!(!same_effect(&Some("1".to_owned()), &None));

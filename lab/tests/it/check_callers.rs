@@ -416,3 +416,37 @@ fn a_replay_status_the_service_never_sends_stops_the_check_naming_replay_status(
     let replay = report.points.iter().find(|p| p.name == "replay").unwrap();
     assert_eq!(replay.verdict, Verdict::Pass, "{report}");
 }
+
+#[test]
+fn over_mcp_two_names_for_one_caller_are_named_before_anything_is_graded() {
+    // The planted MCP server acts for the caller its --caller names; Bob's session is started
+    // for Alice too, with a variable the server ignores, so the file's two callers are one.
+    let Some(python) = crate::check_mcp::python(
+        "check_callers::over_mcp_two_names_for_one_caller_are_named_before_anything_is_graded",
+    ) else {
+        return;
+    };
+    let server = crate::repository_root().join("lab/tests/mcp-servers/planted/server.py");
+    let folder = tempfile::tempdir().unwrap();
+    let file = crate::check_mcp::fitted(
+        "lab/tests/mcp-servers/planted/target.toml",
+        &[
+            ("\"python3\"", &format!("{:?}", python.to_str().unwrap())),
+            ("\"server.py\"", &format!("{:?}", server.to_str().unwrap())),
+            (
+                "args = [\"--caller\", \"bob\"]",
+                "args = [\"--caller\", \"alice\"]\nenv = { CALLER_NOTE = \"bob\" }",
+            ),
+        ],
+        folder.path(),
+    );
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_lab"))
+        .args(["check", "--target", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("mcp.callers[1]"), "{stderr}");
+    assert!(stderr.contains("alice and bob are one caller"), "{stderr}");
+    assert!(output.stdout.is_empty());
+}
