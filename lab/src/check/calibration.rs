@@ -739,7 +739,7 @@ impl<'p> Counter<'p> {
         created: &Created,
     ) -> Proved<()> {
         let after = &self.parts;
-        if before.len() != after.len() || !after.get(caller).is_some_and(|n| *n > before[caller]) {
+        if before.len() != after.len() || after.get(caller).is_none_or(|n| *n <= before[caller]) {
             return Ok(());
         }
         let callers = &self.probe.target.callers;
