@@ -28,7 +28,7 @@ use serde_json::Value;
 use super::history::{Answer, Sent};
 use super::http::{Outgoing, Wire};
 use super::probe::{BodyForm, Call, KeyWire, Probe, Seen};
-use super::target::{Count, CountCallers, Identity, KeyForm, Provocation};
+use super::target::{Count, CountCallers, Identity, KeyForm, Provocation, ReadRequest, Replay};
 use crate::error::Error;
 
 /// The point name the calibration's exchanges are recorded under.
@@ -48,6 +48,27 @@ pub struct Calibration {
     /// whose creates the API it wraps refuses (`[upstream]`). Then the points say why.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wrapper_at_fault: Option<String>,
+    /// Whether the service takes the first two callers for two callers: the scope point
+    /// accuses a leak only on this proof.
+    pub callers: Callers,
+}
+
+/// What the calibration proved of the first two callers of `[[callers]]`. Two names in the file
+/// are not two callers to the service (one token under another header name, an extra header
+/// the service ignores): only what the service lets the check see tells them apart.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "proved", content = "how", rename_all = "kebab-case")]
+pub enum Callers {
+    /// The service tells them apart: how the calibration saw it.
+    Apart(String),
+    /// Nothing the file describes showed it: why, and what the file could add.
+    Unproved(String),
+}
+
+impl Default for Callers {
+    fn default() -> Callers {
+        Callers::Unproved("the calibration did not ask".to_owned())
+    }
 }
 
 /// One thing the calibration proved about the file.
@@ -292,11 +313,15 @@ pub async fn calibrate(probe: &Probe) -> Proved<Calibration> {
     now = counter.rose(&mut calibration, now, 0, &second).await?;
     now = super::naming::names_the_effect(probe, &mut calibration, &counter, now, &first, &second)
         .await?;
+    let mut others = Vec::new();
     for caller in 1..probe.target.callers.len() {
         let seen = created(probe, &mut calibration, caller, "a create").await?;
         now = counter.rose(&mut calibration, now, caller, &seen).await?;
+        others.push(seen);
     }
     let _ = now;
+    callers_apart(probe, &mut calibration, others.first()).await;
+    replay_marks(probe, &mut calibration, &first).await?;
     other_endpoint(probe, &mut calibration).await?;
     provocations(probe, &mut calibration).await?;
     calibration.passed = true;
@@ -825,6 +850,9 @@ pub(super) struct Counter<'p> {
     /// The effects the last count by request listed, when its pointer names a list: then the
     /// listing holds every effect counted.
     listed: std::sync::Mutex<Option<Value>>,
+    /// Each caller's own count at the last read, when the count is read as each caller
+    /// (`count.request.caller = "each"`); empty otherwise.
+    parts: Vec<i64>,
 }
 
 impl<'p> Counter<'p> {
@@ -839,6 +867,7 @@ impl<'p> Counter<'p> {
                 service.timeout,
             ),
             listed: std::sync::Mutex::new(None),
+            parts: Vec::new(),
         }
     }
 
@@ -880,6 +909,7 @@ impl<'p> Counter<'p> {
         caller: usize,
         created: &Created,
     ) -> Proved<i64> {
+        let parts_before = self.parts.clone();
         let mut seen = Vec::new();
         let mut after = before;
         for attempt in 0..4 {
@@ -893,6 +923,7 @@ impl<'p> Counter<'p> {
                 break;
             }
         }
+        self.apart_or_one(calibration, caller, &parts_before, created)?;
         let (field, _) = self.field();
         let name = &self.probe.target.callers[caller].name;
         if after - before != 1 {
@@ -910,6 +941,53 @@ impl<'p> Counter<'p> {
             &exchanges,
         );
         Ok(after)
+    }
+
+    /// With a count read as each caller, each list showing a caller its own effects: a create
+    /// that shows in its own caller's list alone proves that the service tells that caller from
+    /// the others; one that shows in another caller's list as well proves that the service takes
+    /// the two for one caller, and every count of the run would count its effects twice.
+    fn apart_or_one(
+        &self,
+        calibration: &mut Calibration,
+        caller: usize,
+        before: &[i64],
+        created: &Created,
+    ) -> Proved<()> {
+        let after = &self.parts;
+        if before.len() != after.len() || after.get(caller).is_none_or(|n| *n <= before[caller]) {
+            return Ok(());
+        }
+        let callers = &self.probe.target.callers;
+        let name = &callers[caller].name;
+        let id = created.seen.id;
+        if let Some(other) = (0..after.len()).find(|&i| i != caller && after[i] > before[i]) {
+            let other_name = &callers[other].name;
+            return Err(Stop::mismatch(
+                format!("callers[{}].headers", other.max(caller)),
+                format!(
+                    "{name}'s create (#{id}, naming {}) shows in {other_name}'s list as well as \
+                     in {name}'s (count.request.caller = \"each\" reads each caller's own \
+                     list): to the service, {name} and {other_name} are one caller. Give each \
+                     caller in [[callers]] credentials of its own that the service tells apart \
+                     (its own token, in the header the service reads); if the service has no \
+                     callers of its own, count as one caller (count.request.caller = \
+                     \"{name}\"), and the scope point is not covered",
+                    created.identity
+                ),
+            ));
+        }
+        if caller == 0 && !matches!(calibration.callers, Callers::Apart(_)) {
+            let others: Vec<&str> = callers[1..].iter().map(|c| c.name.as_str()).collect();
+            let how = format!(
+                "{name}'s create (#{id}) shows in {name}'s own list and not in {}'s \
+                 (count.request.caller = \"each\"): the service tells them apart",
+                others.join("'s or ")
+            );
+            calibration.held("callers-apart", "[[callers]]", how.clone(), &[id]);
+            calibration.callers = Callers::Apart(how);
+        }
+        Ok(())
     }
 
     fn not_one(&self, name: &str, before: i64, after: i64, created: &Created) -> String {
@@ -954,7 +1032,7 @@ impl<'p> Counter<'p> {
     }
 
     /// The count, the field it proves, and the exchanges it took.
-    async fn count(&self) -> Proved<(i64, &'static str, Vec<usize>)> {
+    async fn count(&mut self) -> Proved<(i64, &'static str, Vec<usize>)> {
         let (field, _) = self.field();
         match &self.probe.target.count {
             Count::Request { .. } => {
@@ -1001,7 +1079,7 @@ impl<'p> Counter<'p> {
     }
 
     /// The count by the file's request, sent as each caller it names, recorded.
-    async fn by_request(&self) -> Proved<(i64, Vec<usize>)> {
+    async fn by_request(&mut self) -> Proved<(i64, Vec<usize>)> {
         let Count::Request {
             request,
             pointer,
@@ -1014,13 +1092,13 @@ impl<'p> Counter<'p> {
             CountCallers::Each => (0..self.probe.target.callers.len()).map(Some).collect(),
             CountCallers::One(one) => vec![*one],
         };
-        let (mut total, mut exchanges) = (0, Vec::new());
+        let (mut total, mut exchanges, mut parts) = (0, Vec::new(), Vec::new());
         let mut listed = Some(Vec::new());
         for caller in as_callers {
             let mut headers = request.headers.clone();
             let who = caller.map(|i| &self.probe.target.callers[i]);
             if let Some(who) = who {
-                headers.extend(who.headers.iter().cloned());
+                super::probe::lay_over(&mut headers, &who.headers);
             }
             let outgoing = Outgoing {
                 method: request.method.clone(),
@@ -1050,7 +1128,9 @@ impl<'p> Counter<'p> {
                 request.path,
                 who.map(|w| format!(" as {}", w.name)).unwrap_or_default()
             );
-            total += counted(&answer, pointer, &exchange, caller)?;
+            let part = counted(&answer, pointer, &exchange, caller)?;
+            parts.push(part);
+            total += part;
             let items = match &answer {
                 Answer::Reply { body, .. } => serde_json::from_str::<Value>(body)
                     .ok()
@@ -1064,6 +1144,9 @@ impl<'p> Counter<'p> {
         }
         if let Ok(mut last) = self.listed.lock() {
             *last = listed.map(Value::Array);
+        }
+        if *callers == CountCallers::Each {
+            self.parts = parts;
         }
         Ok((total, exchanges))
     }
@@ -1345,6 +1428,256 @@ fn provocation_missed(
         how.join(", "),
         describe_call(probe, call, seen)
     )
+}
+
+/// Whether the service tells the first two callers apart, when the count did not show it: the
+/// file's read by identity (`read.request`) of the second caller's effect, sent as its owner and
+/// as the first caller, shows it when the owner is answered and the other refused. Otherwise
+/// nothing the file describes can tell a leak from two names for one caller, and the scope
+/// point is not covered. Never stops the calibration: the other points do not rest on it.
+async fn callers_apart(probe: &Probe, calibration: &mut Calibration, second: Option<&Created>) {
+    if matches!(calibration.callers, Callers::Apart(_)) {
+        return;
+    }
+    let callers = &probe.target.callers;
+    let (a, b) = (&callers[0].name, &callers[1].name);
+    let request = probe.target.read.as_ref().and_then(|r| r.request.as_ref());
+    let read = match (request, second) {
+        (Some(request), Some(created)) => match read_apart(probe, request, created).await {
+            Ok((how, exchanges)) => {
+                calibration.held("callers-apart", "[[callers]]", how.clone(), &exchanges);
+                calibration.callers = Callers::Apart(how);
+                return;
+            }
+            Err(seen) => format!("; {seen}"),
+        },
+        _ => "; the file declares no read by identity (read.request)".to_owned(),
+    };
+    let count = match &probe.target.count {
+        Count::Request {
+            callers: CountCallers::One(None),
+            ..
+        } => "the count (count.request, sent without a caller) sees every caller's effects"
+            .to_owned(),
+        Count::Request {
+            callers: CountCallers::One(Some(one)),
+            ..
+        } => format!(
+            "the count is read as {} alone, and sees every caller's effects",
+            callers[*one].name
+        ),
+        Count::Request { .. } => "the callers' own lists did not tell them apart".to_owned(),
+        _ => "the count sees every caller's effects alike".to_owned(),
+    };
+    calibration.callers = Callers::Unproved(format!(
+        "The calibration could not prove that the service takes {a} and {b} for two callers \
+         (two names in [[callers]] may be one caller to it: one token under another header \
+         name, or a header it ignores), so a reply to {b} naming {a}'s effect would prove no \
+         leak: {count}{read}. To check that keys are scoped by caller, count with a list that \
+         shows each caller its own effects (count.request with caller = \"each\"), or declare \
+         a read by identity that the service answers only to the effect's own caller \
+         (read.request), and give each caller in [[callers]] its own credentials"
+    ));
+}
+
+/// The second caller's effect read as its owner and as the first caller: `Ok` with the proof
+/// and its exchanges when the owner is answered and the other refused (a 4xx); `Err` with what
+/// the two reads answered otherwise.
+async fn read_apart(
+    probe: &Probe,
+    request: &ReadRequest,
+    created: &Created,
+) -> Result<(String, Vec<usize>), String> {
+    let callers = &probe.target.callers;
+    let (a, b) = (&callers[0].name, &callers[1].name);
+    let path = request
+        .path
+        .replace("{{id}}", &super::probe::path_segment(&created.identity));
+    let outgoing = Outgoing {
+        method: request.method.clone(),
+        path: path.clone(),
+        headers: request.headers.clone(),
+        body: Vec::new(),
+    };
+    let step = |who: &str| format!("calibration: {b}'s effect read as {who}");
+    let owner = probe.send_as(POINT, &step(b), 1, outgoing.clone()).await;
+    let other = probe.send_as(POINT, &step(a), 0, outgoing).await;
+    let answered = owner
+        .answer
+        .status()
+        .is_some_and(|s| (200..=299).contains(&s));
+    let refused = other
+        .answer
+        .status()
+        .is_some_and(|s| (400..=499).contains(&s));
+    let said = |seen: &Seen| format!("#{} {}", seen.id, quoted(&seen.answer));
+    let what = format!(
+        "{} {path} of {b}'s effect {} answered {b} {} and {a} {}",
+        request.method,
+        created.identity,
+        said(&owner),
+        said(&other)
+    );
+    if answered && refused {
+        Ok((
+            format!("read.request {what}: the service tells them apart"),
+            vec![created.seen.id, owner.id, other.id],
+        ))
+    } else {
+        Err(format!("the read by identity (read.request {what})"))
+    }
+}
+
+/// Each mark `[replay]` declares, seen on a replay of its own: the first create sent again with
+/// its key and body (the one exchange of the calibration that reuses a key). A retry that names
+/// the first effect was replayed, so a mark it lacks (or that the first answer carries as well)
+/// is the file's mistake, named. A retry that does not name the first effect proves nothing of
+/// the mark: the service did not replay, which the points grade.
+async fn replay_marks(probe: &Probe, calibration: &mut Calibration, first: &Created) -> Proved<()> {
+    let field = match &probe.target.replay {
+        Replay::Inferred => return Ok(()),
+        Replay::Status(_) => "replay.status",
+        Replay::Header { value: None, .. } => "replay.header",
+        Replay::Header { .. } => "replay.header, replay.value",
+    };
+    let mut retry = first.call.clone();
+    retry.step = "calibration: the first create again, same key and body".to_owned();
+    let seen = probe.send(POINT, &retry).await;
+    let read = probe.read(&seen.answer, false);
+    // Named by the identity whatever the status: a replay answered with a status the file does
+    // not list as a success (a 200 where a first create is a 201) is still a replay.
+    let replayed = probe.identity_in(&seen.answer).as_deref() == Some(first.identity.as_str());
+    let first_read = probe.read(&first.seen.answer, false);
+    let mark = read.marked_replay == Some(true);
+    // A mark the first answer carries as well marks nothing, unless it is a value the file
+    // names: a first answer marked with it is the service's finding (the replay point's).
+    let shared = first_read.marked_replay == Some(true)
+        && !matches!(probe.target.replay, Replay::Header { value: Some(_), .. });
+    if mark && !(replayed && shared) {
+        calibration.held(
+            "replay-mark",
+            field,
+            format!(
+                "the first create sent again (#{}) carries the replay mark: {}",
+                seen.id,
+                seen.answer.summary()
+            ),
+            &[first.seen.id, seen.id],
+        );
+        return Ok(());
+    }
+    if !replayed {
+        return Ok(());
+    }
+    Err(mark_missed(probe, first, &seen))
+}
+
+/// The mismatch of a mark a replay (`seen`, naming the first effect) lacks, or that the first
+/// answer carries as well: the field, what was seen and the fix.
+fn mark_missed(probe: &Probe, first: &Created, seen: &Seen) -> Stop {
+    let (first_status, status) = (first.seen.answer.status(), seen.answer.status());
+    let said = format!(
+        "the first create (#{}, answered {}) sent again with its key and body (#{}) was \
+         replayed: it names the first effect {} and answered {}",
+        first.seen.id,
+        first_status.map_or("nothing".to_owned(), |s| s.to_string()),
+        seen.id,
+        first.identity,
+        quoted(&seen.answer)
+    );
+    // A header that this replay carries and the first answer does not: the likely mark.
+    let header = match (&first.seen.answer, &seen.answer) {
+        (
+            Answer::Reply {
+                headers: before, ..
+            },
+            Answer::Reply { headers, .. },
+        ) => headers
+            .iter()
+            .find(|(n, _)| {
+                n.to_ascii_lowercase().contains("replay")
+                    && !before.iter().any(|(m, _)| m.eq_ignore_ascii_case(n))
+            })
+            .map(|(n, v)| format!(" (or replay.header = {n:?}, value = {v:?}, which it carries)")),
+        _ => None,
+    }
+    .unwrap_or_default();
+    match &probe.target.replay {
+        Replay::Status(wanted) if first_status == Some(*wanted) => Stop::mismatch(
+            "replay.status",
+            format!(
+                "{said}. The first answer has the status {wanted} too, so it marks no replay: \
+                 say replay.inferred = true{header}"
+            ),
+        ),
+        Replay::Status(wanted) if status != first_status => Stop::mismatch(
+            "replay.status",
+            format!(
+                "{said}, not {wanted}: set replay.status = {}",
+                status.map_or("-".to_owned(), |s| s.to_string())
+            ),
+        ),
+        Replay::Status(wanted) => Stop::mismatch(
+            "replay.status",
+            format!(
+                "{said}, not {wanted}: its status is the first answer's, so only its identity \
+                 marks it: say replay.inferred = true{header}"
+            ),
+        ),
+        Replay::Header { name, value } => header_missed(name, value.as_deref(), first, seen, &said),
+        Replay::Inferred => Stop::mismatch("replay", said),
+    }
+}
+
+/// A replay header the replay lacks, carries with another value, or shares with the first answer.
+fn header_missed(
+    name: &str,
+    value: Option<&str>,
+    first: &Created,
+    seen: &Seen,
+    said: &str,
+) -> Stop {
+    let on_replay = seen.answer.header(name);
+    let on_first = first.seen.answer.header(name);
+    match (on_replay, value) {
+        (None, _) => {
+            let names: Vec<String> = match &seen.answer {
+                Answer::Reply { headers, .. } => super::excerpt::telling_headers(headers)
+                    .map(|(n, _)| n.clone())
+                    .collect(),
+                _ => Vec::new(),
+            };
+            Stop::mismatch(
+                "replay.header",
+                format!(
+                    "{said}, with no {name} header (its headers: {}). Name the header the \
+                     service marks replays with, or say replay.inferred = true",
+                    listed(&names)
+                ),
+            )
+        }
+        (Some(got), Some(wanted)) if !got.trim().eq_ignore_ascii_case(wanted) => Stop::mismatch(
+            "replay.value",
+            format!("{said}, with {name}: {got}, not {wanted:?}: set replay.value = {got:?}"),
+        ),
+        (Some(got), None) if on_first.is_some_and(|v| v.trim() != got.trim()) => Stop::mismatch(
+            "replay.value",
+            format!(
+                "{said}, with {name}: {got}; the first answer carries {name}: {} as well, so \
+                 the header alone marks nothing: set replay.value = {got:?}",
+                on_first.unwrap_or_default()
+            ),
+        ),
+        (Some(got), _) => Stop::mismatch(
+            "replay.header",
+            format!(
+                "{said}, with {name}: {got}; the first answer carries {name}: {} as well, so \
+                 it marks no replay: name the mark only replays carry, or say \
+                 replay.inferred = true",
+                on_first.unwrap_or_default()
+            ),
+        ),
+    }
 }
 
 #[cfg(test)]

@@ -243,6 +243,7 @@ pub async fn when_refused<F: Front>(
              the API answered"
                 .to_owned(),
         ),
+        ..Calibration::default()
     };
     Some((calibration, points))
 }

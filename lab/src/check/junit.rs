@@ -307,7 +307,7 @@ mod tests {
                 exchanges: vec![],
             }],
             passed: true,
-            wrapper_at_fault: None,
+            ..Calibration::default()
         };
         report
     }

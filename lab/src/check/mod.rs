@@ -144,7 +144,7 @@ pub fn run(target: Target) -> Result<Report> {
             }
             Err(stop) => return Err(stop.into_error(&file, &base_url)),
         };
-        let mut points = points::all(&probe).await;
+        let mut points = points::all(&probe, &calibration).await;
         if let Some(stop) = points::file_at_fault(&probe, &points) {
             return Err(stop.into_error(&file, &base_url));
         }

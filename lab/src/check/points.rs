@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::calibration::{Retried, Stop, retried};
+use super::calibration::{Calibration, Callers, Retried, Stop, retried};
 use super::content::{self, content_of};
 use super::history::Answer;
 use super::http::HangUp;
@@ -140,8 +140,8 @@ fn lab26() -> Grade {
     Grade::lab_over_should(section::ENFORCEMENT)
 }
 
-/// Every point, in order.
-pub async fn all(probe: &Arc<Probe>) -> Vec<PointReport> {
+/// Every point, in order; the scope point rests on what `calibration` proved of the callers.
+pub async fn all(probe: &Arc<Probe>, calibration: &Calibration) -> Vec<PointReport> {
     let mut points = vec![
         replay(probe).await,
         lost_reply(probe).await,
@@ -151,7 +151,7 @@ pub async fn all(probe: &Arc<Probe>) -> Vec<PointReport> {
         new_key(probe).await,
         concurrent_fresh(probe).await,
         concurrent_completed(probe).await,
-        scope(probe).await,
+        scope(probe, &calibration.callers).await,
         other_endpoint(probe).await,
         key_forms(probe).await,
         error_then_corrected(probe).await,
@@ -1272,9 +1272,14 @@ fn completed_verdicts(probe: &Probe, checks: &mut Checks, found: &Rounds) {
     );
 }
 
-async fn scope(probe: &Probe) -> PointReport {
+async fn scope(probe: &Probe, callers: &Callers) -> PointReport {
     const NAME: &str = "scope";
     const TITLE: &str = "Another caller's same key is that caller's own, never the first caller's";
+    // A reply to the second caller that names the first caller's effect is a leak only when
+    // the two are two callers to the service; unproved, it is no evidence either way.
+    if let Callers::Unproved(why) = callers {
+        return PointReport::not_covered(NAME, TITLE, why.clone());
+    }
     let mut checks = Checks::new();
     scope_checks(probe, &mut checks, NAME).await;
     PointReport::covered(NAME, TITLE, checks.0)

@@ -161,6 +161,16 @@ pub fn same_effect(a: &Option<String>, b: &Option<String>) -> bool {
     matches!((a, b), (Some(a), Some(b)) if a == b)
 }
 
+/// `more` laid over `headers`: each header of `more` replaces every header of `headers` with its
+/// name, names compared without case as HTTP compares them, so a caller's `authorization`
+/// replaces the create's `Authorization` instead of being sent beside it.
+pub fn lay_over(headers: &mut Vec<(String, String)>, more: &[(String, String)]) {
+    for (name, value) in more {
+        headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+        headers.push((name.clone(), value.clone()));
+    }
+}
+
 /// An answer and the number of its exchange.
 #[derive(Clone, Debug)]
 pub struct Seen {
@@ -372,12 +382,15 @@ impl Probe {
         let endpoint = self.endpoint(call.other_endpoint);
         let mut headers = endpoint.headers.clone();
         let caller = &self.target.callers[call.caller.min(self.target.callers.len() - 1)];
-        headers.extend(caller.headers.iter().cloned());
+        lay_over(&mut headers, &caller.headers);
         let key = self.key_value(&call.key);
         if let Some(value) = &key {
-            headers.push((self.target.key.header.clone(), value.clone()));
+            lay_over(
+                &mut headers,
+                &[(self.target.key.header.clone(), value.clone())],
+            );
         }
-        headers.extend(call.extra.iter().cloned());
+        lay_over(&mut headers, &call.extra);
         let body = match (&call.body, &endpoint.body) {
             (BodyForm::Text(text), _) => text.clone(),
             (BodyForm::Compact(fields), Some(template)) => {
@@ -435,6 +448,34 @@ impl Probe {
         let root = Wire::new(&service.host, service.port, "", service.timeout);
         let at = Instant::now();
         let answer = root.send(&outgoing).await;
+        let id = self.history.record(sent, recorded(answer.clone()), at);
+        Seen { id, answer }
+    }
+
+    /// Sends a request the file describes beside the create (a read by identity) as `caller`:
+    /// the caller's headers, the request's own laid over them; recorded under `point`.
+    pub async fn send_as(
+        &self,
+        point: &'static str,
+        step: &str,
+        caller: usize,
+        mut outgoing: Outgoing,
+    ) -> Seen {
+        let who = &self.target.callers[caller];
+        let mut headers = who.headers.clone();
+        lay_over(&mut headers, &outgoing.headers);
+        outgoing.headers = headers;
+        let sent = Sent {
+            point,
+            step: step.to_owned(),
+            caller: Some(who.name.clone()),
+            key: None,
+            method: outgoing.method.clone(),
+            path: outgoing.path.clone(),
+            body: String::from_utf8_lossy(&outgoing.body).into_owned(),
+        };
+        let at = Instant::now();
+        let answer = self.wire.send(&outgoing).await;
         let id = self.history.record(sent, recorded(answer.clone()), at);
         Seen { id, answer }
     }
@@ -533,7 +574,7 @@ impl Probe {
 
     /// What a reply says in the file's terms.
     pub fn read(&self, answer: &Answer, other_endpoint: bool) -> Read {
-        let Answer::Reply { status, body, .. } = answer else {
+        let Answer::Reply { status, .. } = answer else {
             return Read {
                 success: false,
                 identity: None,
@@ -546,17 +587,7 @@ impl Probe {
         } else {
             endpoint.success.contains(status)
         };
-        let identity = match &self.target.identity {
-            Identity::Pointer(pointer) => serde_json::from_str::<Value>(body)
-                .ok()
-                .and_then(|json| json.pointer(pointer).cloned())
-                .filter(|value| !value.is_null())
-                .map(|value| match value {
-                    Value::String(text) => text,
-                    other => other.to_string(),
-                }),
-            Identity::Header(name) => answer.header(name).map(str::to_owned),
-        };
+        let identity = self.identity_in(answer);
         // A replay answered with the file's replay status and the stored body (a 409 that names
         // the first effect) is the first request's success, replayed.
         let replayed = matches!(self.target.replay, Replay::Status(s) if s == *status);
@@ -574,6 +605,24 @@ impl Probe {
             success,
             identity: identity.filter(|_| success),
             marked_replay,
+        }
+    }
+
+    /// The identity an answer holds where `[identity]` says, whatever its status.
+    pub fn identity_in(&self, answer: &Answer) -> Option<String> {
+        let Answer::Reply { body, .. } = answer else {
+            return None;
+        };
+        match &self.target.identity {
+            Identity::Pointer(pointer) => serde_json::from_str::<Value>(body)
+                .ok()
+                .and_then(|json| json.pointer(pointer).cloned())
+                .filter(|value| !value.is_null())
+                .map(|value| match value {
+                    Value::String(text) => text,
+                    other => other.to_string(),
+                }),
+            Identity::Header(name) => answer.header(name).map(str::to_owned),
         }
     }
 
@@ -691,7 +740,7 @@ impl Probe {
                 for caller in as_callers {
                     let mut headers = request.headers.clone();
                     if let Some(index) = caller {
-                        headers.extend(self.target.callers[index].headers.iter().cloned());
+                        lay_over(&mut headers, &self.target.callers[index].headers);
                     }
                     let outgoing = Outgoing {
                         method: request.method.clone(),
@@ -735,7 +784,7 @@ impl Probe {
         let mut parts = serde_json::Map::new();
         if let Some(request) = &read.request {
             let mut headers = self.target.callers[0].headers.clone();
-            headers.extend(request.headers.iter().cloned());
+            lay_over(&mut headers, &request.headers);
             let path = request.path.replace("{{id}}", &path_segment(identity));
             let outgoing = Outgoing {
                 method: request.method.clone(),
@@ -772,7 +821,7 @@ impl Probe {
 }
 
 /// An identity as one path segment: unreserved characters as they are, others percent-encoded.
-fn path_segment(identity: &str) -> String {
+pub(crate) fn path_segment(identity: &str) -> String {
     let mut out = String::new();
     for byte in identity.bytes() {
         if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
@@ -1157,6 +1206,17 @@ mod tests {
         assert!(
             said.ends_with("...") && said.chars().count() == 2 + 300 + 3,
             "{said}"
+        );
+    }
+
+    #[test]
+    fn a_header_laid_over_replaces_its_name_in_any_case() {
+        let pair = |n: &str, v: &str| (n.to_owned(), v.to_owned());
+        let mut headers = vec![pair("Authorization", "Bearer a"), pair("Accept", "*/*")];
+        lay_over(&mut headers, &[pair("authorization", "Bearer b")]);
+        assert_eq!(
+            headers,
+            [pair("Accept", "*/*"), pair("authorization", "Bearer b")]
         );
     }
 

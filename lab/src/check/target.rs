@@ -674,6 +674,7 @@ impl File {
             folder: folder.to_owned(),
         })
         .and_then(check_upstream_use)
+        .and_then(|target| key_header_elsewhere(&target).map(|()| target))
     }
 }
 
@@ -825,18 +826,53 @@ fn callers(list: Vec<CallerFile>) -> Checked<Vec<Caller>> {
         let headers = headers(caller.headers, &format!("{field}.headers"))?;
         callers.push(Caller { name, headers });
     }
-    if let Some((i, _)) = callers
-        .iter()
-        .enumerate()
-        .skip(1)
-        .find(|(_, c)| c.headers == callers[0].headers)
-    {
-        return Err(format!(
-            "callers[{i}].headers: the same credentials as callers[0]; the scope point \
-             needs callers the service can tell apart"
-        ));
+    // Header names compare without case, as HTTP compares them: `authorization` is the same
+    // header as `Authorization`, and two callers that send one token under it are one caller.
+    fn credentials(caller: &Caller) -> Vec<(String, &str)> {
+        let mut sent: Vec<(String, &str)> = caller
+            .headers
+            .iter()
+            .map(|(n, v)| (n.to_ascii_lowercase(), v.as_str()))
+            .collect();
+        sent.sort();
+        sent
+    }
+    for (i, caller) in callers.iter().enumerate().skip(1) {
+        if let Some(same) = callers[..i]
+            .iter()
+            .position(|other| credentials(other) == credentials(caller))
+        {
+            return Err(format!(
+                "callers[{i}].headers: the same credentials as callers[{same}] (header names \
+                 are not case-sensitive); the scope point needs callers the service can tell \
+                 apart: give each caller its own credentials"
+            ));
+        }
     }
     Ok(callers)
+}
+
+/// The key header is the check's to send (fresh, malformed, absent, in either form): another
+/// section that sends a header of that name, in any case, would send a second key.
+fn key_header_elsewhere(target: &Target) -> Checked<()> {
+    let key = &target.key.header;
+    let mut sections: Vec<(String, &[(String, String)])> =
+        vec![("create.headers".to_owned(), &target.create.headers)];
+    if let Some(other) = &target.other_endpoint {
+        sections.push(("other_endpoint.headers".to_owned(), &other.headers));
+    }
+    for (i, caller) in target.callers.iter().enumerate() {
+        sections.push((format!("callers[{i}].headers"), &caller.headers));
+    }
+    for (field, headers) in sections {
+        if let Some((name, _)) = headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(key)) {
+            return Err(format!(
+                "{field}.{name}: the key header (key.header = {key:?}) is the check's to send, a \
+                 fresh key each time; leave it out here"
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn errors(file: Option<ErrorsFile>, create: &Endpoint) -> Checked<Errors> {
@@ -1084,7 +1120,18 @@ pub(crate) fn header_name(name: &str, field: &str) -> Checked<String> {
     Ok(name.to_owned())
 }
 
+/// A map of headers as the file gives them. HTTP compares header names without case, so two
+/// names that differ only in case are one header given twice, refused.
 fn headers(map: BTreeMap<String, String>, field: &str) -> Checked<Vec<(String, String)>> {
+    let names: Vec<&String> = map.keys().collect();
+    for (i, name) in names.iter().enumerate() {
+        if let Some(other) = names[i + 1..].iter().find(|n| n.eq_ignore_ascii_case(name)) {
+            return Err(format!(
+                "{field}.{other}: the header {name} is given twice (header names are not \
+                 case-sensitive); keep one"
+            ));
+        }
+    }
     map.into_iter()
         .map(|(name, value)| {
             let name = header_name(&name, &format!("{field}.{name}"))?;

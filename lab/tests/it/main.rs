@@ -7,6 +7,7 @@ mod bench;
 mod book;
 mod calibration;
 mod check;
+mod check_callers;
 mod check_effect;
 mod check_gateway;
 mod check_hop;

@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::super::calibration::{
-    Calibration, POINT, Stop, id_pointers, is_uuid, trimmed, uuid_key,
+    Calibration, Callers, POINT, Stop, id_pointers, is_uuid, trimmed, uuid_key,
 };
 use super::super::history::Answer;
 use super::super::upstream::{UpstreamApi, key_elsewhere};
@@ -34,6 +34,7 @@ pub async fn calibrate(probe: &McpProbe) -> Proved<Calibration> {
         format!("the count reads {now}"),
         &[],
     );
+    let sessions = each_session(probe).await?;
     let what = "a create with the file's fields";
     let first_call = probe.call(
         &format!("calibration: {what}"),
@@ -41,6 +42,7 @@ pub async fn calibrate(probe: &McpProbe) -> Proved<Calibration> {
         &probe.fresh_fields(),
     );
     let first = created(probe, &mut calibration, &first_call, what).await?;
+    callers_apart(probe, &mut calibration, &sessions, &first).await?;
     now = rose(probe, &mut calibration, now, 0, &first).await?;
     let second = create(probe, &mut calibration, 0, "a second create").await?;
     if first.1 == second.1 {
@@ -69,6 +71,73 @@ pub async fn calibrate(probe: &McpProbe) -> Proved<Calibration> {
     validation(probe, &mut calibration).await?;
     calibration.passed = true;
     Ok(calibration)
+}
+
+/// Each caller's own count, when the count tool is called on each caller's session and summed
+/// (`mcp.count.tool.caller = "each"`, each session's list showing its caller's own effects);
+/// empty otherwise.
+async fn each_session(probe: &McpProbe) -> Proved<Vec<i64>> {
+    match &probe.target.count {
+        McpCount::Tool { caller: None, .. } if probe.target.callers.len() > 1 => {
+            let all: Vec<usize> = (0..probe.target.callers.len()).collect();
+            probe
+                .counts_as(&all)
+                .await
+                .map_err(|problem| Stop::mismatch(count_field(probe), trimmed(&problem)))
+        }
+        _ => Ok(Vec::new()),
+    }
+}
+
+/// Whether the first caller's create shows in its own session's list alone (the server tells
+/// its callers apart: the scope point may accuse a leak), or in another caller's as well (one
+/// caller to the server under two names: the file's mistake, named). Without lists per session,
+/// nothing the file describes tells them apart, and the scope point is not covered.
+async fn callers_apart(
+    probe: &McpProbe,
+    calibration: &mut Calibration,
+    before: &[i64],
+    first: &(Seen, String),
+) -> Proved<()> {
+    let callers = &probe.target.callers;
+    if callers.len() < 2 {
+        return Ok(());
+    }
+    let (a, b) = (&callers[0].name, &callers[1].name);
+    let mut after = before.to_vec();
+    for attempt in 0..4 {
+        if before.is_empty() || after.iter().sum::<i64>() != before.iter().sum::<i64>() {
+            break;
+        }
+        if attempt > 0 {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        after = each_session(probe).await?;
+    }
+    let rose: Vec<usize> = (0..after.len()).filter(|&i| after[i] > before[i]).collect();
+    let id = first.0.id;
+    if rose.first() == Some(&0) && rose.len() > 1 {
+        let other = &callers[rose[1]].name;
+        return Err(Stop::mismatch(
+            format!("mcp.callers[{}]", rose[1]),
+            format!(
+                "{a}'s create (#{id}, naming {}) shows in {other}'s list as well as in {a}'s                  (mcp.count.tool.caller = \"each\" reads each caller's own list): to the                  server, {a} and {other} are one caller. Give each caller in [[mcp.callers]]                  credentials of its own that the server tells apart; if it has no callers of                  its own, name one caller only",
+                first.1
+            ),
+        ));
+    }
+    if rose == [0] {
+        let how = format!(
+            "{a}'s create (#{id}) shows in {a}'s own list and not in {b}'s              (mcp.count.tool.caller = \"each\"): the server tells them apart"
+        );
+        calibration.held("callers-apart", "[[mcp.callers]]", how.clone(), &[id]);
+        calibration.callers = Callers::Apart(how);
+        return Ok(());
+    }
+    calibration.callers = Callers::Unproved(format!(
+        "The calibration could not prove that the server takes {a} and {b} for two callers          (two names in [[mcp.callers]] may be one caller to it: a token it ignores, the same          credentials under another name), so a result to {b} naming {a}'s effect would prove          no leak: the count sees every caller's effects alike. To check that keys are scoped          by caller, count with a tool that lists each caller's own effects          (mcp.count.tool.caller = \"each\"), and give each caller its own credentials"
+    ));
+    Ok(())
 }
 
 fn identity_field(probe: &McpProbe) -> &'static str {

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::super::calibration::{Calibration, Callers};
 use super::super::points::{Checks, count_until_risen, effects};
 use super::super::probe::same_effect;
 use super::super::report::{Grade, Level, PointReport};
@@ -61,7 +62,7 @@ macro_rules! count_or_stop {
 }
 
 /// Every point, in order; the key point first, since without a key nothing else is safe.
-pub async fn all(probe: &Arc<McpProbe>) -> Vec<PointReport> {
+pub async fn all(probe: &Arc<McpProbe>, calibration: &Calibration) -> Vec<PointReport> {
     vec![
         key(probe),
         annotations(probe),
@@ -73,7 +74,7 @@ pub async fn all(probe: &Arc<McpProbe>) -> Vec<PointReport> {
         new_key(probe).await,
         concurrent(probe).await,
         concurrent_distinct(probe).await,
-        scope(probe).await,
+        scope(probe, &calibration.callers).await,
         key_forms(probe).await,
         error_then_corrected(probe).await,
     ]
@@ -869,7 +870,7 @@ async fn concurrent_distinct(probe: &Arc<McpProbe>) -> PointReport {
     PointReport::covered(NAME, TITLE, checks.0)
 }
 
-async fn scope(probe: &McpProbe) -> PointReport {
+async fn scope(probe: &McpProbe, proved: &Callers) -> PointReport {
     const NAME: &str = "scope";
     const TITLE: &str = "Another caller's same key is that caller's own, never the first caller's";
     if let Some(report) = cannot(probe, NAME, TITLE) {
@@ -884,6 +885,10 @@ async fn scope(probe: &McpProbe) -> PointReport {
              stdio, other headers over HTTP) to check that keys are scoped by caller."
                 .to_owned(),
         );
+    }
+    // A result naming the first caller's effect is a leak only between two callers.
+    if let Callers::Unproved(why) = proved {
+        return PointReport::not_covered(NAME, TITLE, why.clone());
     }
     let mut checks = Checks::new();
     let (a, b) = (&callers[0].name, &callers[1].name);

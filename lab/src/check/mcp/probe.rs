@@ -669,46 +669,12 @@ impl McpProbe {
     async fn count_unrecorded(&self) -> Result<i64, String> {
         let dir = self.dir.path();
         match &self.target.count {
-            McpCount::Tool {
-                name,
-                arguments,
-                pointer,
-                from_text,
-                caller,
-            } => {
+            McpCount::Tool { caller, .. } => {
                 let callers: Vec<usize> = match caller {
                     Some(one) => vec![*one],
                     None => (0..self.sessions.len()).collect(),
                 };
-                let mut total = 0;
-                for caller in callers {
-                    let peer = self.sessions[caller].running.peer().clone();
-                    let arguments = match arguments {
-                        Value::Object(map) => map.clone(),
-                        _ => JsonObject::new(),
-                    };
-                    let params = CallToolRequestParams::new(name.clone()).with_arguments(arguments);
-                    let result = tokio::time::timeout(self.target.timeout, peer.call_tool(params))
-                        .await
-                        .map_err(|_| format!("mcp.count.tool {name}: no answer in time"))?
-                        .map_err(|err| format!("mcp.count.tool {name}: {err}"))?;
-                    let json = serde_json::to_value(&result).unwrap_or(Value::Null);
-                    if result.is_error == Some(true) {
-                        return Err(format!("mcp.count.tool {name}: an error result: {json}"));
-                    }
-                    let source = if *from_text {
-                        serde_json::from_str(&texts(&json)).map_err(|err| {
-                            format!("mcp.count.tool {name}: the text is not JSON: {err}")
-                        })?
-                    } else {
-                        json.get("structuredContent")
-                            .cloned()
-                            .unwrap_or(Value::Null)
-                    };
-                    total += count_at(&source, pointer)
-                        .map_err(|problem| format!("mcp.count.tool {name}: {problem}"))?;
-                }
-                Ok(total)
+                Ok(self.counts_as(&callers).await?.iter().sum())
             }
             McpCount::Sqlite { file, query } => {
                 let file = in_folder(&self.target.folder, Path::new(&with_dir(file, dir, None)));
@@ -723,6 +689,54 @@ impl McpProbe {
                 None => Err("[upstream]: the API was not started".to_owned()),
             },
         }
+    }
+
+    /// The count tool's count on each of `callers`' sessions, in order (not recorded); empty
+    /// when the file counts otherwise.
+    ///
+    /// # Errors
+    /// The reason, naming `mcp.count.tool`.
+    pub async fn counts_as(&self, callers: &[usize]) -> Result<Vec<i64>, String> {
+        let McpCount::Tool {
+            name,
+            arguments,
+            pointer,
+            from_text,
+            ..
+        } = &self.target.count
+        else {
+            return Ok(Vec::new());
+        };
+        let mut parts = Vec::new();
+        for &caller in callers {
+            let peer = self.sessions[caller].running.peer().clone();
+            let arguments = match arguments {
+                Value::Object(map) => map.clone(),
+                _ => JsonObject::new(),
+            };
+            let params = CallToolRequestParams::new(name.clone()).with_arguments(arguments);
+            let result = tokio::time::timeout(self.target.timeout, peer.call_tool(params))
+                .await
+                .map_err(|_| format!("mcp.count.tool {name}: no answer in time"))?
+                .map_err(|err| format!("mcp.count.tool {name}: {err}"))?;
+            let json = serde_json::to_value(&result).unwrap_or(Value::Null);
+            if result.is_error == Some(true) {
+                return Err(format!("mcp.count.tool {name}: an error result: {json}"));
+            }
+            let source = if *from_text {
+                serde_json::from_str(&texts(&json))
+                    .map_err(|err| format!("mcp.count.tool {name}: the text is not JSON: {err}"))?
+            } else {
+                json.get("structuredContent")
+                    .cloned()
+                    .unwrap_or(Value::Null)
+            };
+            parts.push(
+                count_at(&source, pointer)
+                    .map_err(|problem| format!("mcp.count.tool {name}: {problem}"))?,
+            );
+        }
+        Ok(parts)
     }
 }
 
