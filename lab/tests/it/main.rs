@@ -10,6 +10,7 @@ mod check;
 mod check_gateway;
 mod check_hop;
 mod check_hop_streamable;
+mod check_hop_told;
 mod check_mcp;
 mod check_target;
 mod check_vocab;
