@@ -249,16 +249,7 @@ pub(crate) fn upstream(file: UpstreamFile) -> Checked<Upstream> {
         "upstream.body_argument",
     )?;
     let create = file.create.map(create_route).transpose()?;
-    if key_pointer.is_some() && create.is_none() {
-        // The lab's own API reads its key in a header, as its OpenAPI document declares: a body
-        // key there would have the check grade an API that reads it from the body, and pass a
-        // wrapper whose key never reaches the header.
-        return Err(format!(
-            "upstream.key_pointer: the lab's own API (no [upstream.create]) reads its key in \
-             the header upstream.key_header ({key_header}), as its OpenAPI document declares; \
-             a body key is for another API, whose create route [upstream.create] declares"
-        ));
-    }
+    body_key_of_another_api(key_pointer.as_ref(), create.as_ref(), &key_header)?;
     let routes = file
         .routes
         .into_iter()
@@ -309,6 +300,24 @@ fn tokens(file: BTreeMap<String, String>) -> Checked<Vec<(String, String)>> {
         tokens.push((name, token));
     }
     Ok(tokens)
+}
+
+/// The lab's own API reads its key in a header, as its OpenAPI document declares: a body key
+/// there would have the check grade an API that reads it from the body, and pass a wrapper whose
+/// key never reaches the header. A body key is for another API (`[upstream.create]`).
+fn body_key_of_another_api(
+    key_pointer: Option<&String>,
+    create: Option<&CreateRoute>,
+    key_header: &str,
+) -> Checked<()> {
+    if key_pointer.is_some() && create.is_none() {
+        return Err(format!(
+            "upstream.key_pointer: the lab's own API (no [upstream.create]) reads its key in \
+             the header upstream.key_header ({key_header}), as its OpenAPI document declares; \
+             a body key is for another API, whose create route [upstream.create] declares"
+        ));
+    }
+    Ok(())
 }
 
 /// `upstream.key_pointer`: a pointer to a member of the body, and never beside a key header.

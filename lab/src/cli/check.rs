@@ -155,12 +155,7 @@ fn check_target(args: &CheckArgs, file: &std::path::Path) -> lab::Result<Finishe
         )));
     }
     if let Some(url) = &args.init {
-        if args.json
-            || args.target.url.is_some()
-            || args.junit.is_some()
-            || args.html.is_some()
-            || args.upstream_port.is_some()
-        {
+        if args.json || args.target.url.is_some() || args.upstream_port.is_some() || reports(args) {
             return Err(bad_arguments(
                 "--init writes a file and checks nothing: no --json, --url, --junit, --html or \
                  --upstream-port",
@@ -215,6 +210,11 @@ fn check_target(args: &CheckArgs, file: &std::path::Path) -> lab::Result<Finishe
             failed.join(", ")
         ),
     })
+}
+
+/// Whether a report file (`--junit`, `--html`) is asked for.
+fn reports(args: &CheckArgs) -> bool {
+    args.junit.is_some() || args.html.is_some()
 }
 
 /// `--init-mcp SERVER`: the `[mcp]` starting file from the server's `tools/list`.
