@@ -108,9 +108,10 @@ pub struct Told {
     pub id: usize,
     /// What came back.
     pub answer: Answer,
-    /// A success.
+    /// A success, as the agent reads it: a tool result not marked `isError` (whatever its text
+    /// holds), a success reply.
     pub success: bool,
-    /// A refusal (an error result, a 4xx).
+    /// A refusal the agent is told as one (an error result, a JSON-RPC error, a 4xx).
     pub refused: bool,
     /// The identity a success names.
     pub identity: Option<String>,
@@ -410,7 +411,13 @@ fn keys_carried(
     let observed = creates
         .iter()
         .map(|(id, c)| match c.keys(&api.spec).as_slice() {
-            [] => format!("#{id}: no key in {place}"),
+            [] => match super::upstream::found_elsewhere(c, key) {
+                Some((_, there)) => format!(
+                    "#{id}: no key in {place}; the agent's key was in {there}, where the API \
+                     does not read it"
+                ),
+                None => format!("#{id}: no key in {place}"),
+            },
             values => format!("#{id}: {}", values.join(", ")),
         })
         .collect::<Vec<_>>();

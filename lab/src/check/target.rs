@@ -360,6 +360,30 @@ pub struct Overrides {
     pub base_url: Option<String>,
     /// `--allow-remote`: a host other than loopback is allowed.
     pub allow_remote: bool,
+    /// `--upstream-port`: another loopback port than the file's `upstream.port` for the API the
+    /// lab serves behind a wrapper.
+    pub upstream_port: Option<u16>,
+}
+
+/// `[upstream]` with the command line's `--upstream-port` laid over its `port`.
+///
+/// # Errors
+/// `--upstream-port` for a file without `[upstream]`.
+pub(crate) fn with_upstream_port(
+    upstream: Option<super::upstream::Upstream>,
+    overrides: &Overrides,
+) -> Checked<Option<super::upstream::Upstream>> {
+    match (upstream, overrides.upstream_port) {
+        (None, Some(port)) => Err(format!(
+            "--upstream-port: {port}: the file has no [upstream] section, so the lab serves no \
+             API for it to name the port of"
+        )),
+        (Some(mut upstream), Some(port)) => {
+            upstream.port = Some(port);
+            Ok(Some(upstream))
+        }
+        (upstream, None) => Ok(upstream),
+    }
 }
 
 // The file as TOML has it. Unknown fields are refused, so a misspelt name is reported, not
@@ -631,6 +655,7 @@ impl File {
         };
         let callers = callers(self.callers)?;
         let upstream = self.upstream.map(super::upstream::upstream).transpose()?;
+        let upstream = with_upstream_port(upstream, overrides)?;
         let count = match (self.count, &upstream) {
             (Some(file), _) => count(file, &callers, folder)?,
             (None, Some(_)) => Count::Upstream,

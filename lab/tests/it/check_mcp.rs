@@ -683,9 +683,10 @@ fn the_shrimp_task_manager_keeps_its_pinned_verdicts() {
         "findings-torn.json"
     } else {
         assert!(race.contains("acknowledged lost"), "{race}");
-        // The refusal in a plain result (probe 2) is read as a refusal, and the corrected call
+        // The refusal in a plain result (probe 2) is read as a refusal, which told the agent its
+        // call succeeded (issue 46): the point fails on that alone, and the corrected call
         // succeeds.
-        assert_eq!(verdict(&report, "error-then-corrected"), "PASS");
+        assert_eq!(verdict(&report, "error-then-corrected"), "FAIL");
         "findings.json"
     };
     let found = findings(
@@ -863,8 +864,11 @@ fn a_stdio_server_that_cannot_start_is_named_by_its_transport_not_as_http() {
 }
 
 /// A server that refuses inside results not marked isError (its text JSON, or "Error [CODE]"
-/// plain text) is described by mcp.errors.text_code_pointer or text_code_pattern, and passes
-/// as the structured one does; described by code_pointer alone, its refusals are not seen.
+/// plain text) is described by mcp.errors.text_code_pointer or text_code_pattern: it calibrates
+/// and is graded, but each refusal told the agent its call succeeded, so the points that ask
+/// whether the agent was told of a refusal fail, whatever the code reader finds (issue 46), and
+/// every other point passes as the structured one does; described by code_pointer alone, its
+/// refusals are not seen.
 #[test]
 fn refusals_in_results_not_marked_as_errors_are_read_where_the_file_says() {
     let Some(python) =
@@ -892,10 +896,24 @@ fn refusals_in_results_not_marked_as_errors_are_read_where_the_file_says() {
         );
         check_json(&file, &[])
     };
+    let told = |report: &Value| -> Vec<String> {
+        verdicts(report)
+            .into_iter()
+            .filter(|(_, v)| v != "PASS")
+            .map(|(name, v)| format!("{name} {v}"))
+            .collect()
+    };
     let json = run("json-text", "text_code_pointer = \"/error/code\"");
-    assert_every_point_passes(&json);
     let plain = run("plain-text", r#"text_code_pattern = '^Error \[(\w+)\]'"#);
-    assert_every_point_passes(&plain);
+    for report in [&json, &plain] {
+        // (error-then-corrected passes: its refusal, a title that is not text, is the SDK's own
+        // error result.)
+        assert_eq!(
+            told(report),
+            ["changed-payload FAIL", "key-forms FAIL"],
+            "{report:#}"
+        );
+    }
     let unseen = run("plain-text", "code_pointer = \"/code\"");
     assert_eq!(verdict(&unseen, "changed-payload"), "FAIL");
 }

@@ -102,6 +102,7 @@ fn without_its_fault_switch_lab_serve_is_not_described_by_the_file_and_nothing_i
         &Overrides {
             base_url: Some(server.url.clone()),
             allow_remote: false,
+            upstream_port: None,
         },
     )
     .unwrap();
@@ -367,6 +368,7 @@ fn check_shop(bugs: Bugs) -> Report {
     let overrides = Overrides {
         base_url: Some(url),
         allow_remote: false,
+        upstream_port: None,
     };
     let target = Target::parse(SHOP_TARGET, Path::new("shop.toml"), &overrides).unwrap();
     lab::check::run(target).unwrap()

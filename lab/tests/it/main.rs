@@ -13,6 +13,7 @@ mod check_gateway;
 mod check_hop;
 mod check_hop_streamable;
 mod check_keys;
+mod check_hop_told;
 mod check_mcp;
 mod check_target;
 mod check_vocab;

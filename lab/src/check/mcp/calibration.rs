@@ -15,8 +15,8 @@ use super::super::calibration::{
 };
 use super::super::history::Answer;
 use super::super::upstream::{UpstreamApi, key_elsewhere};
-use super::probe::{KeyArg, McpProbe, Seen, ToolCall};
-use super::target::{McpCount, McpIdentity};
+use super::probe::{KeyArg, McpProbe, Seen, ToolCall, api_error_status};
+use super::target::{McpCount, McpIdentity, McpTransport};
 
 type Proved<T> = Result<T, Stop>;
 
@@ -246,6 +246,11 @@ async fn created(
     }
     let who = &probe.target.callers[caller].name;
     if !seen.read.success {
+        if let (Some(api), Some(mark)) = (&probe.upstream, mark)
+            && let Some(stop) = unauthorized(probe, api, mark, caller, &seen)
+        {
+            return Err(stop);
+        }
         if let Answer::NoAnswer { .. } = seen.answer {
             return Err(Stop::Unreachable {
                 asked: "create",
@@ -268,6 +273,65 @@ async fn created(
         &[seen.id],
     );
     Ok((seen, identity))
+}
+
+/// The field that gives `caller` its credentials: its environment or its words over stdio (the
+/// one the file uses; the environment when it uses neither), its headers over HTTP.
+fn credentials_field(probe: &McpProbe, caller: usize) -> String {
+    let who = &probe.target.callers[caller];
+    let part = match &probe.target.transport {
+        McpTransport::Http { .. } => "headers",
+        McpTransport::Stdio { .. } if who.env.is_empty() && !who.args.is_empty() => "args",
+        McpTransport::Stdio { .. } => "env",
+    };
+    format!("mcp.callers[{caller}].{part}")
+}
+
+/// A create the API refused for its token (`401`, `403`): the caller's credentials, which the
+/// wrapper passes on, are at fault, not the tool's arguments. Says which token arrived, never
+/// the token itself.
+fn unauthorized(
+    probe: &McpProbe,
+    api: &UpstreamApi,
+    mark: usize,
+    caller: usize,
+    seen: &Seen,
+) -> Option<Stop> {
+    let refused = api
+        .since(mark)
+        .into_iter()
+        .find(|r| matches!(r.status(), Some(401 | 403)))?;
+    let status = refused.status().unwrap_or_default();
+    let who = &probe.target.callers[caller].name;
+    let header = api
+        .spec
+        .token_header
+        .as_deref()
+        .unwrap_or("authorization")
+        .to_ascii_lowercase();
+    let sent = refused
+        .headers
+        .iter()
+        .find(|(name, _)| *name == header)
+        .map(|(_, value)| value.trim_start_matches("Bearer ").to_owned());
+    let arrived = match sent {
+        None => format!("no {header} header arrived"),
+        Some(token) => match api.spec.tokens.iter().find(|(_, t)| *t == token) {
+            Some((name, _)) if name == who => format!("{who}'s token arrived"),
+            Some((name, _)) => format!("{name}'s token arrived, not {who}'s"),
+            None => "a token upstream.tokens does not name arrived".to_owned(),
+        },
+    };
+    let field = credentials_field(probe, caller);
+    Some(Stop::mismatch(
+        field.clone(),
+        format!(
+            "#{} reached the API as {} {}, which the API answered {status} ({arrived}): the API \
+             refused the caller's token, not the tool's arguments. Give {who} the token \
+             upstream.tokens names for it, where the wrapper reads it ({field})",
+            seen.id, refused.method, refused.target
+        ),
+    ))
 }
 
 fn no_identity(probe: &McpProbe, call: &ToolCall, seen: &Seen) -> Stop {
@@ -310,6 +374,23 @@ async fn diagnose(probe: &McpProbe, call: &ToolCall, seen: &Seen) -> Stop {
     let exchange = describe(probe, call, seen);
     if let Some(stop) = schema_at_fault(probe, &exchange) {
         return stop;
+    }
+    // A result that names an API's 401 or 403: the token the server sends, which a caller gives.
+    let result: Value = match &seen.answer {
+        Answer::ToolResult { body, .. } => serde_json::from_str(body).unwrap_or(Value::Null),
+        _ => Value::Null,
+    };
+    if let Some(status) = api_error_status(&result).filter(|s| s == "401" || s == "403") {
+        let field = credentials_field(probe, call.caller);
+        return Stop::mismatch(
+            field.clone(),
+            format!(
+                "{exchange}: the API behind the server answered {status}, which is about the \
+                 caller's credentials, not the tool's arguments. Give {} the token the API takes, \
+                 where the server reads it ({field})",
+                probe.target.callers[call.caller].name
+            ),
+        );
     }
     if let KeyArg::Key(sent) = &call.key {
         let (other, shape) = if is_uuid(sent) {
@@ -611,15 +692,7 @@ async fn validation(probe: &McpProbe, calibration: &mut Calibration) -> Proved<(
     probe.settle_refusal();
     if !seen.read.refused {
         if provoked {
-            return Err(Stop::mismatch(
-                "mcp.errors",
-                format!(
-                    "the API answered the create 400 (the lab had it refuse), and the wrapper's \
-                     result was not read as a refusal ({}); name where its results hold a code \
-                     (mcp.errors.text_code_pattern, text_code_pointer or code_pointer)",
-                    describe(probe, &call, &seen)
-                ),
-            ));
+            return provoked_unread(probe, calibration, &call, &seen);
         }
         return Err(Stop::mismatch(
             "mcp.errors.validation",
@@ -639,11 +712,47 @@ async fn validation(probe: &McpProbe, calibration: &mut Calibration) -> Proved<(
             "mcp.errors.validation"
         },
         if provoked {
-            format!("the API's 400 came back as {}", seen.answer.summary())
+            format!("the API's 400 came back as {}", probe.describe(&seen))
         } else {
-            format!("provoked {}", seen.answer.summary())
+            format!("provoked {}", probe.describe(&seen))
         },
         &[seen.id],
     );
     Ok(())
+}
+
+/// The API's provoked `400` that did not come back as a refusal. In a result not marked
+/// `isError`, the wrapper told the agent its call succeeded: that is what the points grade (each
+/// that asks whether the agent was told of a failure fails), not a slip in the file, and the
+/// calibration does not ask for a code reader, which would not change what the agent reads.
+fn provoked_unread(
+    probe: &McpProbe,
+    calibration: &mut Calibration,
+    call: &ToolCall,
+    seen: &Seen,
+) -> Proved<()> {
+    if let Answer::ToolResult {
+        is_error: false, ..
+    } = seen.answer
+    {
+        calibration.held(
+            "validation",
+            "[upstream]",
+            format!(
+                "the API's 400 came back in a result not marked isError ({}): the agent is told \
+                 its call succeeded, which the points grade",
+                describe(probe, call, seen)
+            ),
+            &[seen.id],
+        );
+        return Ok(());
+    }
+    Err(Stop::Unreachable {
+        asked: "create",
+        problem: format!(
+            "the API answered the create 400 (the lab had it refuse), and the agent got no \
+             result: {}",
+            describe(probe, call, seen)
+        ),
+    })
 }

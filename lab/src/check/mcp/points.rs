@@ -461,7 +461,7 @@ async fn cancelled(probe: &McpProbe) -> PointReport {
     checks.add(
         Grade::mcp(Level::Lab, rule::CANCELLATION),
         "a cancelled call's work is not undone without a trace: the retry is answered",
-        retry.read.success || retry.read.refused,
+        retry.read.success || retry.read.told_refused(),
         "an answer to the retry",
         probe.describe(retry),
         &[retry.id],
@@ -594,7 +594,7 @@ async fn changed_payload_once(
     checks.add(
         Grade::must(section::ERRORS),
         format!("it is refused (an error result or a JSON-RPC error){pair}"),
-        other.read.refused,
+        other.read.told_refused(),
         "a refusal",
         if replayed {
             format!(
@@ -611,7 +611,8 @@ async fn changed_payload_once(
         checks.add(
             Grade::should(section::ERRORS),
             format!("it is refused with the file's conflict code (mcp.errors.conflict){pair}"),
-            other.read.code.as_ref().is_some_and(|c| codes.contains(c)),
+            other.read.told_refused()
+                && other.read.code.as_ref().is_some_and(|c| codes.contains(c)),
             format!("{codes:?}"),
             probe.describe(other),
             &[other.id],
@@ -983,7 +984,7 @@ async fn key_forms(probe: &McpProbe) -> PointReport {
         checks.add(
             grade,
             format!("{step} is refused"),
-            seen.read.refused,
+            seen.read.told_refused(),
             "an error result or a JSON-RPC error",
             probe.describe(&seen),
             &[seen.id],
@@ -992,10 +993,12 @@ async fn key_forms(probe: &McpProbe) -> PointReport {
             checks.add(
                 Grade::should(section::ERRORS),
                 format!("{step} is refused with the file's bad-key code (mcp.errors.bad_key)"),
-                seen.read
-                    .code
-                    .as_ref()
-                    .is_some_and(|c| bad_codes.contains(c)),
+                seen.read.told_refused()
+                    && seen
+                        .read
+                        .code
+                        .as_ref()
+                        .is_some_and(|c| bad_codes.contains(c)),
                 format!("{bad_codes:?}"),
                 probe.describe(&seen),
                 &[seen.id],
@@ -1014,6 +1017,44 @@ async fn key_forms(probe: &McpProbe) -> PointReport {
     PointReport::covered(NAME, TITLE, checks.0)
 }
 
+/// Whether the provoked call was refused (the fault fired; `api_refused`: the API behind a
+/// wrapper answered it 400), with its sub-check: the refusal the agent is told as one. A refusal
+/// in a result not marked `isError` fired the fault, but the agent was told its call succeeded:
+/// that sub-check fails, and none passes on it.
+fn refused_as_told(
+    checks: &mut Checks,
+    probe: &McpProbe,
+    refused: &Seen,
+    api_refused: bool,
+) -> bool {
+    let unmarked = matches!(
+        refused.answer,
+        super::super::history::Answer::ToolResult {
+            is_error: false,
+            ..
+        }
+    );
+    if refused.read.flagged_success || (api_refused && unmarked) {
+        checks.add(
+            Grade::lab(),
+            "the refusal reaches the agent as one: an error result (isError) or a JSON-RPC error",
+            false,
+            "an error result or a JSON-RPC error",
+            probe.describe(refused),
+            &[refused.id],
+        );
+        return true;
+    }
+    checks.add(
+        Grade::lab(),
+        "the fault fired: the provoked call is refused",
+        refused.read.refused,
+        "an error result or a JSON-RPC error",
+        probe.describe(refused),
+        &[refused.id],
+    )
+}
+
 async fn error_then_corrected(probe: &McpProbe) -> PointReport {
     const NAME: &str = "error-then-corrected";
     const TITLE: &str =
@@ -1024,6 +1065,7 @@ async fn error_then_corrected(probe: &McpProbe) -> PointReport {
     let mut bad = fields.clone();
     bad.extend(probe.target.errors.validation.clone());
     let key = probe.intention_key();
+    let mark = probe.upstream.as_ref().map(|api| api.mark());
     probe.provoke_refusal();
     let refused = probe
         .send(
@@ -1036,14 +1078,17 @@ async fn error_then_corrected(probe: &McpProbe) -> PointReport {
         )
         .await;
     probe.settle_refusal();
-    let fired = checks.add(
-        Grade::lab(),
-        "the fault fired: the provoked call is refused",
-        refused.read.refused,
-        "an error result or a JSON-RPC error",
-        probe.describe(&refused),
-        &[refused.id],
-    );
+    // Behind a wrapper, the API's own 400 says the call was refused, whatever the result holds.
+    let api_refused = probe
+        .upstream
+        .as_ref()
+        .zip(mark)
+        .is_some_and(|(api, mark)| {
+            api.creates_since(mark)
+                .iter()
+                .any(|c| c.status() == Some(400))
+        });
+    let fired = refused_as_told(&mut checks, probe, &refused, api_refused);
     let after_refused = count_or_stop!(probe, checks, NAME, TITLE);
     checks.add(
         Grade::lab(),
