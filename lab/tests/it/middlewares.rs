@@ -308,6 +308,8 @@ fn check(running: &Running) -> Value {
         Some(expected_status),
         "exit status against the report's `passed`\nstderr: {stderr}"
     );
+    // Issue 46: every run's passed sub-checks say nothing a reader takes for a failure.
+    crate::reports::assert_passed_observed_says_no_failure(&report);
     report
 }
 
