@@ -617,12 +617,16 @@ fn a_grader_stopped_while_a_lost_reply_waits_does_not_say_the_client_cancelled()
         &folder.path().join("graded.sqlite"),
         &report_path,
     );
+    // `Child::wait` closes a stdin it still holds before waiting, which is the client leaving:
+    // the client keeps its side open until the grader has exited.
+    let stdin = child.stdin.take();
     let killed = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
         .unwrap();
     assert!(killed.success());
     assert!(child.wait().unwrap().success());
+    drop(stdin);
     let report = std::fs::read_to_string(&report_path).unwrap();
     assert!(
         report.contains(
@@ -638,7 +642,6 @@ fn a_grader_stopped_while_a_lost_reply_waits_does_not_say_the_client_cancelled()
     );
     assert!(!report.contains("timed out at the client"), "{report}");
     assert!(!report.contains("the client cancelled it"), "{report}");
-    drop(child.stdin.take());
 }
 
 /// A re-plan sent while the first reply is still held (the same fields, a new key) is that
