@@ -757,8 +757,8 @@ async fn answered_at_root(probe: &Probe, counting: bool) -> Option<usize> {
     if counting {
         let service = &probe.target.service;
         let root = Counter {
-            probe,
             wire: Wire::new(&service.host, service.port, "", service.timeout),
+            ..Counter::new(probe)
         };
         return root.by_request().await.ok()?.1.last().copied();
     }
@@ -852,7 +852,7 @@ pub(super) struct Counter<'p> {
     listed: std::sync::Mutex<Option<Value>>,
     /// Each caller's own count at the last read, when the count is read as each caller
     /// (`count.request.caller = "each"`); empty otherwise.
-    parts: Vec<i64>,
+    parts: std::sync::Mutex<Vec<i64>>,
 }
 
 impl<'p> Counter<'p> {
@@ -867,12 +867,18 @@ impl<'p> Counter<'p> {
                 service.timeout,
             ),
             listed: std::sync::Mutex::new(None),
-            parts: Vec::new(),
+            parts: std::sync::Mutex::new(Vec::new()),
         }
     }
 
     /// What the last count by request listed (every caller's lists, in one list); `None` when
     /// the count is not a listing.
+    /// Each caller's own count at the last read (`count.request.caller = "each"`); empty
+    /// otherwise.
+    fn parts(&self) -> Vec<i64> {
+        self.parts.lock().map(|p| p.clone()).unwrap_or_default()
+    }
+
     pub(super) fn listing(&self) -> Option<Value> {
         self.listed.lock().ok()?.clone()
     }
@@ -909,7 +915,7 @@ impl<'p> Counter<'p> {
         caller: usize,
         created: &Created,
     ) -> Proved<i64> {
-        let parts_before = self.parts.clone();
+        let parts_before = self.parts();
         let mut seen = Vec::new();
         let mut after = before;
         for attempt in 0..4 {
@@ -954,7 +960,7 @@ impl<'p> Counter<'p> {
         before: &[i64],
         created: &Created,
     ) -> Proved<()> {
-        let after = &self.parts;
+        let after = &self.parts();
         if before.len() != after.len() || after.get(caller).is_none_or(|n| *n <= before[caller]) {
             return Ok(());
         }
@@ -1032,7 +1038,7 @@ impl<'p> Counter<'p> {
     }
 
     /// The count, the field it proves, and the exchanges it took.
-    async fn count(&mut self) -> Proved<(i64, &'static str, Vec<usize>)> {
+    async fn count(&self) -> Proved<(i64, &'static str, Vec<usize>)> {
         let (field, _) = self.field();
         match &self.probe.target.count {
             Count::Request { .. } => {
@@ -1079,7 +1085,7 @@ impl<'p> Counter<'p> {
     }
 
     /// The count by the file's request, sent as each caller it names, recorded.
-    async fn by_request(&mut self) -> Proved<(i64, Vec<usize>)> {
+    async fn by_request(&self) -> Proved<(i64, Vec<usize>)> {
         let Count::Request {
             request,
             pointer,
@@ -1145,8 +1151,10 @@ impl<'p> Counter<'p> {
         if let Ok(mut last) = self.listed.lock() {
             *last = listed.map(Value::Array);
         }
-        if *callers == CountCallers::Each {
-            self.parts = parts;
+        if *callers == CountCallers::Each
+            && let Ok(mut last) = self.parts.lock()
+        {
+            *last = parts;
         }
         Ok((total, exchanges))
     }
@@ -1540,14 +1548,22 @@ async fn replay_marks(probe: &Probe, calibration: &mut Calibration, first: &Crea
         Replay::Header { value: None, .. } => "replay.header",
         Replay::Header { .. } => "replay.header, replay.value",
     };
+    let first_read = probe.read(&first.seen.answer, false);
+    // With a `[read]`, the effect as it was: a retry that rewrote it was no replay.
+    let content = super::content::content_of(probe, &first_read).await;
     let mut retry = first.call.clone();
     retry.step = "calibration: the first create again, same key and body".to_owned();
     let seen = probe.send(POINT, &retry).await;
     let read = probe.read(&seen.answer, false);
+    let rewritten = matches!(
+        super::content::since(probe, &content).await,
+        super::content::Since::Changed(_)
+    );
     // Named by the identity whatever the status: a replay answered with a status the file does
-    // not list as a success (a 200 where a first create is a 201) is still a replay.
-    let replayed = probe.identity_in(&seen.answer).as_deref() == Some(first.identity.as_str());
-    let first_read = probe.read(&first.seen.answer, false);
+    // not list as a success (a 200 where a first create is a 201) is still a replay; one that
+    // changed the effect's content is the points' finding, not a replay.
+    let replayed =
+        !rewritten && probe.identity_in(&seen.answer).as_deref() == Some(first.identity.as_str());
     let mark = read.marked_replay == Some(true);
     // A mark the first answer carries as well marks nothing, unless it is a value the file
     // names: a first answer marked with it is the service's finding (the replay point's).
@@ -1578,7 +1594,8 @@ fn mark_missed(probe: &Probe, first: &Created, seen: &Seen) -> Stop {
     let (first_status, status) = (first.seen.answer.status(), seen.answer.status());
     let said = format!(
         "the first create (#{}, answered {}) sent again with its key and body (#{}) was \
-         replayed: it names the first effect {} and answered {}",
+         replayed (or its effect written again in place, which a [read] would tell): it names \
+         the first effect {} and answered {}",
         first.seen.id,
         first_status.map_or("nothing".to_owned(), |s| s.to_string()),
         seen.id,

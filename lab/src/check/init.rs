@@ -131,6 +131,7 @@ fn guess_key(base_url: &str) -> Result<KeyGuess> {
         base_url: Some(base_url.to_owned()),
         // The command line has already held the URL to loopback unless --allow-remote.
         allow_remote: true,
+        upstream_port: None,
     };
     let text = starting_file(base_url, &KeyGuess::untold(String::new()));
     let mut target = match Target::parse(&text, Path::new("--init"), &overrides) {

@@ -235,6 +235,7 @@ fn check(content: &str, plant: Plant) -> lab::Result<Report> {
     let overrides = Overrides {
         base_url: Some(start(plant)),
         allow_remote: false,
+        upstream_port: None,
     };
     let target = Target::parse(content, Path::new("callers.toml"), &overrides)?;
     lab::check::run(target)

@@ -45,6 +45,7 @@ fn check_report(file: &str, bugs: Bugs) -> Report {
     let overrides = Overrides {
         base_url: Some(start_shop(bugs)),
         allow_remote: false,
+        upstream_port: None,
     };
     let target = Target::parse(file, Path::new("shop.toml"), &overrides).unwrap();
     lab::check::run(target).unwrap()

@@ -615,13 +615,13 @@ fn a_replay_header_no_answer_carried_is_reported_as_the_target_files_fault() {
     let Some(service) = start(&[]) else {
         return;
     };
-    // The service replays without marking it: once its retries have replayed, a declared mark
-    // no answer carried can only be the file's, so nothing is graded (exit 2).
+    // The service replays without that mark: the calibration's own replay lacks it, so the
+    // mark can only be the file's mistake, and nothing is graded (exit 2).
     let message = mismatch(&service, &[], "\n[replay]\nheader = \"X-Replayed-Here\"\n");
     assert!(
         message.contains("replay.header")
             && message.contains("X-Replayed-Here")
-            && message.contains("the file is at fault"),
+            && message.contains("was replayed"),
         "{message}"
     );
 }
