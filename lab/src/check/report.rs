@@ -354,14 +354,9 @@ impl Report {
     }
 }
 
-impl fmt::Display for Report {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "lab check --target {} ({})", self.target, self.base_url)?;
-        writeln!(f, "Graded against {}.", self.graded_against)?;
-        writeln!(f)?;
-        if !self.calibration.steps.is_empty() {
-            writeln!(f, "{}", self.calibration)?;
-        }
+impl Report {
+    /// The summary: one line per point, its verdict and its tallies.
+    fn summary_table(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let width = self
             .points
             .iter()
@@ -393,6 +388,19 @@ impl fmt::Display for Report {
                 fraction(sh_ok, sh_all)
             )?;
         }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "lab check --target {} ({})", self.target, self.base_url)?;
+        writeln!(f, "Graded against {}.", self.graded_against)?;
+        writeln!(f)?;
+        if !self.calibration.steps.is_empty() {
+            writeln!(f, "{}", self.calibration)?;
+        }
+        self.summary_table(f)?;
         writeln!(f)?;
         for point in &self.points {
             let ids = format!("[{}]", point.promises.join(", "));

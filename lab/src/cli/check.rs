@@ -132,6 +132,33 @@ pub fn exec(args: &CheckArgs) -> lab::Result<Finished> {
     })
 }
 
+/// `--init URL`: the starting file, written from the service's answers to a probe of its own.
+fn init(args: &CheckArgs, file: &std::path::Path, url: &str) -> lab::Result<Finished> {
+    if args.json || args.target.url.is_some() || args.upstream_port.is_some() || reports(args) {
+        return Err(bad_arguments(
+            "--init writes a file and checks nothing: no --json, --url, --junit, --html or \
+             --upstream-port",
+        ));
+    }
+    if !args.allow_remote {
+        value::loopback_url(url).map_err(|problem| Error::InputInvalid {
+            subject: "--init".to_owned(),
+            problem: format!("{url}: {problem} (another host needs --allow-remote)"),
+        })?;
+    }
+    let key = lab::check::init::write(file, url)?;
+    eprintln!(
+        "wrote {}: fit it to your service, then run lab check --target {}",
+        file.display(),
+        file.display()
+    );
+    eprintln!(
+        "key.form = \"{}\" from --init's probe: {}",
+        key.form, key.why
+    );
+    Ok(Finished::Succeeded)
+}
+
 /// `lab check --target FILE`: validates the file (and the options) before anything is sent,
 /// runs every point, prints the report.
 fn check_target(args: &CheckArgs, file: &std::path::Path) -> lab::Result<Finished> {
@@ -155,29 +182,7 @@ fn check_target(args: &CheckArgs, file: &std::path::Path) -> lab::Result<Finishe
         )));
     }
     if let Some(url) = &args.init {
-        if args.json || args.target.url.is_some() || args.upstream_port.is_some() || reports(args) {
-            return Err(bad_arguments(
-                "--init writes a file and checks nothing: no --json, --url, --junit, --html or \
-                 --upstream-port",
-            ));
-        }
-        if !args.allow_remote {
-            value::loopback_url(url).map_err(|problem| Error::InputInvalid {
-                subject: "--init".to_owned(),
-                problem: format!("{url}: {problem} (another host needs --allow-remote)"),
-            })?;
-        }
-        let key = lab::check::init::write(file, url)?;
-        eprintln!(
-            "wrote {}: fit it to your service, then run lab check --target {}",
-            file.display(),
-            file.display()
-        );
-        eprintln!(
-            "key.form = \"{}\" from --init's probe: {}",
-            key.form, key.why
-        );
-        return Ok(Finished::Succeeded);
+        return init(args, file, url);
     }
     if let Some(server) = &args.init_mcp {
         return init_mcp(args, file, server);
