@@ -314,13 +314,24 @@ pub async fn calibrate(probe: &Probe) -> Proved<Calibration> {
     now = super::naming::names_the_effect(probe, &mut calibration, &counter, now, &first, &second)
         .await?;
     let mut others = Vec::new();
+    let mut marks = None;
+    let api_mark = || {
+        probe
+            .upstream
+            .as_ref()
+            .map(super::upstream::UpstreamApi::mark)
+    };
     for caller in 1..probe.target.callers.len() {
+        let mark = api_mark();
         let seen = created(probe, &mut calibration, caller, "a create").await?;
+        if caller == 1 {
+            marks = mark.zip(api_mark());
+        }
         now = counter.rose(&mut calibration, now, caller, &seen).await?;
         others.push(seen);
     }
     let _ = now;
-    callers_apart(probe, &mut calibration, others.first()).await;
+    callers_apart(probe, &mut calibration, others.first(), marks).await;
     replay_marks(probe, &mut calibration, &first).await?;
     other_endpoint(probe, &mut calibration).await?;
     provocations(probe, &mut calibration).await?;
@@ -1443,12 +1454,29 @@ fn provocation_missed(
 /// as the first caller, shows it when the owner is answered and the other refused. Otherwise
 /// nothing the file describes can tell a leak from two names for one caller, and the scope
 /// point is not covered. Never stops the calibration: the other points do not rest on it.
-async fn callers_apart(probe: &Probe, calibration: &mut Calibration, second: Option<&Created>) {
+async fn callers_apart(
+    probe: &Probe,
+    calibration: &mut Calibration,
+    second: Option<&Created>,
+    marks: Option<(usize, usize)>,
+) {
     if matches!(calibration.callers, Callers::Apart(_)) {
         return;
     }
     let callers = &probe.target.callers;
     let (a, b) = (&callers[0].name, &callers[1].name);
+    let at_api = match (&probe.upstream, marks) {
+        (Some(api), Some(marks)) => match api.callers_apart((a, b), marks) {
+            Ok(how) => {
+                let ids: Vec<usize> = second.iter().map(|c| c.seen.id).collect();
+                calibration.held("callers-apart", "upstream.tokens", how.clone(), &ids);
+                calibration.callers = Callers::Apart(how);
+                return;
+            }
+            Err(seen) => format!("; {seen}"),
+        },
+        _ => String::new(),
+    };
     let request = probe.target.read.as_ref().and_then(|r| r.request.as_ref());
     let read = match (request, second) {
         (Some(request), Some(created)) => match read_apart(probe, request, created).await {
@@ -1481,10 +1509,11 @@ async fn callers_apart(probe: &Probe, calibration: &mut Calibration, second: Opt
         "The calibration could not prove that the service takes {a} and {b} for two callers \
          (two names in [[callers]] may be one caller to it: one token under another header \
          name, or a header it ignores), so a reply to {b} naming {a}'s effect would prove no \
-         leak: {count}{read}. To check that keys are scoped by caller, count with a list that \
-         shows each caller its own effects (count.request with caller = \"each\"), or declare \
-         a read by identity that the service answers only to the effect's own caller \
-         (read.request), and give each caller in [[callers]] its own credentials"
+         leak: {count}{read}{at_api}. To check that keys are scoped by caller, count with a \
+         list that shows each caller its own effects (count.request with caller = \"each\"), \
+         or declare a read by identity that the service answers only to the effect's own \
+         caller (read.request), and give each caller in [[callers]] its own credentials \
+         (behind [upstream], the token upstream.tokens names for it)"
     ));
 }
 

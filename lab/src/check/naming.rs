@@ -18,11 +18,15 @@ use super::target::{Count, Identity};
 
 /// The answers the calibration's creates got, as JSON, to find the pointer that behaves as an
 /// identity when the file's does not.
-struct Answers {
-    first: Value,
-    second: Value,
-    replay: Option<Value>,
-    twins: Option<(Value, Value)>,
+pub(super) struct Answers {
+    /// The first create's answer.
+    pub first: Value,
+    /// The second create's answer.
+    pub second: Value,
+    /// The first create's replay's answer, when it was sent and named something.
+    pub replay: Option<Value>,
+    /// The answers of two creates with new keys and identical fields.
+    pub twins: Option<(Value, Value)>,
 }
 
 /// A scalar's text as the identity is read: a string as it is, a number as written.
@@ -58,7 +62,7 @@ pub fn mentions(value: &Value, identity: &str) -> bool {
 impl Answers {
     /// The first answer's pointers whose value differs between any two effects, is the same on
     /// a replay, and (given a listing) is one the listing holds; id-like names first.
-    fn identities(&self, listing: Option<&Value>, but: &str) -> Vec<String> {
+    pub(super) fn identities(&self, listing: Option<&Value>, but: &str) -> Vec<String> {
         let mut all = Vec::new();
         scalars(&self.first, String::new(), 0, &mut all);
         let at = |json: &Value, p: &str| json.pointer(p).and_then(text);

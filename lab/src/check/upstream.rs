@@ -988,6 +988,73 @@ impl UpstreamApi {
         self.since(0)
     }
 
+    /// Whose token `request` arrived with: `Some(Ok(name))` for a token `upstream.tokens` names,
+    /// `Some(Err(()))` for one it does not, `None` when the token header is absent. The header is
+    /// `upstream.token_header`, else `Authorization` with or without its `Bearer ` scheme.
+    pub fn token_of(&self, request: &UpstreamRequest) -> Option<Result<String, ()>> {
+        let header = self.spec.token_header.as_deref().unwrap_or("authorization");
+        let sent = *request.header(header).first()?;
+        let token = match sent.get(..7) {
+            Some(scheme) if scheme.eq_ignore_ascii_case("bearer ") => &sent[7..],
+            _ => sent,
+        };
+        Some(
+            self.spec
+                .tokens
+                .iter()
+                .find(|(_, t)| t == token.trim())
+                .map(|(name, _)| name.clone())
+                .ok_or(()),
+        )
+    }
+
+    /// Whether the wrapper passed two of its callers on to the API as two callers, which the lab
+    /// sees because it serves the API: every create before `marks.0` (sent as the first caller)
+    /// arrived with one caller's token of `upstream.tokens`, and every create from `marks.0` to
+    /// `marks.1` (sent as the second) with another caller's. `Ok` with the proof in words; `Err` with what arrived otherwise.
+    ///
+    /// # Errors
+    /// What the creates arrived with, when it does not prove the two apart.
+    pub fn callers_apart(
+        &self,
+        names: (&str, &str),
+        marks: (usize, usize),
+    ) -> Result<String, String> {
+        let all = self.all();
+        let first = all.get(..marks.0).unwrap_or_default();
+        let second = all.get(marks.0..marks.1).unwrap_or_default();
+        let arrived = |requests: &[UpstreamRequest], who: &str| -> Result<String, String> {
+            let tokens: std::collections::BTreeSet<Option<Result<String, ()>>> = requests
+                .iter()
+                .filter(|r| r.is_create())
+                .map(|r| self.token_of(r))
+                .collect();
+            match Vec::from_iter(tokens).as_slice() {
+                [] => Err(format!("no create sent as {who} reached the API")),
+                [Some(Ok(name))] => Ok(name.clone()),
+                [None] => Err(format!("{who}'s creates reached the API with no token")),
+                [Some(Err(()))] => Err(format!(
+                    "{who}'s creates reached the API with a token upstream.tokens does not name"
+                )),
+                _ => Err(format!(
+                    "{who}'s creates reached the API with several tokens"
+                )),
+            }
+        };
+        let (a, b) = names;
+        let (x, y) = (arrived(first, a)?, arrived(second, b)?);
+        if x == y {
+            return Err(format!(
+                "the creates sent as {a} and as {b} both reached the API with {x}'s token: \
+                 the wrapper passed them on as one caller"
+            ));
+        }
+        Ok(format!(
+            "{a}'s creates reached the API (which the lab serves) with {x}'s token of \
+             upstream.tokens, and {b}'s with {y}'s: the API takes them for two callers"
+        ))
+    }
+
     /// The tickets in the API's store, asked directly (not through the recorder).
     ///
     /// # Errors

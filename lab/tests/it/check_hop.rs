@@ -14,7 +14,7 @@ use lab::serde_json::Value;
 
 use crate::check_mcp::{
     check_json, compare_with_the_book, compare_with_the_pinned_findings, findings, fitted, python,
-    verdicts,
+    verdict, verdicts,
 };
 use crate::repository_root;
 
@@ -152,6 +152,64 @@ fn each_planted_wrapper_bug_fails_the_hop_point_that_catches_it_and_the_wrapper_
             );
         }
     }
+}
+
+/// Issue 46: behind `[upstream]` the lab serves the API, so it sees whose token each create
+/// arrived with. Callers whose creates arrive with two callers' tokens are proved apart and the
+/// scope point is graded; callers whose creates arrive with one token are one caller to the API,
+/// and the scope point is NOT COVERED, saying what arrived, never a leak.
+#[test]
+fn the_api_the_lab_serves_proves_the_callers_apart_by_the_tokens_that_arrive() {
+    let Some(python) = python(
+        "check_hop::the_api_the_lab_serves_proves_the_callers_apart_by_the_tokens_that_arrive",
+    ) else {
+        return;
+    };
+    let folder = tempfile::tempdir().unwrap();
+    let report = planted(&python, "none", folder.path(), &[]);
+    assert_eq!(verdict(&report, "scope"), "PASS", "{report:#}");
+    let steps = report["calibration"]["steps"].as_array().unwrap();
+    let apart = steps
+        .iter()
+        .find(|s| s["name"] == "callers-apart")
+        .unwrap_or_else(|| panic!("no callers-apart step: {steps:#?}"));
+    assert_eq!(apart["field"], "upstream.tokens", "{apart:#}");
+    let detail = apart["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("alice's token") && detail.contains("bob's"),
+        "{detail}"
+    );
+
+    let wrapper = repository_root().join("lab/tests/wrappers/planted/wrapper.py");
+    let one_token = fitted(
+        "lab/tests/wrappers/planted/target.toml",
+        &[
+            ("\"python3\"", &format!("{:?}", python.to_str().unwrap())),
+            (
+                "\"wrapper.py\"",
+                &format!("{:?}", wrapper.to_str().unwrap()),
+            ),
+            // Bob differs from alice by an environment variable the wrapper never reads.
+            (
+                "args = [\"--token\", \"bob-token\"]",
+                "args = [\"--token\", \"alice-token\"]\nenv = { UNREAD_BY_THE_WRAPPER = \"bob\" }",
+            ),
+        ],
+        folder.path(),
+    );
+    let report = check_json(&one_token, &[]);
+    let scope = report["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "scope")
+        .unwrap();
+    assert_eq!(scope["verdict"], "NOT_COVERED", "{report:#}");
+    let reason = scope["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("both reached the API with alice's token") && !reason.contains("LEAK"),
+        "{reason}"
+    );
 }
 
 /// With `upstream.wrapper_timeout_ms`, the API does the work and answers past the wrapper's own

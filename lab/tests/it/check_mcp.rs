@@ -296,6 +296,53 @@ fn planted(python: &Path, bug: &str, folder: &Path) -> Value {
     report
 }
 
+/// Issue 46: an identity read at a value each result has of its own (a request id, new on a
+/// replay too) is refused before any point, from `structuredContent` or from the text, naming
+/// the field and the pointer that held still; while a server whose replay names another ticket,
+/// the same one each time, is graded (`replays-other-id` above fails the replay point).
+#[test]
+fn an_mcp_identity_at_a_request_id_is_refused_before_any_point() {
+    let Some(python) =
+        python("check_mcp::an_mcp_identity_at_a_request_id_is_refused_before_any_point")
+    else {
+        return;
+    };
+    let folder = tempfile::tempdir().unwrap();
+    let server = repository_root().join("lab/tests/mcp-servers/planted/server.py");
+    for (identity, advice) in [
+        ("structured_pointer = \"/request_id\"", "\"/ticket_id\""),
+        ("text_regex = '\"request_id\": \"(req-[0-9a-f]+)\"'", ""),
+    ] {
+        let file = fitted(
+            "lab/tests/mcp-servers/planted/target.toml",
+            &[
+                ("\"python3\"", &format!("{:?}", python.to_str().unwrap())),
+                ("\"server.py\"", &format!("{:?}", server.to_str().unwrap())),
+                (
+                    "\"--bug\", \"none\"",
+                    "\"--bug\", \"none\", \"--request-ids\"",
+                ),
+                ("structured_pointer = \"/ticket_id\"", identity),
+            ],
+            folder.path(),
+        );
+        let output = Command::new(LAB)
+            .args(["check", "--target"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        let stderr = text(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{identity}: {stderr}");
+        let field = identity.split(' ').next().unwrap();
+        assert!(
+            stderr.contains(&format!("mcp.identity.{field}"))
+                && stderr.contains("a value each result has of its own")
+                && stderr.contains(advice),
+            "{identity}: {stderr}"
+        );
+    }
+}
+
 /// Compares `text` with the book's `src/mcp/NAME`, which the MCP chapter includes; the test
 /// fails when a fresh run says otherwise. `LAB_BLESS=1` rewrites it.
 pub(crate) fn compare_with_the_book(text: &str, name: &str) {

@@ -14,6 +14,7 @@ use super::super::calibration::{
     Calibration, Callers, POINT, Stop, id_pointers, is_uuid, trimmed, uuid_key,
 };
 use super::super::history::Answer;
+use super::super::naming::Answers;
 use super::super::upstream::{UpstreamApi, key_elsewhere};
 use super::probe::{KeyArg, McpProbe, Seen, ToolCall, api_error_status};
 use super::target::{McpCount, McpIdentity, McpTransport};
@@ -62,12 +63,19 @@ pub async fn calibrate(probe: &McpProbe) -> Proved<Calibration> {
         &[first.0.id, second.0.id],
     );
     now = rose(probe, &mut calibration, now, 0, &second).await?;
-    now = names_the_effect(probe, &mut calibration, now, (&first_call, &first)).await?;
+    now = names_the_effect(probe, &mut calibration, now, (&first_call, &first), &second).await?;
+    let mut marks = None;
+    let api_mark = || probe.upstream.as_ref().map(UpstreamApi::mark);
     for caller in 1..probe.target.callers.len() {
+        let mark = api_mark();
         let seen = create(probe, &mut calibration, caller, "a create").await?;
+        if caller == 1 {
+            marks = mark.zip(api_mark());
+        }
         now = rose(probe, &mut calibration, now, caller, &seen).await?;
     }
     let _ = now;
+    unproved_callers(probe, &mut calibration, marks);
     validation(probe, &mut calibration).await?;
     calibration.passed = true;
     Ok(calibration)
@@ -121,23 +129,60 @@ async fn callers_apart(
         return Err(Stop::mismatch(
             format!("mcp.callers[{}]", rose[1]),
             format!(
-                "{a}'s create (#{id}, naming {}) shows in {other}'s list as well as in {a}'s                  (mcp.count.tool.caller = \"each\" reads each caller's own list): to the                  server, {a} and {other} are one caller. Give each caller in [[mcp.callers]]                  credentials of its own that the server tells apart; if it has no callers of                  its own, name one caller only",
+                "{a}'s create (#{id}, naming {}) shows in {other}'s list as well as in {a}'s \
+                 (mcp.count.tool.caller = \"each\" reads each caller's own list): to the \
+                 server, {a} and {other} are one caller. Give each caller in [[mcp.callers]] \
+                 credentials of its own that the server tells apart; if it has no callers of \
+                 its own, name one caller only",
                 first.1
             ),
         ));
     }
     if rose == [0] {
         let how = format!(
-            "{a}'s create (#{id}) shows in {a}'s own list and not in {b}'s              (mcp.count.tool.caller = \"each\"): the server tells them apart"
+            "{a}'s create (#{id}) shows in {a}'s own list and not in {b}'s \
+             (mcp.count.tool.caller = \"each\"): the server tells them apart"
         );
         calibration.held("callers-apart", "[[mcp.callers]]", how.clone(), &[id]);
         calibration.callers = Callers::Apart(how);
-        return Ok(());
     }
-    calibration.callers = Callers::Unproved(format!(
-        "The calibration could not prove that the server takes {a} and {b} for two callers          (two names in [[mcp.callers]] may be one caller to it: a token it ignores, the same          credentials under another name), so a result to {b} naming {a}'s effect would prove          no leak: the count sees every caller's effects alike. To check that keys are scoped          by caller, count with a tool that lists each caller's own effects          (mcp.count.tool.caller = \"each\"), and give each caller its own credentials"
-    ));
     Ok(())
+}
+
+/// When the sessions' own lists did not tell the first two callers apart: the proof the API the
+/// lab serves gives (`[upstream]`: the two callers' creates arrived with two callers' tokens),
+/// or the scope point's reason to stay uncovered. `marks` bound the second caller's creates in
+/// the API's record.
+fn unproved_callers(
+    probe: &McpProbe,
+    calibration: &mut Calibration,
+    marks: Option<(usize, usize)>,
+) {
+    let callers = &probe.target.callers;
+    if callers.len() < 2 || matches!(calibration.callers, Callers::Apart(_)) {
+        return;
+    }
+    let (a, b) = (&callers[0].name, &callers[1].name);
+    let at_api = match (&probe.upstream, marks) {
+        (Some(api), Some(marks)) => match api.callers_apart((a, b), marks) {
+            Ok(how) => {
+                calibration.held("callers-apart", "upstream.tokens", how.clone(), &[]);
+                calibration.callers = Callers::Apart(how);
+                return;
+            }
+            Err(seen) => format!("; {seen}"),
+        },
+        _ => String::new(),
+    };
+    calibration.callers = Callers::Unproved(format!(
+        "The calibration could not prove that the server takes {a} and {b} for two callers \
+         (two names in [[mcp.callers]] may be one caller to it: a token it ignores, the same \
+         credentials under another name), so a result to {b} naming {a}'s effect would prove \
+         no leak: the count sees every caller's effects alike{at_api}. To check that keys are \
+         scoped by caller, count with a tool that lists each caller's own effects \
+         (mcp.count.tool.caller = \"each\"), and give each caller its own credentials \
+         (behind [upstream], the token upstream.tokens names for it)"
+    ));
 }
 
 fn identity_field(probe: &McpProbe) -> &'static str {
@@ -303,24 +348,12 @@ fn unauthorized(
         .find(|r| matches!(r.status(), Some(401 | 403)))?;
     let status = refused.status().unwrap_or_default();
     let who = &probe.target.callers[caller].name;
-    let header = api
-        .spec
-        .token_header
-        .as_deref()
-        .unwrap_or("authorization")
-        .to_ascii_lowercase();
-    let sent = refused
-        .headers
-        .iter()
-        .find(|(name, _)| *name == header)
-        .map(|(_, value)| value.trim_start_matches("Bearer ").to_owned());
-    let arrived = match sent {
-        None => format!("no {header} header arrived"),
-        Some(token) => match api.spec.tokens.iter().find(|(_, t)| *t == token) {
-            Some((name, _)) if name == who => format!("{who}'s token arrived"),
-            Some((name, _)) => format!("{name}'s token arrived, not {who}'s"),
-            None => "a token upstream.tokens does not name arrived".to_owned(),
-        },
+    let header = api.spec.token_header.as_deref().unwrap_or("authorization");
+    let arrived = match api.token_of(&refused) {
+        None => format!("no {} header arrived", header.to_ascii_lowercase()),
+        Some(Ok(name)) if name == *who => format!("{who}'s token arrived"),
+        Some(Ok(name)) => format!("{name}'s token arrived, not {who}'s"),
+        Some(Err(())) => "a token upstream.tokens does not name arrived".to_owned(),
     };
     let field = credentials_field(probe, caller);
     Some(Stop::mismatch(
@@ -562,37 +595,9 @@ async fn names_the_effect(
     calibration: &mut Calibration,
     now: i64,
     (first_call, first): (&ToolCall, &(Seen, String)),
+    second: &(Seen, String),
 ) -> Proved<i64> {
-    let field = identity_field(probe);
-    let mut now = now;
-    if let KeyArg::Key(_) = first_call.key {
-        let mut again = first_call.clone();
-        again.step = "calibration: the first create again, same key and arguments".to_owned();
-        let seen = probe.send(POINT, &again).await;
-        if let Some(named) = seen.read.identity.clone().filter(|_| seen.read.success) {
-            let same = named == first.1;
-            let after = settled(probe, now, |n| same || n != now).await?;
-            if !same && after == now {
-                return Err(Stop::mismatch(
-                    field,
-                    format!(
-                        "a replay of #{} (same key, same arguments) made no new effect, counted, \
-                         yet #{} named {named:?}, not {:?}: the identity read so is a value each \
-                         result has of its own (a request id, a time). Name what identifies the \
-                         created thing",
-                        first.0.id, seen.id, first.1
-                    ),
-                ));
-            }
-            calibration.held(
-                "identity-replayed",
-                field,
-                format!("a replay (same key and arguments) names {named}"),
-                &[first.0.id, seen.id],
-            );
-            now = after;
-        }
-    }
+    let (now, replayed) = replay(probe, now, first_call, first).await?;
     let fields = probe.fresh_fields();
     let mut twins = Vec::new();
     for which in ["first", "second"] {
@@ -602,32 +607,213 @@ async fn names_the_effect(
             &fields,
         );
         let seen = probe.send(POINT, &call).await;
-        twins.extend(seen.read.identity.clone().map(|named| (seen.id, named)));
+        if let Some(named) = seen.read.identity.clone() {
+            twins.push((seen, named));
+        }
     }
     let after = settled(probe, now, |n| n >= now + 2).await?;
+    let answers = Answers {
+        first: structured(&first.0),
+        second: structured(&second.0),
+        replay: replayed.as_ref().map(|r| structured(r.seen())),
+        twins: match twins.as_slice() {
+            [a, b] => Some((structured(&a.0), structured(&b.0))),
+            _ => None,
+        },
+    };
     if let [(a, named), (b, other)] = twins.as_slice() {
-        if named == other && after - now == 2 {
+        judge_twins(
+            probe,
+            calibration,
+            &answers,
+            (a.id, named),
+            (b.id, other),
+            after - now,
+        )?;
+    }
+    if let Some(replayed) = &replayed {
+        judge_replay(probe, calibration, &answers, first, replayed)?;
+    }
+    Ok(after)
+}
+
+/// The result's `structuredContent`, `null` without one.
+fn structured(seen: &Seen) -> Value {
+    match &seen.answer {
+        Answer::ToolResult { body, .. } => serde_json::from_str::<Value>(body)
+            .ok()
+            .and_then(|result| result.get("structuredContent").cloned())
+            .unwrap_or_default(),
+        _ => Value::Null,
+    }
+}
+
+/// What the first call sent again (same key and arguments) named.
+enum Replayed {
+    /// The first effect's identity again.
+    Same(Seen),
+    /// Another value, with a new effect counted: the server does not hold the key.
+    NewEffect(Seen),
+    /// Another value with no new effect; `stable`: a third send named that value again, which
+    /// a value each result has of its own (a request id, a time) would not.
+    Other { seen: Seen, stable: bool },
+}
+
+impl Replayed {
+    fn seen(&self) -> &Seen {
+        match self {
+            Replayed::Same(seen) | Replayed::NewEffect(seen) | Replayed::Other { seen, .. } => seen,
+        }
+    }
+}
+
+/// The first call sent again, when it carries a key and the server answers it with an
+/// identity; the count after.
+async fn replay(
+    probe: &McpProbe,
+    now: i64,
+    first_call: &ToolCall,
+    first: &(Seen, String),
+) -> Proved<(i64, Option<Replayed>)> {
+    let KeyArg::Key(_) = first_call.key else {
+        return Ok((now, None));
+    };
+    let mut again = first_call.clone();
+    again.step = "calibration: the first create again, same key and arguments".to_owned();
+    let seen = probe.send(POINT, &again).await;
+    let Some(named) = seen.read.identity.clone().filter(|_| seen.read.success) else {
+        return Ok((settled(probe, now, |_| true).await?, None));
+    };
+    let same = named == first.1;
+    let after = settled(probe, now, |n| same || n != now).await?;
+    if same {
+        return Ok((after, Some(Replayed::Same(seen))));
+    }
+    if after != now {
+        return Ok((after, Some(Replayed::NewEffect(seen))));
+    }
+    again.step = "calibration: the first create a third time, same key and arguments".to_owned();
+    let third = probe.send(POINT, &again).await;
+    let stable = third.read.identity.as_deref() == Some(named.as_str());
+    let after = settled(probe, now, |_| true).await?;
+    Ok((after, Some(Replayed::Other { seen, stable })))
+}
+
+/// Two new keys, identical arguments, two effects counted: two identities, or the identity
+/// names a value the arguments decide.
+fn judge_twins(
+    probe: &McpProbe,
+    calibration: &mut Calibration,
+    answers: &Answers,
+    (a, named): (usize, &String),
+    (b, other): (usize, &String),
+    made: i64,
+) -> Proved<()> {
+    let field = identity_field(probe);
+    if named != other {
+        calibration.held(
+            "identity-not-content",
+            field,
+            format!("two new keys with identical arguments name two effects: {named} and {other}"),
+            &[a, b],
+        );
+        return Ok(());
+    }
+    if made != 2 {
+        return Ok(());
+    }
+    Err(Stop::mismatch(
+        field,
+        format!(
+            "two calls with new keys and identical arguments (#{a} and #{b}) made two effects, \
+             counted, and both named {named:?}: a value the arguments decide (a title), not \
+             what identifies the created thing.{}",
+            advice(probe, answers)
+        ),
+    ))
+}
+
+/// A replay that made no new effect names the first effect. Another value is the file's fault
+/// when it changes from one replay to the next (a value each result has of its own), or when
+/// another pointer of `structuredContent` held one value per effect, the same on the replay:
+/// else it may be the server's replay that names another effect, which the points report.
+fn judge_replay(
+    probe: &McpProbe,
+    calibration: &mut Calibration,
+    answers: &Answers,
+    first: &(Seen, String),
+    replayed: &Replayed,
+) -> Proved<()> {
+    let field = identity_field(probe);
+    let (seen, how) = match replayed {
+        Replayed::Same(seen) => (
+            seen,
+            format!(
+                "a replay (same key and arguments) names the first effect again, {}",
+                first.1
+            ),
+        ),
+        Replayed::NewEffect(seen) => (
+            seen,
+            format!(
+                "a replay made a new effect, named {}: the server does not hold the key, which \
+                 the points report",
+                seen.read.identity.as_deref().unwrap_or_default()
+            ),
+        ),
+        Replayed::Other { seen, stable } => {
+            let held_by_another = match &probe.target.identity {
+                McpIdentity::Structured(pointer) => !answers.identities(None, pointer).is_empty(),
+                McpIdentity::Text(_) => false,
+            };
+            if *stable && !held_by_another {
+                return Ok(());
+            }
             return Err(Stop::mismatch(
                 field,
                 format!(
-                    "two calls with new keys and identical arguments (#{a} and #{b}) made two \
-                     effects, counted, and both named {named:?}: a value the arguments decide \
-                     (a title), not what identifies the created thing"
+                    "a replay of #{} (same key, same arguments) made no new effect, counted, \
+                     yet #{} named {:?}, not {:?}{}: the identity read so is a value each \
+                     result has of its own (a request id, a time). Name what identifies the \
+                     created thing.{}",
+                    first.0.id,
+                    seen.id,
+                    seen.read.identity.as_deref().unwrap_or_default(),
+                    first.1,
+                    if *stable {
+                        ""
+                    } else {
+                        ", and a third send named yet another"
+                    },
+                    advice(probe, answers)
                 ),
             ));
         }
-        if named != other {
-            calibration.held(
-                "identity-not-content",
-                field,
-                format!(
-                    "two new keys with identical arguments name two effects: {named} and {other}"
-                ),
-                &[*a, *b],
-            );
-        }
+    };
+    calibration.held("identity-replayed", field, how, &[first.0.id, seen.id]);
+    Ok(())
+}
+
+/// The pointers of `structuredContent` that behaved as an identity in every exchange, as
+/// advice; empty when none did or the identity is read from the text.
+fn advice(probe: &McpProbe, answers: &Answers) -> String {
+    let but = match &probe.target.identity {
+        McpIdentity::Structured(pointer) => pointer.as_str(),
+        McpIdentity::Text(_) => "",
+    };
+    let found: Vec<String> = answers
+        .identities(None, but)
+        .iter()
+        .map(|p| format!("{p:?}"))
+        .collect();
+    match found.first() {
+        None => String::new(),
+        Some(best) => format!(
+            " The pointers of structuredContent that held one value per effect, the same on a \
+             replay: {}. Set mcp.identity.structured_pointer = {best}",
+            found.join(", ")
+        ),
     }
-    Ok(after)
 }
 
 /// The count after a create rose by exactly one (read again a few times when it lags).
