@@ -324,8 +324,9 @@ async function setTheme(page, theme) {
   await page.evaluate((t) => localStorage.setItem('mdbook-theme', t), theme);
 }
 
-// Measures every pre, table, svg, figure and image of every chapter at each width and theme: an
-// element that scrolls sideways (scrollWidth > clientWidth) or reaches past the text column fails,
+// Measures every pre, table, svg, figure, image and embedded report (iframe) of every chapter at
+// each width and theme: an element that scrolls sideways (scrollWidth > clientWidth) or reaches
+// past the text column fails, and an iframe wider than the column by any amount fails,
 // named by page, width, theme and the element's first words. At 1280 px a listing whose lines wrap
 // fails; at 390 px a chart whose text is under MIN_CHART_TEXT_PX fails, unless it is hidden and
 // its table is shown instead.
@@ -345,7 +346,7 @@ async function overflowPass(page, names, screenshots) {
           const column = main.getBoundingClientRect();
           const problems = [];
           let count = 0;
-          const elements = main.querySelectorAll('pre, table, svg, figure, img');
+          const elements = main.querySelectorAll('pre, table, svg, figure, img, iframe');
           const seen = new Map();
           for (const el of elements) {
             // mdBook's own icons (copy button, header links) are not the book's figures.
@@ -357,12 +358,17 @@ async function overflowPass(page, names, screenshots) {
             const box = el.getBoundingClientRect();
             if (box.width === 0 && box.height === 0) continue;
             count += 1;
-            const words = (el.getAttribute('aria-label') ?? el.textContent ?? el.getAttribute('src') ?? '')
+            const words = (el.getAttribute('aria-label') ?? el.getAttribute('title') ?? el.textContent ?? el.getAttribute('src') ?? '')
               .trim().replace(/\s+/g, ' ').slice(0, 50);
             const what = `${tag} ${n} ("${words}")`;
             // mdBook's code element scrolls inside its pre, so both are measured.
             const scroller = [el, ...(tag === 'pre' ? el.querySelectorAll(':scope > code') : [])]
               .find((e) => e.clientWidth > 0 && e.scrollWidth > e.clientWidth + 1);
+            // An embedded report page: its frame, borders included, within the column's width
+            // (a width of 100% plus a border once drew it 2 px past the column).
+            if (tag === 'iframe' && box.width > column.width) {
+              problems.push(`${what} is wider than the text column: ${box.width} px, column ${column.width} px`);
+            }
             if (scroller) {
               problems.push(`${what} scrolls sideways: scrollWidth ${scroller.scrollWidth} > clientWidth ${scroller.clientWidth}`);
             } else if (box.right > column.right + 1 || box.left < column.left - 1) {

@@ -12,6 +12,12 @@
 //! runs it: only `lab check --target service.toml` is shown, on a copy of the file that names the
 //! server the build started. The check must pass (exit 0), or the build
 //! fails: the book cannot show a passing report the lab did not produce.
+//!
+//! `planted-bug` is the failing report of the same chapter: `cargo run -p lab --example
+//! planted_bug` (the team endpoint with keys and one planted bug) checked with
+//! `src/check-your-own-tool/planted.toml`, both commands shown. It must exit 1 with the verdicts
+//! the chapter explains (a FAIL, a WARN, a NOT COVERED), or the build fails. `NAME summary POINT...`
+//! adds the named points' sub-checks, from the same run, to the summary.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -34,7 +40,25 @@ enum Started {
     /// Nothing: the target file's stdio command is started by the check itself, with the lab's
     /// binary first on `PATH` so the file's `lab` is this build.
     ByTheCheck,
+    /// One of the lab's examples, `cargo run -p lab --example NAME -- ARGS`, run as its build
+    /// (cargo's compile lines, which depend on the machine, are not shown); it prints its URL
+    /// first, as a server does.
+    Example(&'static str, &'static [&'static str]),
 }
+
+/// What a run must end with, or the build fails: its exit status, and the verdict of each
+/// point the chapter names (a chapter that explains a FAIL, a WARN and a NOT COVERED line
+/// cannot go on explaining them once the run stops printing them).
+struct Expected {
+    exit: i32,
+    verdicts: &'static [(&'static str, &'static str)],
+}
+
+/// A run that passes: exit status 0, whatever its verdicts.
+const PASSES: Expected = Expected {
+    exit: 0,
+    verdicts: &[],
+};
 
 /// A service the directive can check: its name, how it is reached, the folder (from the
 /// repository's root) the check runs in, and the target file, relative to that folder.
@@ -47,6 +71,8 @@ struct Service {
     /// already runs, so the block shows only `lab check --target FILE`, run on a copy of the file
     /// whose `base_url` (the shown port) names the server the build started.
     readers_file: bool,
+    /// How the run must end.
+    expected: Expected,
 }
 
 /// The services the directive can start, by name.
@@ -68,6 +94,7 @@ const SERVICES: &[Service] = &[
         folder: "",
         target: "lab/targets/lab-serve.toml",
         readers_file: false,
+        expected: PASSES,
     },
     // The reader's file, as "Check your own tool" ends it: `--init`'s file with the three fields
     // its calibration named, fixed (written by `lab/tests/it/calibration.rs`).
@@ -87,6 +114,24 @@ const SERVICES: &[Service] = &[
         folder: "src/check-your-own-tool",
         target: "service.toml",
         readers_file: true,
+        expected: PASSES,
+    },
+    // "Check your own tool"'s failing report: the team endpoint with keys and one planted bug
+    // (`lab/examples/planted_bug.rs`), checked with its own file as a reader would.
+    Service {
+        name: "planted-bug",
+        started: Started::Example("planted_bug", &["--port", SHOWN_PORT]),
+        folder: "src/check-your-own-tool",
+        target: "planted.toml",
+        readers_file: true,
+        expected: Expected {
+            exit: 1,
+            verdicts: &[
+                ("changed-payload", "FAIL"),
+                ("key-forms", "WARN"),
+                ("fault-between-effect-and-record", "NOT COVERED"),
+            ],
+        },
     },
     Service {
         name: "lab-mcp-stdio",
@@ -94,6 +139,7 @@ const SERVICES: &[Service] = &[
         folder: "",
         target: "lab/targets/lab-mcp-stdio.toml",
         readers_file: false,
+        expected: PASSES,
     },
     Service {
         name: "lab-mcp-http",
@@ -113,6 +159,7 @@ const SERVICES: &[Service] = &[
         folder: "",
         target: "lab/targets/lab-mcp-http.toml",
         readers_file: false,
+        expected: PASSES,
     },
 ];
 
@@ -126,8 +173,9 @@ impl Drop for Server {
     }
 }
 
-/// The block for `NAME` (or `NAME summary`: the summary table and the last line only): the
-/// commands and the report.
+/// The block for `NAME` (or `NAME summary`: the summary table and the last line only; `NAME
+/// summary POINT...` adds those points' sub-checks, from the same run): the commands and the
+/// report.
 pub fn report(arguments: &str) -> Result<String> {
     let mut words = arguments.split_whitespace();
     let name = words.next().unwrap_or_default();
@@ -136,6 +184,7 @@ pub fn report(arguments: &str) -> Result<String> {
         Some("summary") => true,
         Some(other) => bail!("lab-check-report {name}: {other:?}: expected nothing or summary"),
     };
+    let points: Vec<&str> = words.collect();
     let Some(service) = SERVICES.iter().find(|known| known.name == name) else {
         let known: Vec<&str> = SERVICES.iter().map(|known| known.name).collect();
         bail!(
@@ -143,21 +192,19 @@ pub fn report(arguments: &str) -> Result<String> {
             known.join(", ")
         );
     };
-    let binary = crate::shell::lab_binary()?;
     let folder = tempfile::tempdir().context("lab-check-report: making a temporary folder")?;
     let mut lines = Vec::new();
     let mut check_args = vec!["check", "--target", service.target];
     let mut server = None;
     let mut url = String::new();
-    if let Started::Server(serve_args) = &service.started {
-        let (child, first_line) = start_server(binary, serve_args, folder.path())?;
+    if let Some((shown, child, first_line)) = start(&service.started, folder.path())? {
         server = Some(child);
         url = first_line
             .strip_prefix("listening on ")
             .unwrap_or(&first_line)
             .to_owned();
-        if !service.readers_file {
-            lines.push(format!("$ lab {} &", serve_args.join(" ")));
+        if !service.readers_file || matches!(service.started, Started::Example(..)) {
+            lines.push(shown);
             lines.push(first_line);
         }
     }
@@ -167,21 +214,111 @@ pub fn report(arguments: &str) -> Result<String> {
     } else if !url.is_empty() {
         check_args.extend(["--url", url.as_str()]);
     }
+    let binary = crate::shell::lab_binary()?;
     let (status, out, err) = run_bounded(binary, &check_args, &run_in)?;
     drop(server);
-    if status != Some(0) {
-        bail!(
-            "lab-check-report: `lab {}` exited with {status:?}:\n{out}{err}",
-            check_args.join(" ")
-        );
-    }
+    expected(service, &check_args, status, &out, &err)?;
     lines.push(format!("$ lab {}", check_args.join(" ")));
     lines.extend(report_lines(&out, summary));
-    if !url.is_empty() && !service.readers_file {
+    if !points.is_empty() {
+        // After the summary's `...`, before its closing line.
+        let closing = lines.pop();
+        lines.extend(point_lines(&out, &points)?);
+        lines.extend(closing);
+    }
+    if service.expected.exit != 0 {
+        lines.push("$ echo $?".to_owned());
+        lines.push(service.expected.exit.to_string());
+    }
+    if !url.is_empty() && (!service.readers_file || matches!(service.started, Started::Example(..)))
+    {
         lines.push("$ kill %1".to_owned());
     }
     let lines = shown_port(lines, &url);
     Ok(format!("```console\n{}\n```", lines.join("\n").trim_end()))
+}
+
+/// Starts what the service needs in `folder`: the command as shown, the running server, and the
+/// first line it printed; `None` when the check starts it itself.
+fn start(started: &Started, folder: &Path) -> Result<Option<(String, Server, String)>> {
+    let (binary, args, shown) = match started {
+        Started::ByTheCheck => return Ok(None),
+        Started::Server(args) => (
+            crate::shell::lab_binary()?.to_owned(),
+            *args,
+            format!("$ lab {} &", args.join(" ")),
+        ),
+        Started::Example(example, args) => (
+            crate::shell::build_debug(
+                &["--example", example],
+                &format!("examples/{example}"),
+                "the example service",
+            )?,
+            *args,
+            format!(
+                "$ cargo run -p lab --example {example} -- {} &",
+                args.join(" ")
+            ),
+        ),
+    };
+    let (child, first_line) = start_server(&binary, args, folder)?;
+    Ok(Some((shown, child, first_line)))
+}
+
+/// Fails unless the run ended as the service's [`Expected`] says.
+fn expected(
+    service: &Service,
+    check_args: &[&str],
+    status: Option<i32>,
+    out: &str,
+    err: &str,
+) -> Result<()> {
+    let command = format!("lab {}", check_args.join(" "));
+    if status != Some(service.expected.exit) {
+        bail!(
+            "lab-check-report: `{command}` exited with {status:?}, not {}:\n{out}{err}",
+            service.expected.exit
+        );
+    }
+    for (point, verdict) in service.expected.verdicts {
+        let row = out
+            .lines()
+            .find(|line| line.split_whitespace().next() == Some(point) && !line.contains(':'));
+        let shown = row.map(|row| row[point.len()..].trim_start());
+        if !shown.is_some_and(|rest| rest.starts_with(&format!("{verdict}  "))) {
+            bail!(
+                "lab-check-report {}: `{command}` no longer reports {point} as {verdict} \
+                 (its summary row: {row:?}), and the chapter explains that verdict:\n{out}",
+                service.name
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The lines of each of `points` in the full report `out` (its verdict line and every
+/// sub-check), each block followed by a `...` line.
+fn point_lines(out: &str, points: &[&str]) -> Result<Vec<String>> {
+    let all: Vec<&str> = out.lines().collect();
+    let mut lines = Vec::new();
+    for point in points {
+        let heading = format!(" {point}: ");
+        let Some(at) = all
+            .iter()
+            .position(|line| !line.starts_with(' ') && line.contains(&heading))
+        else {
+            bail!("lab-check-report: the report has no point {point:?}:\n{out}");
+        };
+        lines.push(all[at].to_owned());
+        lines.extend(
+            all[at + 1..]
+                .iter()
+                .take_while(|line| line.starts_with(' '))
+                .map(|line| (*line).to_owned()),
+        );
+        lines.push("...".to_owned());
+    }
+    Ok(lines)
 }
 
 /// A copy of the reader's file `target` (from `folder`) in `into`, its shown address replaced by
@@ -416,6 +553,63 @@ mod tests {
         );
         assert!(!block.contains("kill %1"), "{block}");
         assert!(!block.contains("PASS replay:"), "{block}");
+    }
+
+    /// "Check your own tool" explains a FAIL, a WARN and a NOT COVERED line of this run, from a
+    /// real run of the planted bug: the block shows both commands, the exit status, the summary
+    /// and the failed point's sub-checks (a SHOULD among them, as a WARN's are marked).
+    #[test]
+    fn the_planted_bug_fails_warns_and_leaves_a_point_not_covered() {
+        let block = report("planted-bug summary changed-payload").unwrap();
+        assert!(
+            block.starts_with(
+                "```console\n$ cargo run -p lab --example planted_bug -- --port 8080 &\n\
+                 listening on http://127.0.0.1:8080\n$ lab check --target planted.toml\n"
+            ),
+            "{block}"
+        );
+        holds_all(
+            &block,
+            &[
+                "\nFAIL changed-payload: ",
+                "answered as a replay of the first request",
+                "\n  FAIL SHOULD §2.7 — ",
+                "\nfault-between-effect-and-record  NOT COVERED  ",
+                "\nkey-forms ",
+                "failed: changed-payload",
+            ],
+        );
+        let warned = block
+            .lines()
+            .find(|line| line.starts_with("key-forms "))
+            .unwrap();
+        assert!(warned.contains(" WARN "), "{block}");
+        assert!(block.ends_with("\n$ echo $?\n1\n$ kill %1\n```"), "{block}");
+    }
+
+    /// A run that stops printing a verdict the chapter explains fails the build: each of the
+    /// three rows changed in turn is caught, and so is another exit status.
+    #[test]
+    fn a_run_that_stops_showing_an_explained_verdict_fails_the_build() {
+        let service = SERVICES.iter().find(|s| s.name == "planted-bug").unwrap();
+        let row = |point: &str, verdict: &str| format!("{point:31}  {verdict:11}  3/4  0/1\n");
+        let table = [
+            ("changed-payload", "FAIL"),
+            ("key-forms", "WARN"),
+            ("fault-between-effect-and-record", "NOT COVERED"),
+        ];
+        let out: String = table.iter().map(|(p, v)| row(p, v)).collect();
+        expected(service, &["check"], Some(1), &out, "").unwrap();
+        let err = expected(service, &["check"], Some(0), &out, "").unwrap_err();
+        assert!(err.to_string().contains("not 1"), "{err}");
+        for (point, verdict) in table {
+            let changed = out.replace(&row(point, verdict), &row(point, "PASS"));
+            let err = expected(service, &["check"], Some(1), &changed, "").unwrap_err();
+            assert!(
+                err.to_string().contains(&format!("{point} as {verdict}")),
+                "{err}"
+            );
+        }
     }
 
     #[test]

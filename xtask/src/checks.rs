@@ -20,6 +20,7 @@ pub fn all(root: &Path) -> Result<()> {
         problems.extend(fence_problems(chapter));
         problems.extend(include_problems(root, chapter));
     }
+    problems.extend(fence_label_list_problems(&chapters));
     problems.extend(source_anchor_problems(&root.join("lab/src"))?);
     problems.extend(copied_prose(root, &seeds_folder(root), &chapters)?);
     problems.extend(crate::numbers::problems(
@@ -50,6 +51,61 @@ pub fn all(root: &Path) -> Result<()> {
 /// `copyable::PENDING`) is a failure, not a loud skip, so the book cannot land half-converted.
 pub fn book_complete_required() -> bool {
     std::env::var("LAB_REQUIRE_BOOK_COMPLETE").is_ok_and(|v| v == "1")
+}
+
+/// The chapter that lists the fence labels, and the words its sentence starts with.
+const FENCE_LIST_CHAPTER: &str = "src/testing.md";
+const FENCE_LIST_SENTENCE: &str = "Fences for other languages carry their own label:";
+
+/// The book's list of fence labels (the sentence in `src/testing.md`) against the labels its
+/// chapters use: every label other than Rust's (`rust`, `rs`, explained on their own) is listed,
+/// and the list names none that no chapter uses, so the list cannot drift from the book.
+pub fn fence_label_list_problems(chapters: &[Chapter]) -> Vec<String> {
+    let Some(testing) = chapters
+        .iter()
+        .find(|c| c.path == Path::new(FENCE_LIST_CHAPTER))
+    else {
+        return vec![format!(
+            "{FENCE_LIST_CHAPTER}: not among the book's chapters"
+        )];
+    };
+    let Some((line, sentence)) = testing.text.lines().enumerate().find_map(|(index, line)| {
+        line.split_once(FENCE_LIST_SENTENCE)
+            .map(|(_, rest)| (index + 1, rest))
+    }) else {
+        return vec![format!(
+            "{FENCE_LIST_CHAPTER}: no line holds {FENCE_LIST_SENTENCE:?}, the list of fence labels"
+        )];
+    };
+    let listed: std::collections::BTreeSet<&str> = sentence.split('`').skip(1).step_by(2).collect();
+    let mut used: std::collections::BTreeMap<&str, String> = std::collections::BTreeMap::new();
+    for chapter in chapters {
+        for fence in &chapter.fences {
+            let label = fence.language();
+            if !["", "rust", "rs"].contains(&label) {
+                used.entry(label)
+                    .or_insert_with(|| format!("{}:{}", chapter.path.display(), fence.line));
+            }
+        }
+    }
+    let mut problems = Vec::new();
+    for (label, at) in &used {
+        if !listed.contains(label) {
+            problems.push(format!(
+                "{FENCE_LIST_CHAPTER}:{line}: the list of fence labels leaves out `{label}`, \
+                 which {at} uses: add it to the list"
+            ));
+        }
+    }
+    for label in &listed {
+        if !used.contains_key(label) {
+            problems.push(format!(
+                "{FENCE_LIST_CHAPTER}:{line}: the list of fence labels names `{label}`, which \
+                 no chapter uses: take it out of the list"
+            ));
+        }
+    }
+    problems
 }
 
 /// Fences: every one labelled; Rust blocks run (no `ignore`, no `no_run`) and start with the
@@ -426,6 +482,34 @@ mod tests {
             text: text.to_owned(),
             fences: fences(text),
         }
+    }
+
+    #[test]
+    fn the_books_list_of_fence_labels_is_the_labels_its_chapters_use() {
+        let chapters = markdown::chapters(&crate::root()).unwrap();
+        let problems = fence_label_list_problems(&chapters);
+        assert!(problems.is_empty(), "{problems:#?}");
+    }
+
+    #[test]
+    fn a_fence_label_missing_from_the_list_or_listed_unused_is_reported() {
+        let testing = Chapter {
+            path: PathBuf::from(FENCE_LIST_CHAPTER),
+            ..chapter(&format!(
+                "{FENCE_LIST_SENTENCE} `text` or `sql`.\n\n```text\nx\n```\n"
+            ))
+        };
+        let other = chapter("```yaml\na: b\n```\n\n```rust\nfn main() {}\n```\n");
+        let problems = fence_label_list_problems(&[testing, other]);
+        assert_eq!(
+            problems,
+            [
+                "src/testing.md:1: the list of fence labels leaves out `yaml`, which \
+                 src/test.md:1 uses: add it to the list",
+                "src/testing.md:1: the list of fence labels names `sql`, which no chapter \
+                 uses: take it out of the list",
+            ]
+        );
     }
 
     #[test]

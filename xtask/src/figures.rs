@@ -25,7 +25,8 @@
 //!   the commands a chapter tells the reader to type against it, each with what it printed
 //!   (`session.rs`).
 //! - `{{#lab-check-report NAME}}` becomes `lab check --target` run against a service started for
-//!   it (`lab-serve`), with both commands and the report (`check_report.rs`).
+//!   it (`lab-serve`), with both commands and the report (`check_report.rs`); `NAME summary
+//!   POINT...` keeps the summary and those points.
 //! - `{{#lab-outside TEXT | SOURCE}}` becomes TEXT with a link to SOURCE (an `https://` address)
 //!   beside it: the one way to quote a figure from outside the lab (the number check in
 //!   `numbers.rs` refuses typed ones).

@@ -49,7 +49,7 @@ pub fn of_point<'a>(report: &'a Report, point: &PointReport) -> Excerpt<'a> {
         point
             .checks
             .iter()
-            .filter(|c| !c.passed)
+            .filter(|c| c.failed())
             .flat_map(|c| c.exchanges.iter().copied())
             .collect()
     };
@@ -233,6 +233,7 @@ pub(crate) mod tests {
             expected: "e".into(),
             observed: "o".into(),
             exchanges: (5..=25).collect(),
+            not_covered: None,
         };
         let point = PointReport::covered("concurrent", "t", vec![check]);
         let excerpt = of_point(&report, &point);

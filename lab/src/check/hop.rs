@@ -108,9 +108,10 @@ pub struct Told {
     pub id: usize,
     /// What came back.
     pub answer: Answer,
-    /// A success.
+    /// A success, as the agent reads it: a tool result not marked `isError` (whatever its text
+    /// holds), a success reply.
     pub success: bool,
-    /// A refusal (an error result, a 4xx).
+    /// A refusal the agent is told as one (an error result, a JSON-RPC error, a 4xx).
     pub refused: bool,
     /// The identity a success names.
     pub identity: Option<String>,
@@ -195,7 +196,7 @@ pub async fn when_refused<F: Front>(
     ];
     let found = points
         .iter()
-        .any(|p| p.checks.iter().any(|c| !c.passed && c.grade.required()));
+        .any(|p| p.checks.iter().any(|c| c.failed() && c.grade.required()));
     if !found {
         return None;
     }
@@ -243,6 +244,7 @@ pub async fn when_refused<F: Front>(
              the API answered"
                 .to_owned(),
         ),
+        ..Calibration::default()
     };
     Some((calibration, points))
 }
@@ -341,6 +343,18 @@ fn lines(api: &UpstreamApi, creates: &[UpstreamRequest]) -> String {
         .join("; ")
 }
 
+/// The keys the creates carried, as the API got them (`no key` for a create without one), for a
+/// reader: never Rust's debug form.
+fn key_list(keys: &[Option<String>]) -> String {
+    if keys.is_empty() {
+        return "no create".to_owned();
+    }
+    keys.iter()
+        .map(|key| key.clone().unwrap_or_else(|| "no key".to_owned()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// A point that needs a key, on a tool that takes none: it cannot pass, and `hop-key` shows why.
 fn cannot<F: Front>(front: &F, name: &'static str, title: &'static str) -> Option<PointReport> {
     if front.keyed() {
@@ -409,7 +423,13 @@ fn keys_carried(
     let observed = creates
         .iter()
         .map(|(id, c)| match c.keys(&api.spec).as_slice() {
-            [] => format!("#{id}: no key in {place}"),
+            [] => match super::upstream::found_elsewhere(c, key) {
+                Some((_, there)) => format!(
+                    "#{id}: no key in {place}; the agent's key was in {there}, where the API \
+                     does not read it"
+                ),
+                None => format!("#{id}: no key in {place}"),
+            },
             values => format!("#{id}: {}", values.join(", ")),
         })
         .collect::<Vec<_>>();
@@ -744,6 +764,38 @@ fn judge_what_the_agent_is_told<F: Front>(
     told_success
 }
 
+/// Adds "the fault fired" for a lost API reply and returns whether it did (`fired`; `delta`
+/// is the count's rise). When it fired, the observed names what shows it: the create whose
+/// reply the lab lost. Other creates of the call (a wrapper's resend) are graded by the
+/// sub-checks that count effects; printed here, they made a passed sub-check read as a second
+/// effect (issue 46).
+fn lost_reply_fired(
+    checks: &mut Checks,
+    api: &UpstreamApi,
+    first: &Hop,
+    fired: bool,
+    delta: i64,
+) -> bool {
+    let lost: Vec<UpstreamRequest> = first
+        .creates
+        .iter()
+        .filter(|c| matches!(c.fate, Some(Fate::Lost { .. })))
+        .cloned()
+        .collect();
+    checks.add(
+        Grade::lab(),
+        "the fault fired: the API committed the create and the lab lost its reply",
+        fired,
+        "an effect, its reply lost on the way to the wrapper",
+        if fired {
+            format!("the count rose; {}", lines(api, &lost))
+        } else {
+            format!("{}: {}", effects(delta), lines(api, &first.creates))
+        },
+        &first.ids,
+    )
+}
+
 async fn api_lost<F: Front>(front: &F, api: &UpstreamApi) -> PointReport {
     const NAME: &str = "hop-api-lost";
     const TITLE: &str = "The API commits and its reply to the wrapper is lost: the agent is told the truth, and \
@@ -761,17 +813,12 @@ async fn api_lost<F: Front>(front: &F, api: &UpstreamApi) -> PointReport {
         Some(Fate::Lost { body, .. }) => Some(ticket_id(body)),
         _ => None,
     });
-    let fired = checks.add(
-        Grade::lab(),
-        "the fault fired: the API committed the create and the lab lost its reply",
+    let fired = lost_reply_fired(
+        &mut checks,
+        api,
+        &first,
         committed.is_some() && after_first > before,
-        "an effect, its reply lost on the way to the wrapper",
-        format!(
-            "{}: {}",
-            effects(after_first - before),
-            lines(api, &first.creates)
-        ),
-        &first.ids,
+        after_first - before,
     );
     if !fired {
         return PointReport::covered(NAME, TITLE, checks.0);
@@ -944,7 +991,7 @@ async fn new_intention<F: Front>(front: &F, api: &UpstreamApi) -> PointReport {
         "the two intentions reach the API under two keys",
         !a.is_empty() && !b.is_empty() && a.iter().all(|k| k.is_some() && !b.contains(k)),
         "two different keys",
-        format!("{a:?} then {b:?}"),
+        format!("{} then {}", key_list(&a), key_list(&b)),
         &ids,
     );
     checks.add(

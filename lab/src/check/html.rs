@@ -81,10 +81,11 @@ fn summary(out: &mut String, report: &Report) {
                 .filter(|c| c.grade.required() == required)
                 .collect();
             let passed = mine.iter().filter(|c| c.passed).count();
-            if mine.is_empty() {
+            let judged = mine.iter().filter(|c| c.not_covered.is_none()).count();
+            if judged == 0 {
                 "-".to_owned()
             } else {
-                format!("{passed}/{}", mine.len())
+                format!("{passed}/{judged}")
             }
         };
         let _ = writeln!(
@@ -202,6 +203,10 @@ fn point_section(out: &mut String, report: &Report, point: &PointReport) {
 
 fn sub_check(out: &mut String, check: &SubCheck, drawn: (&str, &[usize])) {
     let (class, mark) = match (check.passed, check.grade.required()) {
+        _ if check.not_covered.is_some() => (
+            "not-covered",
+            "<span class=\"badge v-NOT_COVERED\">NOT COVERED</span>",
+        ),
         (true, _) => ("passed", "<span class=\"badge v-PASS\">ok</span>"),
         (false, true) => ("failed", "<span class=\"badge v-FAIL\">FAIL</span>"),
         (false, false) => ("failed", "<span class=\"badge v-WARN\">WARN</span>"),
@@ -213,7 +218,9 @@ fn sub_check(out: &mut String, check: &SubCheck, drawn: (&str, &[usize])) {
         escape(&check.what),
         refs(&check.exchanges, Some(drawn)),
     );
-    if !check.passed {
+    if let Some(why) = &check.not_covered {
+        let _ = write!(out, "<dl><dt>why</dt><dd>{}</dd></dl>", escape(why));
+    } else if !check.passed {
         let _ = write!(
             out,
             "<dl><dt>expected</dt><dd>{}</dd><dt>observed</dt><dd>{}</dd></dl>",
@@ -397,6 +404,7 @@ mod tests {
                     expected: "a new ticket".into(),
                     observed: "alice's <ticket>".into(),
                     exchanges: ids,
+                    not_covered: None,
                 }],
             )
         };

@@ -1,23 +1,100 @@
 //! The commented starting file `lab check --target FILE --init URL` writes: every section the
-//! check reads, with the choices spelt out, for a person to fit to their service.
+//! check reads, with the choices spelt out, for a person to fit to their service. How the
+//! service reads its key (`key.form`, `key.pattern`) is the one guess `--init` makes from a
+//! probe of its own: a few creates with the starting file's request.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
+use serde_json::Value;
+
+use super::history::Answer;
+use super::probe::{KeyWire, Probe};
+use super::target::{KeyForm, Overrides, Target, Vary};
 use crate::error::{Error, Result};
 
-/// The starting file for a service at `base_url`. It parses as it is (a test holds it to that),
-/// but its paths, fields and callers are guesses to be replaced.
-pub fn starting_file(base_url: &str) -> String {
-    TEMPLATE.replace("BASE_URL", base_url)
+/// The expression `--init` writes as `key.pattern` for a service that takes only UUIDs.
+pub const UUID_PATTERN: &str =
+    "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}";
+
+/// What `--init`'s probe found about how the service reads keys, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyGuess {
+    /// `key.form`'s value.
+    pub form: &'static str,
+    /// `key.pattern`, when the probe showed that the service takes only UUIDs.
+    pub pattern: Option<&'static str>,
+    /// What the probe saw, for the file's comment.
+    pub why: String,
 }
 
-/// Writes the starting file to `path`, refusing to replace a file that exists.
+impl KeyGuess {
+    /// The probe could not tell: the draft's form, and why not.
+    fn untold(why: String) -> KeyGuess {
+        KeyGuess {
+            form: "sf-string",
+            pattern: None,
+            why: format!(
+                "{why}, so it could not tell how the service reads keys; the form below is \
+                 the draft's (set it once [create] and [[callers]] fit the service)"
+            ),
+        }
+    }
+
+    fn found(form: &'static str, why: &str) -> KeyGuess {
+        KeyGuess {
+            form,
+            pattern: None,
+            why: why.to_owned(),
+        }
+    }
+}
+
+/// The starting file for a service at `base_url`, with the key's form as `key` guesses it. It
+/// parses as it is (a test holds it to that), but its paths, fields and callers are guesses to
+/// be replaced.
+pub fn starting_file(base_url: &str, key: &KeyGuess) -> String {
+    let mut lines = format!("# --init's probe: {}.\nform = \"{}\"", key.why, key.form);
+    if let Some(pattern) = key.pattern {
+        lines.push_str(&format!(
+            "\n# The keys the service takes (the whole key must match); a key outside it must \
+             be refused with statuses.bad_key.\npattern = \"{pattern}\""
+        ));
+    }
+    TEMPLATE
+        .replace("BASE_URL", base_url)
+        .replace("KEY_FORM", &wrapped(&lines))
+}
+
+/// Comment lines cut at the template's width.
+fn wrapped(text: &str) -> String {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let Some(comment) = line.strip_prefix("# ") else {
+            out.push(line.to_owned());
+            continue;
+        };
+        let mut current = String::from("#");
+        for word in comment.split(' ') {
+            if current.len() + 1 + word.len() > 99 && current != "#" {
+                out.push(std::mem::replace(&mut current, String::from("#")));
+            }
+            current.push(' ');
+            current.push_str(word);
+        }
+        out.push(current);
+    }
+    out.join("\n")
+}
+
+/// Writes the starting file to `path`, refusing to replace a file that exists, after probing
+/// the service at `base_url` with the starting file's create for how it reads keys.
 ///
 /// # Errors
 /// [`Error::InputInvalid`] when `path` exists; [`Error::OutputUnwritable`] when it cannot be
-/// written.
-pub fn write(path: &Path, base_url: &str) -> Result<()> {
+/// written; [`Error::Io`] when the probe's runtime cannot start.
+pub fn write(path: &Path, base_url: &str) -> Result<KeyGuess> {
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -35,12 +112,170 @@ pub fn write(path: &Path, base_url: &str) -> Result<()> {
                 source,
             },
         })?;
-    file.write_all(starting_file(base_url).as_bytes())
+    let key = guess_key(base_url).inspect_err(|_| {
+        // Nothing was written: the empty file is not left behind.
+        let _ = std::fs::remove_file(path);
+    })?;
+    file.write_all(starting_file(base_url, &key).as_bytes())
         .and_then(|()| file.sync_all())
         .map_err(|source| Error::OutputUnwritable {
             path: path.to_owned(),
             source,
+        })?;
+    Ok(key)
+}
+
+/// Probes the service with the starting file's create (its path, body and first caller).
+fn guess_key(base_url: &str) -> Result<KeyGuess> {
+    let overrides = Overrides {
+        base_url: Some(base_url.to_owned()),
+        // The command line has already held the URL to loopback unless --allow-remote.
+        allow_remote: true,
+        upstream_port: None,
+    };
+    let text = starting_file(base_url, &KeyGuess::untold(String::new()));
+    let mut target = match Target::parse(&text, Path::new("--init"), &overrides) {
+        Ok(target) => target,
+        Err(err) => return Ok(KeyGuess::untold(format!("the starting file: {err}"))),
+    };
+    // Bare as the normal form, quoted as the other.
+    target.key.form = KeyForm::Opaque;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|source| Error::Io {
+            action: "starting --init's probe".to_owned(),
+            source,
+        })?;
+    Ok(runtime.block_on(probe_key(&Probe::new(target))))
+}
+
+/// A UUID key bare, the same again (a replay shows that keys are honoured), the same quoted,
+/// and where the quoted key is refused, a key of a UUID's length that is no UUID.
+async fn probe_key(probe: &Probe) -> KeyGuess {
+    const STEP: &str = "--init";
+    // A UUID that opens with a digit: bare, it is no sf-item at all (a token opens with a
+    // letter), so a service that parses the draft's syntax refuses it on every run alike.
+    let key = format!("0{}", &uuid::Uuid::new_v4().to_string()[1..]);
+    // The same words on every run, so the effects the probe leaves say where they came from.
+    let create = &probe.target.create;
+    let fields: BTreeMap<String, Value> = create
+        .fields
+        .iter()
+        .map(|(name, value)| match (value, create.vary.get(name)) {
+            (Value::String(text), Some(Vary::Text)) => (
+                name.clone(),
+                Value::String(format!("{text} (lab check --init)")),
+            ),
+            (other, _) => (name.clone(), other.clone()),
         })
+        .collect();
+    let call = |key: KeyWire| probe.call(STEP, key, &fields);
+    let bare = probe
+        .send(STEP, &call(KeyWire::Normal(key.clone())))
+        .await
+        .answer;
+    if bare.status().is_none() {
+        return KeyGuess::untold(format!(
+            "its create with a fresh key had {}",
+            bare.summary()
+        ));
+    }
+    if !probe.read(&bare, false).success {
+        let other = uuid::Uuid::new_v4().to_string();
+        let quoted = probe
+            .send(STEP, &call(KeyWire::OtherForm(other)))
+            .await
+            .answer;
+        if probe.read(&quoted, false).success {
+            return KeyGuess::found(
+                "sf-string",
+                &format!(
+                    "a key sent bare was refused ({}), and sent quoted, as the draft's \
+                     sf-string, it was taken ({})",
+                    bare.summary(),
+                    quoted.summary()
+                ),
+            );
+        }
+        return KeyGuess::untold(format!(
+            "its create was answered {} with the key bare and {} with it quoted",
+            bare.summary(),
+            quoted.summary()
+        ));
+    }
+    let again = probe
+        .send(STEP, &call(KeyWire::Normal(key.clone())))
+        .await
+        .answer;
+    if !super::points::same_json(&bare, &again) {
+        return KeyGuess::untold(format!(
+            "the same key sent twice was answered {} then {} with another body, not a replay",
+            bare.summary(),
+            again.summary()
+        ));
+    }
+    let quoted = probe
+        .send(STEP, &call(KeyWire::OtherForm(key)))
+        .await
+        .answer;
+    read_quoted(probe, &call, &bare, &quoted).await
+}
+
+/// The guess from the quoted key's answer (and a key that is no UUID, where it was refused).
+async fn read_quoted(
+    probe: &Probe,
+    call: &impl Fn(KeyWire) -> super::probe::Call,
+    bare: &Answer,
+    quoted: &Answer,
+) -> KeyGuess {
+    if super::points::same_json(bare, quoted) {
+        return KeyGuess::found(
+            "sf-string",
+            "the key sent bare and then quoted, as the draft's sf-string, was read as one key \
+             (the quoted request was answered as a replay)",
+        );
+    }
+    if probe.read(quoted, false).success {
+        return KeyGuess::found(
+            "opaque",
+            "the key sent bare and then quoted made two effects: the service takes the \
+             header's value as it comes, quotes and all",
+        );
+    }
+    if !quoted.status().is_some_and(|s| (400..=499).contains(&s)) {
+        return KeyGuess::untold(format!(
+            "the key sent quoted was answered {}",
+            quoted.summary()
+        ));
+    }
+    // A key as long as a UUID, of the same characters, that is no UUID.
+    let simple = uuid::Uuid::new_v4().simple().to_string();
+    let not_uuid = format!("chk-{simple}");
+    let other = probe
+        .send("--init", &call(KeyWire::Normal(not_uuid)))
+        .await
+        .answer;
+    if probe.read(&other, false).success {
+        return KeyGuess::found(
+            "token",
+            &format!(
+                "a key sent quoted was refused ({}) and keys sent bare were taken: the service \
+                 reads the key bare, as a token",
+                quoted.summary()
+            ),
+        );
+    }
+    KeyGuess {
+        form: "opaque",
+        pattern: Some(UUID_PATTERN),
+        why: format!(
+            "a UUID key sent bare was taken, and refused quoted ({}) and a key of a UUID's \
+             length that is no UUID ({}): the service takes only UUIDs, as they come",
+            quoted.summary(),
+            other.summary()
+        ),
+    }
 }
 
 const TEMPLATE: &str = r#"# A target file for `lab check --target THIS_FILE`: a black-box check of a service that
@@ -79,8 +314,13 @@ vary = { title = "text" }
 
 [key]
 header = "Idempotency-Key"
-# "sf-string" sends "KEY" (the draft's syntax); "token" sends KEY bare.
-form = "sf-string"
+# How the service reads the header's value: "opaque" (the value as it comes, any string, as
+# Stripe reads it: the check sends KEY bare, and what the draft asks of sf-strings is only a
+# SHOULD), "sf-string" (the service claims the draft's quoted String: the check sends "KEY",
+# and a malformed or bare key must be refused or read as the same key) or "token" (KEY bare; a
+# quoted key refused or read as the same key). Optional: pattern, a regular expression the
+# whole key must match, for a service that takes only such keys (UUIDs).
+KEY_FORM
 # The keys the check makes: "uuid" (a fresh random UUID, which most middlewares accept) or
 # "text" (chk-RUN-N).
 shape = "uuid"
@@ -164,11 +404,10 @@ callers = 8
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::check::{Overrides, Target};
 
     #[test]
     fn the_starting_file_parses_as_it_is() {
-        let text = starting_file("http://127.0.0.1:8000");
+        let text = starting_file("http://127.0.0.1:8000", &KeyGuess::untold("x".to_owned()));
         let target = Target::parse(&text, Path::new("init.toml"), &Overrides::default()).unwrap();
         assert_eq!(target.service.port, 8000);
         assert!(target.errors.validation_given);
@@ -186,6 +425,28 @@ mod tests {
         let read = target.read.expect("[read] uncommented");
         assert!(read.request.is_some() && read.sql.is_some());
         assert_eq!(target.errors.server.len(), 2);
+    }
+
+    #[test]
+    fn the_guessed_form_and_pattern_are_written_with_their_reason_and_parse() {
+        let guess = KeyGuess {
+            form: "opaque",
+            pattern: Some(UUID_PATTERN),
+            why: "a UUID key sent bare was taken, and refused quoted (400) and a key of a \
+                  UUID's length that is no UUID (400): the service takes only UUIDs, as they come"
+                .to_owned(),
+        };
+        let text = starting_file("http://127.0.0.1:8000", &guess);
+        assert!(text.lines().all(|line| line.len() <= 100), "{text}");
+        assert!(
+            text.contains("# --init's probe: a UUID key sent bare"),
+            "{text}"
+        );
+        let target = Target::parse(&text, Path::new("init.toml"), &Overrides::default()).unwrap();
+        assert_eq!(target.key.form, KeyForm::Opaque);
+        let pattern = target.key.pattern.expect("the pattern is written");
+        assert!(pattern.matches(&uuid::Uuid::new_v4().to_string()));
+        assert!(!pattern.matches("chk-5f0c1a2b3d4e4f609a7b8c9d0e1f2a3b"));
     }
 
     #[test]

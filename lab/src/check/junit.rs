@@ -3,7 +3,11 @@
 //!
 //! One `<testsuite>` for the calibration (a test case per step) and one per point (a test case
 //! per sub-check), named by the point and the sub-check, so a test's name stays the same from
-//! run to run. A failed sub-check is a `<failure>` whose `type` is its level (MUST, SHOULD,
+//! run to run. Names are unique: a case name that comes again within its suite (a step made once
+//! per caller, a sub-check made twice), or a suite name that comes again in the file, gets its
+//! ordinal, `name (2)`, since readers key cases and suites by name and a repeat either stops a
+//! strict one or is folded into the first by another. A suite's properties are each written
+//! once. A failed sub-check is a `<failure>` whose `type` is its level (MUST, SHOULD,
 //! LAB) and whose text holds the grade, what was expected and observed, the count before and
 //! after, and the exchanges it rests on, bodies trimmed. A failed SHOULD is a failure of type
 //! SHOULD although it does not fail the run (the exit status stays 0): a CI system shows it,
@@ -23,11 +27,14 @@ use super::report::{Coverage, Level, PointReport, Report, SubCheck};
 pub fn to_junit(report: &Report) -> String {
     let mut suites = String::new();
     let mut totals = Totals::default();
+    let mut suite_names = Unique::default();
     if !report.calibration.steps.is_empty() {
+        suite_names.name("calibration");
         calibration_suite(&mut suites, &report.calibration.steps, &mut totals);
     }
     for point in &report.points {
-        point_suite(&mut suites, report, point, &mut totals);
+        let name = suite_names.name(point.name);
+        point_suite(&mut suites, report, (&name, point), &mut totals);
     }
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(
@@ -41,6 +48,26 @@ pub fn to_junit(report: &Report) -> String {
     out.push_str(&suites);
     out.push_str("</testsuites>\n");
     out
+}
+
+/// Names made unique within one scope (a suite's cases, or the file's suites): the first use of
+/// a name keeps it, the n-th gets ` (n)`.
+#[derive(Default)]
+struct Unique {
+    taken: std::collections::HashSet<String>,
+}
+
+impl Unique {
+    fn name(&mut self, wanted: &str) -> String {
+        let mut name = wanted.to_owned();
+        let mut ordinal = 1;
+        while self.taken.contains(&name) {
+            ordinal += 1;
+            name = format!("{wanted} ({ordinal})");
+        }
+        self.taken.insert(name.clone());
+        name
+    }
 }
 
 /// The whole run's counts, for `<testsuites>`. The JUnit schema CI systems read (Jenkins'
@@ -60,8 +87,9 @@ fn calibration_suite(out: &mut String, steps: &[Step], totals: &mut Totals) {
         "  <testsuite name=\"calibration\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"0\">",
         steps.len()
     );
+    let mut names = Unique::default();
     for step in steps {
-        let name = attribute(&format!("{}: {}", step.name, step.field));
+        let name = attribute(&names.name(&format!("{}: {}", step.name, step.field)));
         let _ = write!(
             out,
             "    <testcase classname=\"calibration\" name=\"{name}\""
@@ -80,8 +108,14 @@ fn calibration_suite(out: &mut String, steps: &[Step], totals: &mut Totals) {
     out.push_str("  </testsuite>\n");
 }
 
-fn point_suite(out: &mut String, report: &Report, point: &PointReport, totals: &mut Totals) {
-    let name = attribute(point.name);
+/// A point's suite, under `suite` (its name, made unique in the file).
+fn point_suite(
+    out: &mut String,
+    report: &Report,
+    (suite, point): (&str, &PointReport),
+    totals: &mut Totals,
+) {
+    let name = attribute(suite);
     if let Coverage::NotCovered { reason } = &point.coverage {
         totals.tests += 1;
         let _ = writeln!(
@@ -94,25 +128,29 @@ fn point_suite(out: &mut String, report: &Report, point: &PointReport, totals: &
         );
         return;
     }
-    let failures = point.checks.iter().filter(|c| !c.passed).count();
+    let failures = point.checks.iter().filter(|c| c.failed()).count();
+    let skipped = point.checks.len() - point.checks.iter().filter(|c| c.passed).count() - failures;
     totals.tests += point.checks.len();
     totals.failures += failures;
     let _ = writeln!(
         out,
-        "  <testsuite name=\"{name}\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"0\">\n    \
+        "  <testsuite name=\"{name}\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"{skipped}\">\n    \
          <properties>\n      <property name=\"title\" value=\"{}\"/>\n      \
          <property name=\"verdict\" value=\"{}\"/>\n    </properties>",
         point.checks.len(),
         attribute(point.title),
         point.verdict
     );
+    let mut names = Unique::default();
     for check in &point.checks {
-        test_case(out, report, point, check);
+        let case = names.name(&check.what);
+        test_case(out, report, (&name, &case), check);
     }
     out.push_str("  </testsuite>\n");
 }
 
-fn test_case(out: &mut String, report: &Report, point: &PointReport, check: &SubCheck) {
+/// One sub-check's case: `classname` (the suite's name, escaped) and `case` (its unique name).
+fn test_case(out: &mut String, report: &Report, (classname, case): (&str, &str), check: &SubCheck) {
     let took: u64 = check
         .exchanges
         .iter()
@@ -121,13 +159,20 @@ fn test_case(out: &mut String, report: &Report, point: &PointReport, check: &Sub
         .sum();
     let _ = write!(
         out,
-        "    <testcase classname=\"{}\" name=\"{}\" time=\"{:.3}\"",
-        attribute(point.name),
-        attribute(&check.what),
+        "    <testcase classname=\"{classname}\" name=\"{}\" time=\"{:.3}\"",
+        attribute(case),
         took as f64 / 1000.0
     );
     if check.passed {
         out.push_str("/>\n");
+        return;
+    }
+    if let Some(why) = &check.not_covered {
+        let _ = writeln!(
+            out,
+            ">\n      <skipped message=\"{}\"/>\n    </testcase>",
+            attribute(why)
+        );
         return;
     }
     let level = match check.grade.level {
@@ -254,6 +299,7 @@ mod tests {
             expected: "one effect".into(),
             observed: "2 effects".into(),
             exchanges,
+            not_covered: None,
         }
     }
 
@@ -297,7 +343,7 @@ mod tests {
                 exchanges: vec![],
             }],
             passed: true,
-            wrapper_at_fault: None,
+            ..Calibration::default()
         };
         report
     }
@@ -323,6 +369,44 @@ mod tests {
         assert!(xml.contains("<failure type=\"SHOULD\""));
         assert_eq!(xml.matches("<testsuite ").count(), 3);
         assert_eq!(xml.matches("</testsuite>").count(), 3);
+    }
+
+    #[test]
+    fn a_name_that_comes_again_gets_its_ordinal_so_every_name_is_unique() {
+        let mut report = report();
+        // A step made once per caller, a sub-check made twice, a point name twice.
+        let step = report.calibration.steps[0].clone();
+        report.calibration.steps.push(step);
+        let mut scope = report.points[0].clone();
+        let again = scope.checks[0].clone();
+        scope.checks.push(again);
+        report.points[0].checks = scope.checks.clone();
+        report.points.push(scope);
+        let xml = to_junit(&report);
+        assert!(xml.contains("name=\"create: create.fields\"/>"), "{xml}");
+        assert!(
+            xml.contains("name=\"create: create.fields (2)\"/>"),
+            "{xml}"
+        );
+        assert!(xml.contains("<testsuite name=\"scope\" "), "{xml}");
+        assert!(xml.contains("<testsuite name=\"scope (2)\" "), "{xml}");
+        assert!(
+            xml.contains(
+                "<testcase classname=\"scope (2)\" name=\"alice&apos;s create succeeds (2)\""
+            ),
+            "{xml}"
+        );
+        for suite in xml.split("<testsuite ").skip(1) {
+            let mut names: Vec<&str> = suite
+                .split("<testcase ")
+                .skip(1)
+                .filter_map(|case| case.split(" name=\"").nth(1)?.split('"').next())
+                .collect();
+            let count = names.len();
+            names.sort_unstable();
+            names.dedup();
+            assert_eq!(names.len(), count, "{suite}");
+        }
     }
 
     #[test]

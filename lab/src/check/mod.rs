@@ -19,6 +19,7 @@
 //!   section.
 
 pub mod calibration;
+mod content;
 pub mod excerpt;
 pub mod fields;
 pub mod gateway;
@@ -30,6 +31,7 @@ pub mod init;
 pub mod junit;
 #[cfg(feature = "mcp")]
 pub mod mcp;
+mod naming;
 pub mod points;
 pub mod probe;
 pub mod report;
@@ -142,7 +144,7 @@ pub fn run(target: Target) -> Result<Report> {
             }
             Err(stop) => return Err(stop.into_error(&file, &base_url)),
         };
-        let mut points = points::all(&probe).await;
+        let mut points = points::all(&probe, &calibration).await;
         if let Some(stop) = points::file_at_fault(&probe, &points) {
             return Err(stop.into_error(&file, &base_url));
         }

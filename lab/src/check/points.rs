@@ -8,12 +8,13 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::calibration::Stop;
+use super::calibration::{Calibration, Callers, Retried, Stop, retried};
+use super::content::{self, content_of};
 use super::history::Answer;
 use super::http::HangUp;
 use super::probe::{BodyForm, Call, Change, KeyWire, Probe, Read, Seen, same_effect};
 use super::report::{Grade, PointReport, SubCheck};
-use super::target::{KeyForm, Provocation, Replay};
+use super::target::{Endpoint, KeyForm, Provocation, Replay};
 
 /// How long after cutting a request off the check retries it.
 const HANG_UP_BACKOFF: Duration = Duration::from_secs(1);
@@ -84,8 +85,30 @@ impl Checks {
             expected: expected.into(),
             observed: observed.into(),
             exchanges: exchanges.to_vec(),
+            not_covered: None,
         });
         passed
+    }
+
+    /// Records a sub-check the check could not judge, with why and what would judge it.
+    pub(crate) fn not_covered(
+        &mut self,
+        grade: Grade,
+        what: impl Into<String>,
+        expected: impl Into<String>,
+        why: impl Into<String>,
+        exchanges: &[usize],
+    ) {
+        let why = why.into();
+        self.0.push(SubCheck {
+            what: what.into(),
+            grade,
+            passed: false,
+            expected: expected.into(),
+            observed: "not judged".to_owned(),
+            exchanges: exchanges.to_vec(),
+            not_covered: Some(why),
+        });
     }
 
     /// The effect count now; `None`, with the failed sub-check added, when it cannot be read (the
@@ -117,8 +140,8 @@ fn lab26() -> Grade {
     Grade::lab_over_should(section::ENFORCEMENT)
 }
 
-/// Every point, in order.
-pub async fn all(probe: &Arc<Probe>) -> Vec<PointReport> {
+/// Every point, in order; the scope point rests on what `calibration` proved of the callers.
+pub async fn all(probe: &Arc<Probe>, calibration: &Calibration) -> Vec<PointReport> {
     let mut points = vec![
         replay(probe).await,
         lost_reply(probe).await,
@@ -128,7 +151,7 @@ pub async fn all(probe: &Arc<Probe>) -> Vec<PointReport> {
         new_key(probe).await,
         concurrent_fresh(probe).await,
         concurrent_completed(probe).await,
-        scope(probe).await,
+        scope(probe, &calibration.callers).await,
         other_endpoint(probe).await,
         key_forms(probe).await,
         error_then_corrected(probe).await,
@@ -195,7 +218,7 @@ fn note_an_unseen_replay_mark(probe: &Probe, points: &mut [PointReport]) {
     );
     for point in points.iter_mut() {
         for check in point.checks.iter_mut() {
-            if !check.passed && rests_on_the_mark(check) {
+            if check.failed() && rests_on_the_mark(check) {
                 check.observed = note.clone();
             }
         }
@@ -213,11 +236,11 @@ pub fn file_at_fault(probe: &Probe, points: &[PointReport]) -> Option<Stop> {
     let mark_failed = replay
         .checks
         .iter()
-        .any(|c| !c.passed && rests_on_the_mark(c));
+        .any(|c| c.failed() && rests_on_the_mark(c));
     let all_else_passed = replay
         .checks
         .iter()
-        .all(|c| c.passed || rests_on_the_mark(c));
+        .all(|c| !c.failed() || rests_on_the_mark(c));
     (mark_failed && all_else_passed).then(|| {
         Stop::mismatch(
             field,
@@ -272,7 +295,8 @@ fn ids(seen: &[Seen]) -> Vec<usize> {
     seen.iter().map(|s| s.id).collect()
 }
 
-fn same_json(a: &Answer, b: &Answer) -> bool {
+/// Whether two answers are replies with the same body (as JSON, where both are).
+pub(crate) fn same_json(a: &Answer, b: &Answer) -> bool {
     match (a, b) {
         (Answer::Reply { body: x, .. }, Answer::Reply { body: y, .. }) => {
             match (
@@ -284,6 +308,15 @@ fn same_json(a: &Answer, b: &Answer) -> bool {
             }
         }
         _ => false,
+    }
+}
+
+/// `no new effect`, `one new effect`, `2 new effects`.
+fn new_effects(delta: i64) -> String {
+    match delta {
+        0 => "no new effect".to_owned(),
+        1 => "one new effect".to_owned(),
+        n => format!("{n} new effects"),
     }
 }
 
@@ -367,6 +400,7 @@ async fn replay_checks(probe: &Probe, checks: &mut Checks, name: &'static str) -
         effects(after_first - before),
         &[first_seen.id],
     );
+    let effect = content_of(probe, &first_read).await;
     let mut retry = call.clone();
     retry.step = "an immediate retry".to_owned();
     let now = probe.send(name, &retry).await;
@@ -383,12 +417,15 @@ async fn replay_checks(probe: &Probe, checks: &mut Checks, name: &'static str) -
         lab26(),
     );
     let after = checks.count(probe).await?;
-    checks.add(
-        lab26(),
-        "the retries made no effect",
-        after == after_first,
-        "no new effect",
-        effects(after - after_first),
+    content::judged(
+        checks,
+        (
+            lab26(),
+            "the retries made no effect".to_owned(),
+            "no new effect",
+        ),
+        (after == after_first, new_effects(after - after_first)),
+        content::since(probe, &effect).await,
         &[now.id, later.id],
     );
     Some(())
@@ -458,6 +495,7 @@ async fn lost_reply(probe: &Probe) -> PointReport {
         return PointReport::covered(NAME, TITLE, checks.0);
     };
     // The client never saw `lost`; only the history keeps it, to judge the retry.
+    let effect = content_of(probe, &lost_read).await;
     let mut retry = call.clone();
     retry.step = "the retry after the lost reply".to_owned();
     let retried = probe.send_settled(NAME, &retry).await;
@@ -472,12 +510,15 @@ async fn lost_reply(probe: &Probe) -> PointReport {
     let after = count_or_stop!(probe, checks, NAME, TITLE);
     let mut evidence = vec![lost.id];
     evidence.extend(ids(&retried));
-    checks.add(
-        lab26(),
-        "the lost reply and its retry made one effect",
-        after - before == 1,
-        "one effect",
-        effects(after - before),
+    content::judged(
+        &mut checks,
+        (
+            lab26(),
+            "the lost reply and its retry made one effect".to_owned(),
+            "one effect",
+        ),
+        (after - before == 1, effects(after - before)),
+        content::since(probe, &effect).await,
         &evidence,
     );
     PointReport::covered(NAME, TITLE, checks.0)
@@ -652,7 +693,7 @@ async fn changed_payload_checks(
     );
     let (first_seen, first_read) = first(probe, name, checks, &call).await?;
     let after_first = checks.count(probe).await?;
-    let effect_before = read_back(probe, checks, &first_read).await;
+    let effect = content_of(probe, &first_read).await;
     let changed = probe.call(
         &format!("the same key with another payload ({})", change.what),
         KeyWire::Normal(key),
@@ -661,23 +702,18 @@ async fn changed_payload_checks(
     let seen = probe.send_settled(name, &changed).await;
     changed_refused(probe, checks, &first_read, &seen, &pair);
     let after_changed = checks.count(probe).await?;
-    let overwrite = match &effect_before {
-        Some(before) => overwritten(probe, &first_read, before, change).await,
-        None => None,
-    };
-    checks.add(
-        Grade::must(section::ERRORS),
-        format!("the changed payload made no effect{pair}"),
-        after_changed == after_first && overwrite.is_none(),
-        "no new effect, and the first effect as it was",
-        match &overwrite {
-            Some(how) => format!(
-                "{}, but the first effect was changed in place (an overwrite, read back by \
-                 [read]): {how}",
-                effects(after_changed - after_first).replace("0 effects", "no new effect")
-            ),
-            None => effects(after_changed - after_first),
-        },
+    content::judged(
+        checks,
+        (
+            Grade::must(section::ERRORS),
+            format!("the changed payload made no effect{pair}"),
+            "no new effect, and the first effect as it was",
+        ),
+        (
+            after_changed == after_first,
+            new_effects(after_changed - after_first),
+        ),
+        content::since(probe, &effect).await,
         &ids(&seen),
     );
     changed_then_first_again(
@@ -730,77 +766,6 @@ async fn changed_then_first_again(
         &[first_seen.id, last(&replayed).id],
     );
     Some(())
-}
-
-/// The first effect as `[read]` reads it back, when the file gives a `[read]` and the first
-/// answer named its effect; a read that fails is a failed sub-check of its own.
-async fn read_back(probe: &Probe, checks: &mut Checks, first: &Read) -> Option<Value> {
-    let identity = first.identity.as_deref()?;
-    match probe.read_effect(identity).await? {
-        Ok(effect) => Some(effect),
-        Err(problem) => {
-            checks.add(
-                Grade::lab(),
-                "the first effect can be read back as [read] says",
-                false,
-                format!("the effect {identity}"),
-                problem,
-                &[],
-            );
-            None
-        }
-    }
-}
-
-/// How the first effect changed after the changed payload, read by the fields the change
-/// varied; `None` when it stands as it was (or cannot be read again).
-async fn overwritten(
-    probe: &Probe,
-    first: &Read,
-    before: &Value,
-    change: &Change,
-) -> Option<String> {
-    let identity = first.identity.as_deref()?;
-    let after = probe.read_effect(identity).await?.ok()?;
-    let names: Vec<&String> = change
-        .changed
-        .iter()
-        .filter(|(name, value)| change.first.get(*name) != Some(*value))
-        .map(|(name, _)| name)
-        .collect();
-    let (was, now) = (effect_view(before, &names), effect_view(&after, &names));
-    (was != now).then(|| format!("it was {was}, now {now}"))
-}
-
-/// What of a read-back effect is compared: the properties named like the varied fields, where
-/// the answer has them (anywhere in it), else all of it; a SQL row whole.
-pub fn effect_view(effect: &Value, names: &[&String]) -> Value {
-    fn find<'v>(value: &'v Value, name: &str) -> Option<&'v Value> {
-        match value {
-            Value::Object(map) => map
-                .get(name)
-                .or_else(|| map.values().find_map(|v| find(v, name))),
-            Value::Array(items) => items.iter().find_map(|v| find(v, name)),
-            _ => None,
-        }
-    }
-    let mut view = serde_json::Map::new();
-    if let Some(answer) = effect.get("request") {
-        let named: serde_json::Map<String, Value> = names
-            .iter()
-            .filter_map(|name| find(answer, name).map(|v| ((*name).clone(), v.clone())))
-            .collect();
-        let part = if named.is_empty() {
-            answer.clone()
-        } else {
-            Value::Object(named)
-        };
-        view.insert("request".to_owned(), part);
-    }
-    if let Some(row) = effect.get("sql") {
-        view.insert("sql".to_owned(), row.clone());
-    }
-    Value::Object(view)
 }
 
 /// The answers to the changed payload: refused, with the file's conflict status.
@@ -857,6 +822,7 @@ async fn reordered(probe: &Probe) -> PointReport {
     let Some((_, first_read)) = first(probe, NAME, &mut checks, &call).await else {
         return PointReport::covered(NAME, TITLE, checks.0);
     };
+    let effect = content_of(probe, &first_read).await;
     let mut respaced = call.clone();
     respaced.step = "the same payload, fields reversed and respaced".to_owned();
     respaced.body = BodyForm::Reordered(fields);
@@ -882,12 +848,11 @@ async fn reordered(probe: &Probe) -> PointReport {
         &ids(&seen),
     );
     let after = count_or_stop!(probe, checks, NAME, TITLE);
-    checks.add(
-        Grade::lab(),
-        "one effect in all",
-        after - before == 1,
-        "one effect",
-        effects(after - before),
+    content::judged(
+        &mut checks,
+        (Grade::lab(), "one effect in all".to_owned(), "one effect"),
+        (after - before == 1, effects(after - before)),
+        content::since(probe, &effect).await,
         &ids(&seen),
     );
     PointReport::covered(NAME, TITLE, checks.0)
@@ -953,6 +918,8 @@ struct Rounds {
     unanswered: Vec<(String, usize)>,
     in_progress: Vec<usize>,
     bad_retries: Vec<(String, usize)>,
+    /// What `[read]` showed of each round's first effect after its retries.
+    contents: Vec<(usize, content::Since)>,
 }
 
 /// The exchanges of the first three findings, as a sub-check's evidence.
@@ -1203,6 +1170,7 @@ async fn completed_round(
         return None;
     }
     let before = checks.count(probe).await?;
+    let effect = content_of(probe, &first_read).await;
     let calls = (0..probe.target.load.callers)
         .map(|i| {
             probe.call(
@@ -1234,6 +1202,9 @@ async fn completed_round(
             .wrong_effects
             .push((round, after - before, ids(&seen)));
     }
+    found
+        .contents
+        .push((round, content::since(probe, &effect).await));
     found.rounds += 1;
     Some(())
 }
@@ -1276,17 +1247,23 @@ fn completed_verdicts(probe: &Probe, checks: &mut Checks, found: &Rounds) {
             .copied()
             .collect::<Vec<_>>(),
     );
-    checks.add(
-        lab26(),
-        "the retries made no effect",
-        found.wrong_effects.is_empty(),
-        "no new effect",
-        found
-            .wrong_effects
-            .first()
-            .map_or("none".to_owned(), |(round, n, _)| {
-                format!("round {round}: {}", effects(*n))
-            }),
+    content::judged(
+        checks,
+        (
+            lab26(),
+            "the retries made no effect".to_owned(),
+            "no new effect",
+        ),
+        (
+            found.wrong_effects.is_empty(),
+            found
+                .wrong_effects
+                .first()
+                .map_or("no new effect".to_owned(), |(round, n, _)| {
+                    format!("round {round}: {}", effects(*n))
+                }),
+        ),
+        content::over_rounds(&found.contents),
         &found
             .wrong_effects
             .first()
@@ -1295,9 +1272,14 @@ fn completed_verdicts(probe: &Probe, checks: &mut Checks, found: &Rounds) {
     );
 }
 
-async fn scope(probe: &Probe) -> PointReport {
+async fn scope(probe: &Probe, callers: &Callers) -> PointReport {
     const NAME: &str = "scope";
     const TITLE: &str = "Another caller's same key is that caller's own, never the first caller's";
+    // A reply to the second caller that names the first caller's effect is a leak only when
+    // the two are two callers to the service; unproved, it is no evidence either way.
+    if let Callers::Unproved(why) = callers {
+        return PointReport::not_covered(NAME, TITLE, why.clone());
+    }
     let mut checks = Checks::new();
     scope_checks(probe, &mut checks, NAME).await;
     PointReport::covered(NAME, TITLE, checks.0)
@@ -1453,6 +1435,7 @@ async fn other_endpoint(probe: &Probe) -> PointReport {
     let Some((first_seen, first_read)) = first(probe, NAME, &mut checks, &call).await else {
         return PointReport::covered(NAME, TITLE, checks.0);
     };
+    let effect = content_of(probe, &first_read).await;
     let elsewhere = Call {
         step: format!("the same key on {} {}", other.method, other.path),
         caller: 0,
@@ -1484,6 +1467,7 @@ async fn other_endpoint(probe: &Probe) -> PointReport {
         },
         &ids(&seen),
     );
+    left_alone(probe, &mut checks, other, &effect, &ids(&seen)).await;
     let mut again = call.clone();
     again.step = "the create's retry".to_owned();
     let retried = probe.send_settled(NAME, &again).await;
@@ -1496,6 +1480,33 @@ async fn other_endpoint(probe: &Probe) -> PointReport {
         lab26(),
     );
     PointReport::covered(NAME, TITLE, checks.0)
+}
+
+/// The key's use on the other endpoint left the create's effect as `[read]` read it.
+async fn left_alone(
+    probe: &Probe,
+    checks: &mut Checks,
+    other: &Endpoint,
+    effect: &Result<content::Content, String>,
+    exchanges: &[usize],
+) {
+    content::judged(
+        checks,
+        (
+            Grade::lab(),
+            format!(
+                "the key's use on {} {} left the create's effect alone",
+                other.method, other.path
+            ),
+            "the create's effect as it was",
+        ),
+        (
+            true,
+            "the other endpoint's effects are not counted".to_owned(),
+        ),
+        content::since(probe, effect).await,
+        exchanges,
+    );
 }
 
 async fn key_forms(probe: &Probe) -> PointReport {
@@ -1516,8 +1527,10 @@ struct Refused<'a> {
     no_effect: &'static str,
 }
 
-/// The key-forms point's sub-checks; `None` where it stopped.
-async fn key_forms_checks(probe: &Probe, checks: &mut Checks, name: &'static str) -> Option<()> {
+/// The requests the file's `[key]` says the service must refuse: no key (when it is required),
+/// a key the declared form makes malformed (an unclosed quote is neither an sf-string nor a
+/// token; an opaque key is any string), and a key outside `key.pattern`.
+fn refused_keys(probe: &Probe) -> Vec<Refused<'_>> {
     let statuses = &probe.target.statuses;
     let mut refused = Vec::new();
     if probe.target.key.required {
@@ -1529,20 +1542,43 @@ async fn key_forms_checks(probe: &Probe, checks: &mut Checks, name: &'static str
             statuses: &statuses.missing_key,
             no_effect: "the request with no key made no effect",
         });
-    } else {
+    }
+    if probe.target.key.form != KeyForm::Opaque {
+        refused.push(Refused {
+            step: MALFORMED,
+            // Built around a fresh key, so a second run never meets the first run's record.
+            wire: KeyWire::Raw(probe.malformed_key()),
+            grade: Grade::should(section::SYNTAX),
+            what: "a malformed key is refused with statuses.bad_key",
+            statuses: &statuses.bad_key,
+            no_effect: "the request with a malformed key made no effect",
+        });
+    }
+    if let Some(outside) = probe.key_outside_pattern() {
+        // The file says the service takes only keys that match: one that does not is refused
+        // as the file's statuses say, a promise of the file's own, not of the draft.
+        refused.push(Refused {
+            step: "a request with a key outside key.pattern",
+            wire: KeyWire::Normal(outside),
+            grade: Grade::lab(),
+            what: "a key outside key.pattern is refused with statuses.bad_key",
+            statuses: &statuses.bad_key,
+            no_effect: "the request with a key outside key.pattern made no effect",
+        });
+    }
+    refused
+}
+
+/// The step of the malformed key's request.
+const MALFORMED: &str = "a request with a malformed key (an unclosed quote)";
+
+/// The key-forms point's sub-checks; `None` where it stopped.
+async fn key_forms_checks(probe: &Probe, checks: &mut Checks, name: &'static str) -> Option<()> {
+    if !probe.target.key.required {
         optional_key(probe, checks, name).await?;
     }
-    refused.push(Refused {
-        step: "a request with a malformed key (an unclosed quote)",
-        // Built around a fresh key, so a second run never meets the first run's record.
-        wire: KeyWire::Raw(probe.malformed_key()),
-        grade: Grade::should(section::SYNTAX),
-        what: "a malformed key is refused with statuses.bad_key",
-        statuses: &statuses.bad_key,
-        no_effect: "the request with a malformed key made no effect",
-    });
     let mut before = checks.count(probe).await?;
-    for case in refused {
+    for case in refused_keys(probe) {
         let seen = probe
             .send(
                 name,
@@ -1560,17 +1596,45 @@ async fn key_forms_checks(probe: &Probe, checks: &mut Checks, name: &'static str
             &[seen.id],
         );
         let after = checks.count(probe).await?;
+        let advice = if case.step == MALFORMED && after != before {
+            opaque_advice(probe)
+        } else {
+            String::new()
+        };
         checks.add(
             Grade::lab(),
             case.no_effect,
             after == before,
             "no effect",
-            effects(after - before),
+            format!("{}{advice}", effects(after - before)),
             &[seen.id],
         );
         before = after;
     }
     other_key_form(probe, checks, name).await
+}
+
+/// What a failure that an opaque service makes by design (a quoted key is a second key, a
+/// malformed sf-string a key of its own) says about the file: the form the check held the
+/// service to, and how to declare an opaque key.
+fn opaque_advice(probe: &Probe) -> String {
+    let held = match (probe.target.key.form, probe.target.key.form_declared) {
+        (KeyForm::Opaque, _) => return String::new(),
+        (KeyForm::SfString, false) => {
+            "the file names no key.form, so the check held the service to the draft's sf-string"
+        }
+        (KeyForm::SfString, true) => {
+            "key.form = \"sf-string\" says that the service reads the draft's form"
+        }
+        (KeyForm::Token, _) => {
+            "key.form = \"token\" says that the service reads the key as a token"
+        }
+    };
+    format!(
+        ". A service that takes the key as an opaque string (any string, as Stripe does) does \
+         this by design; {held}. If the service takes any string, declare key.form = \
+         \"opaque\" in [key] (with key.pattern, if it takes only keys that match one)"
+    )
 }
 
 /// `key.required = false`: a request without a key is a plain request. The draft's section 2.7
@@ -1610,16 +1674,20 @@ async fn optional_key(probe: &Probe, checks: &mut Checks, name: &'static str) ->
     Some(())
 }
 
-/// The key in the file's form, then the same key in the other form: refused or the same effect.
+/// The key in the file's form, then the same key in the other form. Where the file says that
+/// the service reads sf-strings or tokens, the other form is refused or names the same effect
+/// (LAB); that the draft's quoted String names the same effect as a bare key is a SHOULD line.
 async fn other_key_form(probe: &Probe, checks: &mut Checks, name: &'static str) -> Option<()> {
     let key = probe.fresh_key();
     let fields = probe.fresh_fields(false);
-    let (form, other_form) = match probe.target.key.form {
+    let form = probe.target.key.form;
+    let (written, other_form) = match form {
         KeyForm::SfString => ("a quoted sf-string", "a bare token"),
         KeyForm::Token => ("a bare token", "a quoted sf-string"),
+        KeyForm::Opaque => ("the bare string", "the draft's quoted String"),
     };
     let call = probe.call(
-        &format!("the key as {form} (the file's form)"),
+        &format!("the key as {written} (the file's form)"),
         KeyWire::Normal(key.clone()),
         &fields,
     );
@@ -1634,39 +1702,48 @@ async fn other_key_form(probe: &Probe, checks: &mut Checks, name: &'static str) 
     let after = checks.count(probe).await?;
     let refused = answer.status().is_some_and(|s| (400..=499).contains(&s));
     let same = read.success && same_effect(&read.identity, &first_read.identity);
-    checks.add(
-        Grade {
-            section: Some(section::SYNTAX),
-            ..Grade::lab()
-        },
-        format!("the key as {other_form} is refused or names the same effect, never a second"),
-        after == after_first && (refused || same),
-        "a 4xx or the first effect, and no new effect",
-        format!(
-            "{}; {}",
-            probe.describe(answer),
-            if after == after_first && same {
-                "read as the same key".to_owned()
-            } else if after == after_first {
-                "no new effect".to_owned()
-            } else {
-                format!(
-                    "{}: the key's two spellings are two keys",
-                    effects(after - after_first)
-                )
-            }
-        ),
-        &[first_seen.id, last(&seen).id],
+    let observed = format!(
+        "{}; {}",
+        probe.describe(answer),
+        if after == after_first && same {
+            "read as the same key".to_owned()
+        } else if after == after_first {
+            "no new effect".to_owned()
+        } else {
+            format!(
+                "{}: the key's two spellings are two keys",
+                effects(after - after_first)
+            )
+        }
     );
-    if probe.target.key.form == KeyForm::Token {
+    let exchanges = [first_seen.id, last(&seen).id];
+    if form != KeyForm::Opaque {
+        let advice = if after == after_first {
+            String::new()
+        } else {
+            opaque_advice(probe)
+        };
+        checks.add(
+            Grade {
+                section: Some(section::SYNTAX),
+                ..Grade::lab()
+            },
+            format!("the key as {other_form} is refused or names the same effect, never a second"),
+            after == after_first && (refused || same),
+            "a 4xx or the first effect, and no new effect",
+            format!("{observed}{advice}"),
+            &exchanges,
+        );
+    }
+    if form != KeyForm::SfString {
         // The draft's syntax is the quoted String: a client that follows it sends this form.
         checks.add(
             Grade::should(section::SYNTAX),
             "the key as the draft's quoted String names the same effect",
             same,
             "the first effect",
-            probe.describe(answer),
-            &[last(&seen).id],
+            observed,
+            &exchanges,
         );
     }
     Some(())
@@ -1891,22 +1968,18 @@ async fn fault_between(probe: &Probe) -> PointReport {
     faulted.body = probe.provoked(&fields, hook);
     faulted.extra = hook.headers.clone();
     let seen = probe.send(NAME, &faulted).await;
-    // A 4xx is the hook refused, not the fault: only a 5xx or no answer shows it fired. When it
-    // did not, the point goes on: what the retry then does (a duplicate, a key stuck in
-    // progress) is still what a client meets.
-    let fired = seen.answer.status().is_none_or(|s| s >= 500);
-    checks.add(
-        Grade::lab(),
-        "the fault hook fired: a 5xx or no answer",
-        fired,
-        "a 5xx or no answer",
-        format!(
-            "{}; the point goes on to show what the retry does",
-            probe.describe(&seen.answer)
-        ),
-        &[seen.id],
-    );
-    let retry = probe.call("the retry without the hook", KeyWire::Normal(key), &fields);
+    let hooked = probe.read(&seen.answer, false);
+    // A hook that answered with a success lost the key's record, if anything: the retry is the
+    // same request again, as a client sends it, and what it gets is compared at the end with a
+    // retry after a plain create. Past a failure, the retry is the request without the hook.
+    let retry = if hooked.success {
+        let mut again = faulted.clone();
+        again.step = "the same request again, under its key".to_owned();
+        again
+    } else {
+        fault_fired(probe, &mut checks, &seen);
+        probe.call("the retry without the hook", KeyWire::Normal(key), &fields)
+    };
     let settled = probe.send_settled(NAME, &retry).await;
     let retry_read = probe.read(&last(&settled).answer, false);
     checks.add(
@@ -1937,5 +2010,92 @@ async fn fault_between(probe: &Probe) -> PointReport {
             lab26(),
         );
     }
+    if hooked.success {
+        let (seen, retry) = (&seen, last(&settled));
+        if let Err(reason) = hook_left_a_trace(probe, NAME, &mut checks, seen, retry).await {
+            return PointReport::not_covered(NAME, TITLE, reason);
+        }
+    }
     PointReport::covered(NAME, TITLE, checks.0)
+}
+
+/// A hook that answered with a failure: only a 5xx or no answer shows it fired (a 4xx is the
+/// hook refused). When it did not, the point goes on: what the retry then does (a duplicate, a
+/// key stuck in progress) is still what a client meets.
+fn fault_fired(probe: &Probe, checks: &mut Checks, seen: &Seen) {
+    let fired = seen.answer.status().is_none_or(|s| s >= 500);
+    checks.add(
+        Grade::lab(),
+        "the fault hook fired: a 5xx or no answer",
+        fired,
+        "a 5xx or no answer",
+        format!(
+            "{}; the point goes on to show what the retry does",
+            probe.describe(&seen.answer)
+        ),
+        &[seen.id],
+    );
+}
+
+/// Whether a hook that answered with a success left a trace: its request sent again under its
+/// key was answered otherwise than a plain create's retry (under a fresh key) is. Then the
+/// sub-check saying so goes first; when they were answered alike (both replayed, both made a
+/// new effect, both got one status), the hook left nothing a black box can see, and the reason
+/// why the point cannot tell is returned.
+async fn hook_left_a_trace(
+    probe: &Probe,
+    name: &'static str,
+    checks: &mut Checks,
+    seen: &Seen,
+    retry: &Seen,
+) -> Result<(), String> {
+    let hooked = retried(probe, &probe.read(&seen.answer, false), retry);
+    let plain = probe.call(
+        "a plain create, to compare its retry with the hook's",
+        KeyWire::Normal(probe.fresh_key()),
+        &probe.fresh_fields(false),
+    );
+    let first = probe.send(name, &plain).await;
+    let read = probe.read(&first.answer, false);
+    if !read.success {
+        return Err(format!(
+            "The hook answered {} and a plain create to compare with was refused ({}), so \
+             whether the hook lost the key's record cannot be told.",
+            seen.answer.summary(),
+            probe.describe(&first.answer)
+        ));
+    }
+    let mut again = plain;
+    again.step = "the plain create again, under its key".to_owned();
+    let settled = probe.send_settled(name, &again).await;
+    let compared = last(&settled);
+    let plain_retried = retried(probe, &read, compared);
+    let told = format!(
+        "the hook's request (#{}, {}) sent again under its key: {} (#{}); a plain create's \
+         retry: {} (#{})",
+        seen.id,
+        seen.answer.summary(),
+        retry.answer.summary(),
+        retry.id,
+        compared.answer.summary(),
+        compared.id
+    );
+    if hooked == Retried::Replayed || hooked == plain_retried {
+        return Err(format!(
+            "The hook answered with a success, and {told}: answered alike, so the hook left \
+             no trace a black box can see, and whether it lost the key's record cannot be \
+             told. A hook that answers 5xx (or no answer) after the effect shows that it \
+             fired."
+        ));
+    }
+    checks.add(
+        Grade::lab(),
+        "the fault hook fired: its retry was answered otherwise than a plain create's",
+        true,
+        "another answer than a plain create's retry gets",
+        told,
+        &[seen.id, retry.id, first.id, compared.id],
+    );
+    checks.0.rotate_right(1);
+    Ok(())
 }

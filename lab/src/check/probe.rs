@@ -20,7 +20,7 @@ use super::target::{
 pub enum KeyWire {
     /// In the file's form.
     Normal(String),
-    /// The other form: bare when the file says sf-string, quoted when it says token.
+    /// The other form: bare when the file says sf-string, quoted when it says token or opaque.
     OtherForm(String),
     /// Exactly this header value.
     Raw(String),
@@ -161,6 +161,16 @@ pub fn same_effect(a: &Option<String>, b: &Option<String>) -> bool {
     matches!((a, b), (Some(a), Some(b)) if a == b)
 }
 
+/// `more` laid over `headers`: each header of `more` replaces every header of `headers` with its
+/// name, names compared without case as HTTP compares them, so a caller's `authorization`
+/// replaces the create's `Authorization` instead of being sent beside it.
+pub fn lay_over(headers: &mut Vec<(String, String)>, more: &[(String, String)]) {
+    for (name, value) in more {
+        headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+        headers.push((name.clone(), value.clone()));
+    }
+}
+
 /// An answer and the number of its exchange.
 #[derive(Clone, Debug)]
 pub struct Seen {
@@ -271,12 +281,30 @@ impl Probe {
     }
 
     /// A key no request of any run has used, in the file's `key.shape`: a random UUID v4, or
-    /// `chk-RUN-N`; either is valid as a token and an sf-string.
+    /// `chk-RUN-N`; either is valid as a token and an sf-string. With `key.pattern`, one the
+    /// pattern takes (the file's validation proved that keys of its shape do; a pattern that
+    /// takes only some of them is met by drawing again, a bounded number of times).
     pub fn fresh_key(&self) -> String {
-        match self.target.key.shape {
+        let draw = || match self.target.key.shape {
             KeyShape::Uuid => uuid::Uuid::new_v4().to_string(),
             KeyShape::Text => format!("chk-{}-{}", self.run, self.next()),
+        };
+        let mut key = draw();
+        if let Some(pattern) = &self.target.key.pattern {
+            for _ in 0..64 {
+                if pattern.matches(&key) {
+                    break;
+                }
+                key = draw();
+            }
         }
+        key
+    }
+
+    /// A fresh key outside `key.pattern`, which the service must refuse; `None` without a
+    /// pattern (the file's validation proved that a pattern refuses one of them).
+    pub fn key_outside_pattern(&self) -> Option<String> {
+        self.target.key.pattern.as_ref()?.outside(&self.fresh_key())
     }
 
     /// A malformed key around a fresh one (an unclosed sf-string quote, and a quote is no token
@@ -341,12 +369,10 @@ impl Probe {
     pub fn key_value(&self, key: &KeyWire) -> Option<String> {
         let quoted = |k: &str| format!("\"{k}\"");
         match (key, self.target.key.form) {
-            (KeyWire::Normal(k), KeyForm::SfString) | (KeyWire::OtherForm(k), KeyForm::Token) => {
-                Some(quoted(k))
-            }
-            (KeyWire::Normal(k), KeyForm::Token) | (KeyWire::OtherForm(k), KeyForm::SfString) => {
-                Some(k.clone())
-            }
+            (KeyWire::Normal(k), KeyForm::SfString)
+            | (KeyWire::OtherForm(k), KeyForm::Token | KeyForm::Opaque) => Some(quoted(k)),
+            (KeyWire::Normal(k), KeyForm::Token | KeyForm::Opaque)
+            | (KeyWire::OtherForm(k), KeyForm::SfString) => Some(k.clone()),
             (KeyWire::Raw(text), _) => Some(text.clone()),
             (KeyWire::Absent, _) => None,
         }
@@ -356,12 +382,15 @@ impl Probe {
         let endpoint = self.endpoint(call.other_endpoint);
         let mut headers = endpoint.headers.clone();
         let caller = &self.target.callers[call.caller.min(self.target.callers.len() - 1)];
-        headers.extend(caller.headers.iter().cloned());
+        lay_over(&mut headers, &caller.headers);
         let key = self.key_value(&call.key);
         if let Some(value) = &key {
-            headers.push((self.target.key.header.clone(), value.clone()));
+            lay_over(
+                &mut headers,
+                &[(self.target.key.header.clone(), value.clone())],
+            );
         }
-        headers.extend(call.extra.iter().cloned());
+        lay_over(&mut headers, &call.extra);
         let body = match (&call.body, &endpoint.body) {
             (BodyForm::Text(text), _) => text.clone(),
             (BodyForm::Compact(fields), Some(template)) => {
@@ -407,6 +436,46 @@ impl Probe {
             Ok(()) => self.wire.send(&outgoing).await,
             Err(reason) => Answer::NoAnswer { reason },
         };
+        let id = self.history.record(sent, recorded(answer.clone()), at);
+        Seen { id, answer }
+    }
+
+    /// Sends one call to the service's root, without the base URL's path prefix, and records
+    /// it: whether the service answers there tells a wrong prefix from a wrong path.
+    pub async fn send_without_prefix(&self, point: &'static str, call: &Call) -> Seen {
+        let (outgoing, sent) = self.outgoing(point, call);
+        let service = &self.target.service;
+        let root = Wire::new(&service.host, service.port, "", service.timeout);
+        let at = Instant::now();
+        let answer = root.send(&outgoing).await;
+        let id = self.history.record(sent, recorded(answer.clone()), at);
+        Seen { id, answer }
+    }
+
+    /// Sends a request the file describes beside the create (a read by identity) as `caller`:
+    /// the caller's headers, the request's own laid over them; recorded under `point`.
+    pub async fn send_as(
+        &self,
+        point: &'static str,
+        step: &str,
+        caller: usize,
+        mut outgoing: Outgoing,
+    ) -> Seen {
+        let who = &self.target.callers[caller];
+        let mut headers = who.headers.clone();
+        lay_over(&mut headers, &outgoing.headers);
+        outgoing.headers = headers;
+        let sent = Sent {
+            point,
+            step: step.to_owned(),
+            caller: Some(who.name.clone()),
+            key: None,
+            method: outgoing.method.clone(),
+            path: outgoing.path.clone(),
+            body: String::from_utf8_lossy(&outgoing.body).into_owned(),
+        };
+        let at = Instant::now();
+        let answer = self.wire.send(&outgoing).await;
         let id = self.history.record(sent, recorded(answer.clone()), at);
         Seen { id, answer }
     }
@@ -505,7 +574,7 @@ impl Probe {
 
     /// What a reply says in the file's terms.
     pub fn read(&self, answer: &Answer, other_endpoint: bool) -> Read {
-        let Answer::Reply { status, body, .. } = answer else {
+        let Answer::Reply { status, .. } = answer else {
             return Read {
                 success: false,
                 identity: None,
@@ -518,17 +587,7 @@ impl Probe {
         } else {
             endpoint.success.contains(status)
         };
-        let identity = match &self.target.identity {
-            Identity::Pointer(pointer) => serde_json::from_str::<Value>(body)
-                .ok()
-                .and_then(|json| json.pointer(pointer).cloned())
-                .filter(|value| !value.is_null())
-                .map(|value| match value {
-                    Value::String(text) => text,
-                    other => other.to_string(),
-                }),
-            Identity::Header(name) => answer.header(name).map(str::to_owned),
-        };
+        let identity = self.identity_in(answer);
         // A replay answered with the file's replay status and the stored body (a 409 that names
         // the first effect) is the first request's success, replayed.
         let replayed = matches!(self.target.replay, Replay::Status(s) if s == *status);
@@ -546,6 +605,24 @@ impl Probe {
             success,
             identity: identity.filter(|_| success),
             marked_replay,
+        }
+    }
+
+    /// The identity an answer holds where `[identity]` says, whatever its status.
+    pub fn identity_in(&self, answer: &Answer) -> Option<String> {
+        let Answer::Reply { body, .. } = answer else {
+            return None;
+        };
+        match &self.target.identity {
+            Identity::Pointer(pointer) => serde_json::from_str::<Value>(body)
+                .ok()
+                .and_then(|json| json.pointer(pointer).cloned())
+                .filter(|value| !value.is_null())
+                .map(|value| match value {
+                    Value::String(text) => text,
+                    other => other.to_string(),
+                }),
+            Identity::Header(name) => answer.header(name).map(str::to_owned),
         }
     }
 
@@ -663,7 +740,7 @@ impl Probe {
                 for caller in as_callers {
                     let mut headers = request.headers.clone();
                     if let Some(index) = caller {
-                        headers.extend(self.target.callers[index].headers.iter().cloned());
+                        lay_over(&mut headers, &self.target.callers[index].headers);
                     }
                     let outgoing = Outgoing {
                         method: request.method.clone(),
@@ -707,7 +784,7 @@ impl Probe {
         let mut parts = serde_json::Map::new();
         if let Some(request) = &read.request {
             let mut headers = self.target.callers[0].headers.clone();
-            headers.extend(request.headers.iter().cloned());
+            lay_over(&mut headers, &request.headers);
             let path = request.path.replace("{{id}}", &path_segment(identity));
             let outgoing = Outgoing {
                 method: request.method.clone(),
@@ -744,7 +821,7 @@ impl Probe {
 }
 
 /// An identity as one path segment: unreserved characters as they are, others percent-encoded.
-fn path_segment(identity: &str) -> String {
+pub(crate) fn path_segment(identity: &str) -> String {
     let mut out = String::new();
     for byte in identity.bytes() {
         if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
@@ -1129,6 +1206,17 @@ mod tests {
         assert!(
             said.ends_with("...") && said.chars().count() == 2 + 300 + 3,
             "{said}"
+        );
+    }
+
+    #[test]
+    fn a_header_laid_over_replaces_its_name_in_any_case() {
+        let pair = |n: &str, v: &str| (n.to_owned(), v.to_owned());
+        let mut headers = vec![pair("Authorization", "Bearer a"), pair("Accept", "*/*")];
+        lay_over(&mut headers, &[pair("authorization", "Bearer b")]);
+        assert_eq!(
+            headers,
+            [pair("Accept", "*/*"), pair("authorization", "Bearer b")]
         );
     }
 

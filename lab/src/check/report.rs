@@ -148,6 +148,18 @@ pub struct SubCheck {
     pub observed: String,
     /// The exchanges it rests on.
     pub exchanges: Vec<usize>,
+    /// Set when the check could not judge it, with why and what would: a count that saw no new
+    /// effect cannot see an effect changed in place. Such a sub-check is neither ok nor failed
+    /// (`passed` is false), and is left out of the verdict and the tallies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_covered: Option<String>,
+}
+
+impl SubCheck {
+    /// Whether it was judged and did not hold (a sub-check not covered was not judged).
+    pub fn failed(&self) -> bool {
+        !self.passed && self.not_covered.is_none()
+    }
 }
 
 /// Whether a point could be checked from outside.
@@ -209,9 +221,9 @@ pub struct PointReport {
 impl PointReport {
     /// A point from its sub-checks.
     pub fn covered(name: &'static str, title: &'static str, checks: Vec<SubCheck>) -> PointReport {
-        let verdict = if checks.iter().any(|c| !c.passed && c.grade.required()) {
+        let verdict = if checks.iter().any(|c| c.failed() && c.grade.required()) {
             Verdict::Fail
-        } else if checks.iter().any(|c| !c.passed) {
+        } else if checks.iter().any(SubCheck::failed) {
             Verdict::PassWithWarnings
         } else {
             Verdict::Pass
@@ -242,7 +254,7 @@ impl PointReport {
         let mine = self
             .checks
             .iter()
-            .filter(|c| c.grade.required() == required);
+            .filter(|c| c.grade.required() == required && c.not_covered.is_none());
         let (mut passed, mut all) = (0, 0);
         for check in mine {
             all += 1;
@@ -342,14 +354,9 @@ impl Report {
     }
 }
 
-impl fmt::Display for Report {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "lab check --target {} ({})", self.target, self.base_url)?;
-        writeln!(f, "Graded against {}.", self.graded_against)?;
-        writeln!(f)?;
-        if !self.calibration.steps.is_empty() {
-            writeln!(f, "{}", self.calibration)?;
-        }
+impl Report {
+    /// The summary: one line per point, its verdict and its tallies.
+    fn summary_table(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let width = self
             .points
             .iter()
@@ -381,6 +388,19 @@ impl fmt::Display for Report {
                 fraction(sh_ok, sh_all)
             )?;
         }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "lab check --target {} ({})", self.target, self.base_url)?;
+        writeln!(f, "Graded against {}.", self.graded_against)?;
+        writeln!(f)?;
+        if !self.calibration.steps.is_empty() {
+            writeln!(f, "{}", self.calibration)?;
+        }
+        self.summary_table(f)?;
         writeln!(f)?;
         for point in &self.points {
             let ids = format!("[{}]", point.promises.join(", "));
@@ -391,6 +411,15 @@ impl fmt::Display for Report {
             for check in &point.checks {
                 let mark = if check.passed { "ok  " } else { "FAIL" };
                 let exchanges = exchange_ids(&check.exchanges);
+                if let Some(why) = &check.not_covered {
+                    writeln!(
+                        f,
+                        "  NOT COVERED {} — {}{exchanges}",
+                        check.grade, check.what
+                    )?;
+                    writeln!(f, "       why: {why}")?;
+                    continue;
+                }
                 writeln!(f, "  {mark} {} — {}{exchanges}", check.grade, check.what)?;
                 if !check.passed {
                     writeln!(f, "       expected: {}", check.expected)?;
@@ -472,6 +501,7 @@ mod tests {
             expected: "e".into(),
             observed: "o".into(),
             exchanges: vec![1],
+            not_covered: None,
         }
     }
 

@@ -119,13 +119,56 @@ pub enum KeyShape {
     Text,
 }
 
-/// The key's wire form.
+/// How the service reads the key header's value (`key.form`): what the check sends, and which
+/// of the draft's sf-string sub-checks it grades as required.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KeyForm {
-    /// An RFC 8941 sf-string, `"..."`, as the draft's section 2.1 asks.
+    /// An RFC 8941 sf-string, `"..."`, as the draft's section 2.1 asks: the service claims the
+    /// draft's form, so a malformed sf-string and the key written bare are graded.
     SfString,
-    /// The key's characters bare, as many middlewares read it.
+    /// The key's characters bare, a token; a quote is no token character, so a quoted key is
+    /// malformed, or read as the same key.
     Token,
+    /// The header's value taken as it comes, any string, as Stripe reads it: the key is sent
+    /// bare, nothing is malformed (unless `key.pattern` says so), and a quoted key is another
+    /// key; what the draft asks of sf-strings is a SHOULD line only.
+    Opaque,
+}
+
+/// `key.pattern`: the keys the service accepts. The whole key must match (the expression is
+/// anchored at both ends); for `form = "sf-string"` the key is the string inside the quotes.
+#[derive(Clone, Debug)]
+pub struct KeyPattern {
+    /// The expression as the file writes it.
+    pub text: String,
+    anchored: regex::Regex,
+}
+
+impl KeyPattern {
+    /// Whether the service's pattern takes `key`.
+    pub fn matches(&self, key: &str) -> bool {
+        self.anchored.is_match(key)
+    }
+
+    /// A key outside the pattern, built around `fresh` (a key no run has used, in the file's
+    /// shape) so that no run meets another's: the first of a few that the pattern refuses.
+    /// `None` when the pattern takes them all.
+    pub fn outside(&self, fresh: &str) -> Option<String> {
+        let other_shape = if super::calibration::is_uuid(fresh) {
+            format!("chk-{}", fresh.replace('-', ""))
+        } else {
+            uuid::Uuid::new_v4().to_string()
+        };
+        [
+            other_shape,
+            format!("{fresh}!"),
+            format!("x{fresh}"),
+            format!("{fresh} {fresh}"),
+            format!("{fresh}-").repeat(300 / fresh.len().max(1) + 1),
+        ]
+        .into_iter()
+        .find(|key| !self.matches(key))
+    }
 }
 
 /// `[key]`.
@@ -133,8 +176,14 @@ pub enum KeyForm {
 pub struct KeySpec {
     /// The header name (`Idempotency-Key`).
     pub header: String,
-    /// How the key is written in it.
+    /// How the service reads it.
     pub form: KeyForm,
+    /// Whether the file names `key.form` (a file without it is graded as the draft's
+    /// sf-string, and its report says how to declare an opaque key).
+    pub form_declared: bool,
+    /// The keys the service accepts (`key.pattern`): every key the check makes matches it, and
+    /// one outside it must be refused.
+    pub pattern: Option<KeyPattern>,
     /// The characters of the keys the check makes (`key.shape`).
     pub shape: KeyShape,
     /// Whether the endpoint requires a key (`key.required`); when not, a request without one is
@@ -173,7 +222,8 @@ pub enum Replay {
 pub struct Statuses {
     /// A key reused with another payload (default 422, the draft's section 2.7).
     pub conflict: Vec<u16>,
-    /// A key whose first request is still being processed (default 409).
+    /// A key whose first request is still being processed (default 409); empty when the
+    /// service never answers so (a second request with the key waits for the first).
     pub in_progress: Vec<u16>,
     /// A malformed key (default 400).
     pub bad_key: Vec<u16>,
@@ -310,6 +360,30 @@ pub struct Overrides {
     pub base_url: Option<String>,
     /// `--allow-remote`: a host other than loopback is allowed.
     pub allow_remote: bool,
+    /// `--upstream-port`: another loopback port than the file's `upstream.port` for the API the
+    /// lab serves behind a wrapper.
+    pub upstream_port: Option<u16>,
+}
+
+/// `[upstream]` with the command line's `--upstream-port` laid over its `port`.
+///
+/// # Errors
+/// `--upstream-port` for a file without `[upstream]`.
+pub(crate) fn with_upstream_port(
+    upstream: Option<super::upstream::Upstream>,
+    overrides: &Overrides,
+) -> Checked<Option<super::upstream::Upstream>> {
+    match (upstream, overrides.upstream_port) {
+        (None, Some(port)) => Err(format!(
+            "--upstream-port: {port}: the file has no [upstream] section, so the lab serves no \
+             API for it to name the port of"
+        )),
+        (Some(mut upstream), Some(port)) => {
+            upstream.port = Some(port);
+            Ok(Some(upstream))
+        }
+        (upstream, None) => Ok(upstream),
+    }
 }
 
 // The file as TOML has it. Unknown fields are refused, so a misspelt name is reported, not
@@ -384,6 +458,7 @@ struct EndpointFile {
 struct KeyFile {
     header: Option<String>,
     form: Option<String>,
+    pattern: Option<String>,
     shape: Option<String>,
     required: Option<bool>,
 }
@@ -580,6 +655,7 @@ impl File {
         };
         let callers = callers(self.callers)?;
         let upstream = self.upstream.map(super::upstream::upstream).transpose()?;
+        let upstream = with_upstream_port(upstream, overrides)?;
         let count = match (self.count, &upstream) {
             (Some(file), _) => count(file, &callers, folder)?,
             (None, Some(_)) => Count::Upstream,
@@ -623,6 +699,7 @@ impl File {
             folder: folder.to_owned(),
         })
         .and_then(check_upstream_use)
+        .and_then(|target| key_header_elsewhere(&target).map(|()| target))
     }
 }
 
@@ -654,34 +731,100 @@ fn default_validation() -> Provocation {
     }
 }
 
-/// `[key]`: the header (`Idempotency-Key` unless named), the form of its value, the shape of
-/// the keys the check makes (a UUID unless named) and whether the endpoint requires one.
+/// `[key]`: the header (`Idempotency-Key` unless named), how the service reads its value, the
+/// keys it accepts, the shape of the keys the check makes (a UUID unless named) and whether the
+/// endpoint requires one.
 fn key_spec(file: KeyFile) -> Checked<KeySpec> {
+    let shape = match file.shape.as_deref() {
+        None | Some("uuid") => KeyShape::Uuid,
+        Some("text") => KeyShape::Text,
+        Some(other) => {
+            return Err(format!(
+                "key.shape: {other:?}: expected \"uuid\" or \"text\""
+            ));
+        }
+    };
     Ok(KeySpec {
-        shape: match file.shape.as_deref() {
-            None | Some("uuid") => KeyShape::Uuid,
-            Some("text") => KeyShape::Text,
-            Some(other) => {
-                return Err(format!(
-                    "key.shape: {other:?}: expected \"uuid\" or \"text\""
-                ));
-            }
+        pattern: match file.pattern {
+            Some(text) => Some(key_pattern(text, shape)?),
+            None => None,
         },
+        shape,
         required: file.required.unwrap_or(true),
         header: header_name(
             &file.header.unwrap_or_else(|| "Idempotency-Key".to_owned()),
             "key.header",
         )?,
+        form_declared: file.form.is_some(),
         form: match file.form.as_deref() {
             None | Some("sf-string") => KeyForm::SfString,
             Some("token") => KeyForm::Token,
+            Some("opaque") => KeyForm::Opaque,
             Some(other) => {
                 return Err(format!(
-                    "key.form: {other:?}: expected \"sf-string\" or \"token\""
+                    "key.form: {other:?}: expected \"opaque\" (the header's value taken as it \
+                     comes, any string), \"sf-string\" (the draft's quoted String) or \"token\" \
+                     (the key bare)"
                 ));
             }
         },
     })
+}
+
+/// The name of `shape` in the file, and keys of that shape such as the check makes, for
+/// `key.pattern` to take: the check's own keys must match it, or every point would be refused.
+fn shape_samples(shape: KeyShape) -> (&'static str, &'static [&'static str]) {
+    match shape {
+        KeyShape::Uuid => (
+            "uuid",
+            &[
+                "00000000-0000-4000-8000-000000000000",
+                "5f0c1a2b-3d4e-4f60-9a7b-8c9d0e1f2a3b",
+                "ffffffff-ffff-4fff-bfff-ffffffffffff",
+            ],
+        ),
+        KeyShape::Text => ("text", &["chk-0123456789ab-1", "chk-fedcba987654-42"]),
+    }
+}
+
+/// `key.pattern`: a regular expression the whole key must match, which the keys of `shape`
+/// match, and which refuses some key the check can send (or it says nothing to grade).
+fn key_pattern(text: String, shape: KeyShape) -> Checked<KeyPattern> {
+    let anchored = regex::Regex::new(&format!("^(?:{text})$"))
+        .map_err(|err| format!("key.pattern: {text:?} is not a regular expression: {err}"))?;
+    let pattern = KeyPattern { text, anchored };
+    let takes = |shape: KeyShape| shape_samples(shape).1.iter().all(|k| pattern.matches(k));
+    let (name, samples) = shape_samples(shape);
+    if !takes(shape) {
+        let other = match shape {
+            KeyShape::Uuid => KeyShape::Text,
+            KeyShape::Text => KeyShape::Uuid,
+        };
+        let fix = if takes(other) {
+            format!(
+                "set key.shape = \"{}\", whose keys it takes",
+                shape_samples(other).0
+            )
+        } else {
+            "the check makes its keys as UUIDs or as chk-RUN-N (key.shape); write the pattern \
+             so that it takes one of them"
+                .to_owned()
+        };
+        let sample = samples.iter().find(|k| !pattern.matches(k)).unwrap_or(&"");
+        return Err(format!(
+            "key.pattern: {:?} does not take the keys of key.shape = \"{name}\" (such as \
+             {sample:?}), and every key the check sends must match it: {fix}",
+            pattern.text
+        ));
+    }
+    if pattern.outside(samples[0]).is_none() {
+        return Err(format!(
+            "key.pattern: {:?} takes every key the check would send outside it, so it says \
+             nothing to grade; leave it out (key.form = \"opaque\" takes any string)",
+            pattern.text
+        ));
+    }
+    Ok(pattern)
 }
 
 /// At least two callers, each named once and with credentials of its own.
@@ -708,18 +851,53 @@ fn callers(list: Vec<CallerFile>) -> Checked<Vec<Caller>> {
         let headers = headers(caller.headers, &format!("{field}.headers"))?;
         callers.push(Caller { name, headers });
     }
-    if let Some((i, _)) = callers
-        .iter()
-        .enumerate()
-        .skip(1)
-        .find(|(_, c)| c.headers == callers[0].headers)
-    {
-        return Err(format!(
-            "callers[{i}].headers: the same credentials as callers[0]; the scope point \
-             needs callers the service can tell apart"
-        ));
+    // Header names compare without case, as HTTP compares them: `authorization` is the same
+    // header as `Authorization`, and two callers that send one token under it are one caller.
+    fn credentials(caller: &Caller) -> Vec<(String, &str)> {
+        let mut sent: Vec<(String, &str)> = caller
+            .headers
+            .iter()
+            .map(|(n, v)| (n.to_ascii_lowercase(), v.as_str()))
+            .collect();
+        sent.sort();
+        sent
+    }
+    for (i, caller) in callers.iter().enumerate().skip(1) {
+        if let Some(same) = callers[..i]
+            .iter()
+            .position(|other| credentials(other) == credentials(caller))
+        {
+            return Err(format!(
+                "callers[{i}].headers: the same credentials as callers[{same}] (header names \
+                 are not case-sensitive); the scope point needs callers the service can tell \
+                 apart: give each caller its own credentials"
+            ));
+        }
     }
     Ok(callers)
+}
+
+/// The key header is the check's to send (fresh, malformed, absent, in either form): another
+/// section that sends a header of that name, in any case, would send a second key.
+fn key_header_elsewhere(target: &Target) -> Checked<()> {
+    let key = &target.key.header;
+    let mut sections: Vec<(String, &[(String, String)])> =
+        vec![("create.headers".to_owned(), &target.create.headers)];
+    if let Some(other) = &target.other_endpoint {
+        sections.push(("other_endpoint.headers".to_owned(), &other.headers));
+    }
+    for (i, caller) in target.callers.iter().enumerate() {
+        sections.push((format!("callers[{i}].headers"), &caller.headers));
+    }
+    for (field, headers) in sections {
+        if let Some((name, _)) = headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(key)) {
+            return Err(format!(
+                "{field}.{name}: the key header (key.header = {key:?}) is the check's to send, a \
+                 fresh key each time; leave it out here"
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn errors(file: Option<ErrorsFile>, create: &Endpoint) -> Checked<Errors> {
@@ -967,7 +1145,18 @@ pub(crate) fn header_name(name: &str, field: &str) -> Checked<String> {
     Ok(name.to_owned())
 }
 
+/// A map of headers as the file gives them. HTTP compares header names without case, so two
+/// names that differ only in case are one header given twice, refused.
 fn headers(map: BTreeMap<String, String>, field: &str) -> Checked<Vec<(String, String)>> {
+    let names: Vec<&String> = map.keys().collect();
+    for (i, name) in names.iter().enumerate() {
+        if let Some(other) = names[i + 1..].iter().find(|n| n.eq_ignore_ascii_case(name)) {
+            return Err(format!(
+                "{field}.{other}: the header {name} is given twice (header names are not \
+                 case-sensitive); keep one"
+            ));
+        }
+    }
     map.into_iter()
         .map(|(name, value)| {
             let name = header_name(&name, &format!("{field}.{name}"))?;
@@ -1214,7 +1403,16 @@ fn statuses(file: StatusesFile, key_required: bool) -> Checked<Statuses> {
     let default = Statuses::default();
     let list = |value: Option<Vec<u16>>, field: &str, default: Vec<u16>| {
         let list = value.unwrap_or(default);
-        if list.is_empty() && (field != "missing_key" || key_required) {
+        // An empty list says that the service never sends the status: a service that makes a
+        // second request with a key in use wait for the first never answers "in progress", and
+        // one whose key is optional never refuses a request for lacking one. A service always
+        // answers a changed payload or a malformed key with some status.
+        let never_sent = match field {
+            "in_progress" => true,
+            "missing_key" => !key_required,
+            _ => false,
+        };
+        if list.is_empty() && !never_sent {
             return Err(format!(
                 "statuses.{field}: an empty list{}",
                 if field == "missing_key" {
@@ -1434,6 +1632,41 @@ request = { path = "/tickets", json_pointer = "/tickets" }
     }
 
     #[test]
+    fn the_key_form_and_pattern_say_how_the_service_reads_keys() {
+        let target = parse(&GOOD.replace("form = \"sf-string\"\n", "")).unwrap();
+        assert_eq!(target.key.form, KeyForm::SfString);
+        assert!(!target.key.form_declared && target.key.pattern.is_none());
+        let target = parse(&GOOD.replace(
+            "form = \"sf-string\"",
+            "form = \"opaque\"\npattern = \"[0-9a-f-]{36}\"",
+        ))
+        .unwrap();
+        assert_eq!(target.key.form, KeyForm::Opaque);
+        assert!(target.key.form_declared);
+        let pattern = target.key.pattern.unwrap();
+        // Anchored: the whole key must match.
+        assert!(pattern.matches("5f0c1a2b-3d4e-4f60-9a7b-8c9d0e1f2a3b"));
+        assert!(!pattern.matches("5f0c1a2b-3d4e-4f60-9a7b-8c9d0e1f2a3b!"));
+        let outside = pattern
+            .outside("5f0c1a2b-3d4e-4f60-9a7b-8c9d0e1f2a3b")
+            .unwrap();
+        assert!(!pattern.matches(&outside), "{outside}");
+        for (pattern, fix) in [
+            ("[0-9a-f", "not a regular expression"),
+            ("chk-.*", "set key.shape = \"text\""),
+            ("[0-9]+", "UUIDs or as chk-RUN-N"),
+            (".+", "leave it out"),
+        ] {
+            let text = GOOD.replace("form = \"sf-string\"", &format!("pattern = \"{pattern}\""));
+            let err = parse(&text).unwrap_err();
+            assert!(
+                err.contains("key.pattern") && err.contains(fix),
+                "{pattern}: {err}"
+            );
+        }
+    }
+
+    #[test]
     fn keys_are_uuids_required_unless_the_file_says_otherwise() {
         let target = parse(GOOD).unwrap();
         assert_eq!(target.key.shape, KeyShape::Uuid);
@@ -1446,6 +1679,21 @@ request = { path = "/tickets", json_pointer = "/tickets" }
         assert_eq!(target.key.shape, KeyShape::Text);
         assert!(!target.key.required);
         assert!(target.statuses.missing_key.is_empty());
+    }
+
+    #[test]
+    fn an_empty_in_progress_list_says_the_service_never_sends_it_and_other_lists_may_not_be_empty()
+    {
+        let never = parse(&format!("{GOOD}\n[statuses]\nin_progress = []\n")).unwrap();
+        assert!(never.statuses.in_progress.is_empty());
+        assert_eq!(never.statuses.conflict, vec![422]);
+        for field in ["conflict", "bad_key", "missing_key"] {
+            let err = parse(&format!("{GOOD}\n[statuses]\n{field} = []\n")).unwrap_err();
+            assert!(
+                err.contains(&format!("statuses.{field}: an empty list")),
+                "{err}"
+            );
+        }
     }
 
     #[test]

@@ -249,6 +249,7 @@ pub(crate) fn upstream(file: UpstreamFile) -> Checked<Upstream> {
         "upstream.body_argument",
     )?;
     let create = file.create.map(create_route).transpose()?;
+    body_key_of_another_api(key_pointer.as_ref(), create.as_ref(), &key_header)?;
     let routes = file
         .routes
         .into_iter()
@@ -299,6 +300,24 @@ fn tokens(file: BTreeMap<String, String>) -> Checked<Vec<(String, String)>> {
         tokens.push((name, token));
     }
     Ok(tokens)
+}
+
+/// The lab's own API reads its key in a header, as its OpenAPI document declares: a body key
+/// there would have the check grade an API that reads it from the body, and pass a wrapper whose
+/// key never reaches the header. A body key is for another API (`[upstream.create]`).
+fn body_key_of_another_api(
+    key_pointer: Option<&String>,
+    create: Option<&CreateRoute>,
+    key_header: &str,
+) -> Checked<()> {
+    if key_pointer.is_some() && create.is_none() {
+        return Err(format!(
+            "upstream.key_pointer: the lab's own API (no [upstream.create]) reads its key in \
+             the header upstream.key_header ({key_header}), as its OpenAPI document declares; \
+             a body key is for another API, whose create route [upstream.create] declares"
+        ));
+    }
+    Ok(())
 }
 
 /// `upstream.key_pointer`: a pointer to a member of the body, and never beside a key header.
@@ -969,6 +988,73 @@ impl UpstreamApi {
         self.since(0)
     }
 
+    /// Whose token `request` arrived with: `Some(Ok(name))` for a token `upstream.tokens` names,
+    /// `Some(Err(()))` for one it does not, `None` when the token header is absent. The header is
+    /// `upstream.token_header`, else `Authorization` with or without its `Bearer ` scheme.
+    pub fn token_of(&self, request: &UpstreamRequest) -> Option<Result<String, ()>> {
+        let header = self.spec.token_header.as_deref().unwrap_or("authorization");
+        let sent = *request.header(header).first()?;
+        let token = match sent.get(..7) {
+            Some(scheme) if scheme.eq_ignore_ascii_case("bearer ") => &sent[7..],
+            _ => sent,
+        };
+        Some(
+            self.spec
+                .tokens
+                .iter()
+                .find(|(_, t)| t == token.trim())
+                .map(|(name, _)| name.clone())
+                .ok_or(()),
+        )
+    }
+
+    /// Whether the wrapper passed two of its callers on to the API as two callers, which the lab
+    /// sees because it serves the API: every create before `marks.0` (sent as the first caller)
+    /// arrived with one caller's token of `upstream.tokens`, and every create from `marks.0` to
+    /// `marks.1` (sent as the second) with another caller's. `Ok` with the proof in words; `Err` with what arrived otherwise.
+    ///
+    /// # Errors
+    /// What the creates arrived with, when it does not prove the two apart.
+    pub fn callers_apart(
+        &self,
+        names: (&str, &str),
+        marks: (usize, usize),
+    ) -> Result<String, String> {
+        let all = self.all();
+        let first = all.get(..marks.0).unwrap_or_default();
+        let second = all.get(marks.0..marks.1).unwrap_or_default();
+        let arrived = |requests: &[UpstreamRequest], who: &str| -> Result<String, String> {
+            let tokens: std::collections::BTreeSet<Option<Result<String, ()>>> = requests
+                .iter()
+                .filter(|r| r.is_create())
+                .map(|r| self.token_of(r))
+                .collect();
+            match Vec::from_iter(tokens).as_slice() {
+                [] => Err(format!("no create sent as {who} reached the API")),
+                [Some(Ok(name))] => Ok(name.clone()),
+                [None] => Err(format!("{who}'s creates reached the API with no token")),
+                [Some(Err(()))] => Err(format!(
+                    "{who}'s creates reached the API with a token upstream.tokens does not name"
+                )),
+                _ => Err(format!(
+                    "{who}'s creates reached the API with several tokens"
+                )),
+            }
+        };
+        let (a, b) = names;
+        let (x, y) = (arrived(first, a)?, arrived(second, b)?);
+        if x == y {
+            return Err(format!(
+                "the creates sent as {a} and as {b} both reached the API with {x}'s token: \
+                 the wrapper passed them on as one caller"
+            ));
+        }
+        Ok(format!(
+            "{a}'s creates reached the API (which the lab serves) with {x}'s token of \
+             upstream.tokens, and {b}'s with {y}'s: the API takes them for two callers"
+        ))
+    }
+
     /// The tickets in the API's store, asked directly (not through the recorder).
     ///
     /// # Errors
@@ -1093,22 +1179,32 @@ pub fn blame_start(api: Option<&UpstreamApi>, problem: String) -> String {
 /// the agent's `key` elsewhere (another header, a member of the body): the field at fault
 /// (`upstream.key_header`, `upstream.key_pointer`) and where the key was. The file names the
 /// wrong place, and the wrapper is not at fault.
+///
+/// Only a place of the kind the file declares is advised (another header for a header, another
+/// member for a body key): a key found in the body of an API the file says reads a header (or
+/// the reverse) is the wrapper's finding, since advising the other kind of place would have the
+/// check grade an API that reads the key where this one does not.
 pub fn key_elsewhere(api: &UpstreamApi, mark: usize, key: &str) -> Option<(&'static str, String)> {
     api.creates_since(mark)
         .iter()
         .filter(|c| c.keys(&api.spec).is_empty())
-        .find_map(|c| {
-            let in_header = c
-                .headers
-                .iter()
-                .find(|(_, value)| carries(value, key))
-                .map(|(name, _)| ("upstream.key_header", format!("the header {name}")));
-            in_header.or_else(|| {
-                let body: Value = serde_json::from_str(&c.body).ok()?;
-                pointer_to(&body, key, String::new())
-                    .map(|pointer| ("upstream.key_pointer", format!("the body's {pointer}")))
-            })
-        })
+        .find_map(|c| found_elsewhere(c, key))
+        .filter(|(field, _)| *field == api.spec.key_field())
+}
+
+/// Where a request carries the agent's `key`, when it does: the field that would name that
+/// place (`upstream.key_header`, `upstream.key_pointer`) and the place in words.
+pub fn found_elsewhere(request: &UpstreamRequest, key: &str) -> Option<(&'static str, String)> {
+    let in_header = request
+        .headers
+        .iter()
+        .find(|(_, value)| carries(value, key))
+        .map(|(name, _)| ("upstream.key_header", format!("the header {name}")));
+    in_header.or_else(|| {
+        let body: Value = serde_json::from_str(&request.body).ok()?;
+        pointer_to(&body, key, String::new())
+            .map(|pointer| ("upstream.key_pointer", format!("the body's {pointer}")))
+    })
 }
 
 /// The JSON pointer of a string in `value` that carries `key`.
@@ -1193,7 +1289,12 @@ mod tests {
             key_form: Some("plain".to_owned()),
             body_argument: None,
             token_header: None,
-            create: None,
+            create: Some(CreateRouteFile {
+                method: None,
+                path: Some("/tickets".to_owned()),
+                status: None,
+                answer: None,
+            }),
             routes: Vec::new(),
             port: None,
             wrapper_timeout_ms: None,

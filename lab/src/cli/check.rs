@@ -44,8 +44,11 @@ pub struct CheckArgs {
     /// reconnect a new session), the create tool and its key argument (or no_key = true). An
     /// [upstream] section says the MCP server, or the HTTP service (a gateway), wraps an HTTP
     /// API: the lab serves that API on loopback ({{upstream}} in the file is its URL, in
-    /// mcp.command or in service.command, which the check then starts), records what reaches
-    /// it, and grades the key across the hop
+    /// mcp.command, mcp.env or a caller's args or env over stdio, in service.command or
+    /// service.env for a gateway the check starts; over Streamable HTTP, or for a gateway you
+    /// start, upstream.port or --upstream-port names where it is), records what reaches it, and
+    /// grades the key across the hop. {{dir}} is a folder the check makes for the run (in the
+    /// same places, and in mcp.count's sql and command)
     #[arg(long = "target", value_name = "FILE")]
     pub target_file: Option<PathBuf>,
 
@@ -83,6 +86,14 @@ pub struct CheckArgs {
     /// creates real effects)
     #[arg(long, requires = "target_file")]
     pub allow_remote: bool,
+
+    /// With --target FILE and an [upstream] section: serve the API on this loopback PORT
+    /// instead of the file's upstream.port (a wrapper you start, over Streamable HTTP or as a
+    /// gateway, is pointed at http://127.0.0.1:PORT), so a CI that picks free ports need not
+    /// rewrite the file
+    #[arg(long, value_name = "PORT", requires = "target_file",
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub upstream_port: Option<u16>,
 }
 
 /// Runs the conformance checks and prints the report.
@@ -121,6 +132,33 @@ pub fn exec(args: &CheckArgs) -> lab::Result<Finished> {
     })
 }
 
+/// `--init URL`: the starting file, written from the service's answers to a probe of its own.
+fn init(args: &CheckArgs, file: &std::path::Path, url: &str) -> lab::Result<Finished> {
+    if args.json || args.target.url.is_some() || args.upstream_port.is_some() || reports(args) {
+        return Err(bad_arguments(
+            "--init writes a file and checks nothing: no --json, --url, --junit, --html or \
+             --upstream-port",
+        ));
+    }
+    if !args.allow_remote {
+        value::loopback_url(url).map_err(|problem| Error::InputInvalid {
+            subject: "--init".to_owned(),
+            problem: format!("{url}: {problem} (another host needs --allow-remote)"),
+        })?;
+    }
+    let key = lab::check::init::write(file, url)?;
+    eprintln!(
+        "wrote {}: fit it to your service, then run lab check --target {}",
+        file.display(),
+        file.display()
+    );
+    eprintln!(
+        "key.form = \"{}\" from --init's probe: {}",
+        key.form, key.why
+    );
+    Ok(Finished::Succeeded)
+}
+
 /// `lab check --target FILE`: validates the file (and the options) before anything is sent,
 /// runs every point, prints the report.
 fn check_target(args: &CheckArgs, file: &std::path::Path) -> lab::Result<Finished> {
@@ -144,24 +182,7 @@ fn check_target(args: &CheckArgs, file: &std::path::Path) -> lab::Result<Finishe
         )));
     }
     if let Some(url) = &args.init {
-        if args.json || args.target.url.is_some() || args.junit.is_some() || args.html.is_some() {
-            return Err(bad_arguments(
-                "--init writes a file and checks nothing: no --json, --url, --junit or --html",
-            ));
-        }
-        if !args.allow_remote {
-            value::loopback_url(url).map_err(|problem| Error::InputInvalid {
-                subject: "--init".to_owned(),
-                problem: format!("{url}: {problem} (another host needs --allow-remote)"),
-            })?;
-        }
-        lab::check::init::write(file, url)?;
-        eprintln!(
-            "wrote {}: fit it to your service, then run lab check --target {}",
-            file.display(),
-            file.display()
-        );
-        return Ok(Finished::Succeeded);
+        return init(args, file, url);
     }
     if let Some(server) = &args.init_mcp {
         return init_mcp(args, file, server);
@@ -173,6 +194,7 @@ fn check_target(args: &CheckArgs, file: &std::path::Path) -> lab::Result<Finishe
             .as_ref()
             .map(|url: &LoopbackUrl| url.text.clone()),
         allow_remote: args.allow_remote,
+        upstream_port: args.upstream_port,
     };
     // Claimed before anything is sent: an unwritable path stops the check first.
     let reports = ReportFiles::claim(args.junit.as_deref(), args.html.as_deref())?;
@@ -199,11 +221,16 @@ fn check_target(args: &CheckArgs, file: &std::path::Path) -> lab::Result<Finishe
     })
 }
 
+/// Whether a report file (`--junit`, `--html`) is asked for.
+fn reports(args: &CheckArgs) -> bool {
+    args.junit.is_some() || args.html.is_some()
+}
+
 /// `--init-mcp SERVER`: the `[mcp]` starting file from the server's `tools/list`.
 fn init_mcp(args: &CheckArgs, file: &std::path::Path, server: &str) -> lab::Result<Finished> {
-    if args.json || args.target.url.is_some() {
+    if args.json || args.target.url.is_some() || args.upstream_port.is_some() {
         return Err(bad_arguments(
-            "--init-mcp writes a file and checks nothing: no --json, no --url",
+            "--init-mcp writes a file and checks nothing: no --json, no --url, no --upstream-port",
         ));
     }
     let server =

@@ -24,6 +24,9 @@ use super::{Finished, file_option};
 /// How long the runner waits to connect to the service, or for its answer to a check.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// `--deadline-ms` when not given.
+const DEFAULT_DEADLINE_MS: u64 = 30_000;
+
 /// `lab runner`'s arguments.
 #[derive(Args)]
 #[command(after_help = super::EXIT_STATUSES)]
@@ -72,7 +75,7 @@ pub struct RunnerArgs {
     #[arg(
         long,
         value_name = "MS",
-        default_value_t = 30_000,
+        default_value_t = DEFAULT_DEADLINE_MS,
         allow_negative_numbers = true
     )]
     pub deadline_ms: u64,
@@ -121,7 +124,42 @@ pub fn exec(args: RunnerArgs) -> lab::Result<Finished> {
         let scope = Scope::new(args.caller.as_str(), contract::CREATE_TICKET)?;
         runner.reopen(&scope, &args.resend)?;
     }
-    run_and_report(&runner, new_operation.as_ref(), &args.database)
+    run_and_report(&runner, new_operation.as_ref(), &again_command(&args))
+}
+
+/// The command that resumes this run's pending operations: this run's own options, without a
+/// new operation or a resend, each quoted for a POSIX shell where it needs it, so that the line
+/// the runner prints works when pasted.
+fn again_command(args: &RunnerArgs) -> String {
+    let mut words: Vec<String> = vec!["lab".into(), "runner".into(), "--database".into()];
+    words.push(args.database.to_string_lossy().into_owned());
+    match (&args.url, &args.mcp_url) {
+        (Some(url), _) => words.extend(["--url".into(), url.text.clone()]),
+        (None, Some(url)) => words.extend(["--mcp-url".into(), url.text.clone()]),
+        (None, None) => {}
+    }
+    words.extend(["--token".into(), args.token.clone()]);
+    words.extend(["--caller".into(), args.caller.clone()]);
+    let default = RetryPolicy::default().attempts;
+    if args.attempts != default {
+        words.extend(["--attempts".into(), args.attempts.to_string()]);
+    }
+    if args.deadline_ms != DEFAULT_DEADLINE_MS {
+        words.extend(["--deadline-ms".into(), args.deadline_ms.to_string()]);
+    }
+    let quoted: Vec<String> = words.iter().map(|word| shell_word(word)).collect();
+    quoted.join(" ")
+}
+
+/// `word` as a POSIX shell reads it back: as it is when every character is safe, else in
+/// single quotes (a quote inside written as `'\''`).
+fn shell_word(word: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "-_./:=@%+,".contains(c);
+    if !word.is_empty() && word.chars().all(safe) {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
 }
 
 /// The tool that sends, and the check that tells a configuration error from an unknown outcome.
@@ -171,7 +209,7 @@ fn refuse_another_payload(
 fn run_and_report(
     runner: &Runner<Box<dyn TicketTool + Send>>,
     new_operation: Option<&Operation>,
-    database: &Path,
+    again: &str,
 ) -> lab::Result<Finished> {
     let mut ended = Vec::new();
     // Unfinished operations first, each with its saved key.
@@ -185,7 +223,7 @@ fn run_and_report(
         ended.push(saved);
     }
     for saved in &ended {
-        if let Some(line) = what_to_do(saved, database) {
+        if let Some(line) = what_to_do(saved, again) {
             eprintln!("{line}");
         }
     }
@@ -196,7 +234,7 @@ fn run_and_report(
             .any(|e| e.scope == saved.scope && e.key == saved.key);
         if !this_run
             && matches!(saved.state, State::NeedsReview { .. })
-            && let Some(line) = what_to_do(&saved, database)
+            && let Some(line) = what_to_do(&saved, again)
         {
             eprintln!("still {line}");
         }
@@ -204,8 +242,9 @@ fn run_and_report(
     Ok(Finished::of(ended.iter().map(|saved| &saved.state)))
 }
 
-/// The line that tells a person what to look at, for an operation that did not succeed.
-fn what_to_do(saved: &SavedOperation, database: &Path) -> Option<String> {
+/// The line that tells a person what to look at, for an operation that did not succeed;
+/// `again` is the command that resumes it.
+fn what_to_do(saved: &SavedOperation, again: &str) -> Option<String> {
     let key = saved.key.as_str();
     let caller = saved.scope.caller();
     match &saved.state {
@@ -220,10 +259,9 @@ fn what_to_do(saved: &SavedOperation, database: &Path) -> Option<String> {
              nothing for this one; a new intention needs a new key."
         )),
         State::Held { reason } => Some(format!(
-            "held: {key}: {reason}. Nothing this run sent took effect. Fix that and run `lab \
-             runner --database {}` again: the operation is still pending and goes out with the \
-             same key.",
-            database.display()
+            "held: {key}: {reason}. Nothing this run sent took effect. Fix that and run `{again}` \
+             again (with the fix, where it is one of these options): the operation is still \
+             pending and goes out with the same key."
         )),
     }
 }

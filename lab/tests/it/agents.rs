@@ -7,8 +7,10 @@
 //! model saw, the recorded calls, the verdicts) are compared with `lab/tests/agents/NAME/findings.json`.
 //!
 //! The grader judges a late reply by what the client did (a reply sent after the client
-//! cancelled, left its session or called again for the intention is not received), so the late
-//! runs' verdicts rest on how each framework times out. After a deliberate change to a framework's
+//! cancelled, left its session or called again for the intention is not received; one sent into
+//! a session that gave no sign either way is received only when a later request names its
+//! ticket, and otherwise its receipt is unknown), so the late runs' verdicts rest on how each
+//! framework times out. After a deliberate change to a framework's
 //! pin or to the grader, rerun with `LAB_WRITE_FINDINGS=1` and review the diff.
 //!
 //! A framework that is not installed (`LAB_AGENTS_VENV_PYDANTIC_AI`, `LAB_AGENTS_VENV_OPENAI_AGENTS`
@@ -423,6 +425,13 @@ fn finding(run: &Run, ended: &str, said: &Said, report: &Value) -> Value {
         other => other.to_string(),
     };
     let yes = |value: &Value| if value == true { "yes" } else { "no" };
+    let received = |call: &Value| {
+        if call["receipt_unknown"] == true {
+            "unknown"
+        } else {
+            yes(&call["received"])
+        }
+    };
     let list = |value: &Value| {
         let items: Vec<String> = value.as_array().unwrap().iter().map(text).collect();
         if items.is_empty() {
@@ -443,7 +452,7 @@ fn finding(run: &Run, ended: &str, said: &Said, report: &Value) -> Value {
                 text(&call["fate"]),
                 text(&call["answer"]),
                 text(&call["ticket_id"]),
-                yes(&call["received"]),
+                received(call),
                 yes(&call["cancelled"]),
             )
         })

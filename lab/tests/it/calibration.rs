@@ -383,9 +383,9 @@ fn a_key_form_the_service_refuses_stops_the_check_naming_key_shape() {
 #[test]
 fn a_replay_mark_no_answer_carries_stops_the_check_once_the_retries_have_replayed() {
     // lab serve marks its replays `Idempotent-Replayed: true`. A file naming another header, or
-    // another value, looks like a service that never marks its replays until the run shows the
-    // retries replaying (the first effect named, no new one): then only the file can be at
-    // fault, so nothing is graded and the check exits 2, naming the field.
+    // another value, looks like a service that never marks its replays until a retry is seen
+    // replaying (the calibration's own retry names the first effect): then only the file can be
+    // at fault, so nothing is graded and the check exits 2, naming the field.
     let server = lab_serve();
     let wrong_header = shipped_target().replace(
         "header = \"Idempotent-Replayed\"",
@@ -396,7 +396,7 @@ fn a_replay_mark_no_answer_carries_stops_the_check_once_the_retries_have_replaye
     assert_mismatch(
         &output,
         "replay.header",
-        &["X-Replayed", "replay.inferred", "retries replayed"],
+        &["X-Replayed", "replay.inferred", "was replayed"],
     );
     let wrong_value = shipped_target().replace("value = \"true\"", "value = \"yes\"");
     assert_ne!(wrong_value, shipped_target());

@@ -14,7 +14,7 @@ use lab::serde_json::Value;
 
 use crate::check_mcp::{
     check_json, compare_with_the_book, compare_with_the_pinned_findings, findings, fitted, python,
-    verdicts,
+    verdict, verdicts,
 };
 use crate::repository_root;
 
@@ -75,7 +75,7 @@ pub(crate) const PLANTED: [(&str, &[&str], &[&str], bool); 11] = [
 ];
 
 /// The hop points of a report with this verdict.
-fn hop_points_with(report: &Value, verdict: &str) -> Vec<String> {
+pub(crate) fn hop_points_with(report: &Value, verdict: &str) -> Vec<String> {
     verdicts(report)
         .into_iter()
         .filter(|(name, v)| name.starts_with("hop-") && v == verdict)
@@ -89,7 +89,13 @@ fn planted(python: &Path, bug: &str, folder: &Path, extra: &[&str]) -> Value {
 }
 
 /// As [`planted`], with another of the folder's target files.
-fn planted_with(target: &str, python: &Path, bug: &str, folder: &Path, extra: &[&str]) -> Value {
+pub(crate) fn planted_with(
+    target: &str,
+    python: &Path,
+    bug: &str,
+    folder: &Path,
+    extra: &[&str],
+) -> Value {
     let python = python.to_str().unwrap();
     let wrapper = repository_root().join("lab/tests/wrappers/planted/wrapper.py");
     let file = fitted(
@@ -146,6 +152,64 @@ fn each_planted_wrapper_bug_fails_the_hop_point_that_catches_it_and_the_wrapper_
             );
         }
     }
+}
+
+/// Issue 46: behind `[upstream]` the lab serves the API, so it sees whose token each create
+/// arrived with. Callers whose creates arrive with two callers' tokens are proved apart and the
+/// scope point is graded; callers whose creates arrive with one token are one caller to the API,
+/// and the scope point is NOT COVERED, saying what arrived, never a leak.
+#[test]
+fn the_api_the_lab_serves_proves_the_callers_apart_by_the_tokens_that_arrive() {
+    let Some(python) = python(
+        "check_hop::the_api_the_lab_serves_proves_the_callers_apart_by_the_tokens_that_arrive",
+    ) else {
+        return;
+    };
+    let folder = tempfile::tempdir().unwrap();
+    let report = planted(&python, "none", folder.path(), &[]);
+    assert_eq!(verdict(&report, "scope"), "PASS", "{report:#}");
+    let steps = report["calibration"]["steps"].as_array().unwrap();
+    let apart = steps
+        .iter()
+        .find(|s| s["name"] == "callers-apart")
+        .unwrap_or_else(|| panic!("no callers-apart step: {steps:#?}"));
+    assert_eq!(apart["field"], "upstream.tokens", "{apart:#}");
+    let detail = apart["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("alice's token") && detail.contains("bob's"),
+        "{detail}"
+    );
+
+    let wrapper = repository_root().join("lab/tests/wrappers/planted/wrapper.py");
+    let one_token = fitted(
+        "lab/tests/wrappers/planted/target.toml",
+        &[
+            ("\"python3\"", &format!("{:?}", python.to_str().unwrap())),
+            (
+                "\"wrapper.py\"",
+                &format!("{:?}", wrapper.to_str().unwrap()),
+            ),
+            // Bob differs from alice by an environment variable the wrapper never reads.
+            (
+                "args = [\"--token\", \"bob-token\"]",
+                "args = [\"--token\", \"alice-token\"]\nenv = { UNREAD_BY_THE_WRAPPER = \"bob\" }",
+            ),
+        ],
+        folder.path(),
+    );
+    let report = check_json(&one_token, &[]);
+    let scope = report["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "scope")
+        .unwrap();
+    assert_eq!(scope["verdict"], "NOT_COVERED", "{report:#}");
+    let reason = scope["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("both reached the API with alice's token") && !reason.contains("LEAK"),
+        "{reason}"
+    );
 }
 
 /// With `upstream.wrapper_timeout_ms`, the API does the work and answers past the wrapper's own
@@ -307,7 +371,7 @@ fn a_wrapper_of_another_api_is_checked_on_the_route_its_file_declares() {
 
 /// `lab check --json --target FILE`, whatever its exit: the status, the report (when one was
 /// printed), and stderr.
-fn check_outcome(file: &Path) -> (Option<i32>, Option<Value>, String) {
+pub(crate) fn check_outcome(file: &Path) -> (Option<i32>, Option<Value>, String) {
     let output = Command::new(LAB)
         .args(["check", "--json", "--target"])
         .arg(file)
@@ -390,8 +454,10 @@ fn a_wrapper_that_sends_the_key_in_the_body_is_read_where_the_file_says_the_api_
         "{:?}",
         verdicts(&report)
     );
-    // The file's slip either way: the check stops before it grades, naming the field to change.
-    for (wrapper_place, file_place, field, place) in [
+    // The key where the file says the API does not read it, in the other kind of place: the
+    // wrapper's finding (issue 46), never advice to declare the other place, which would have the
+    // check grade an API that reads the key where this one does not. hop-key says where it went.
+    for (wrapper_place, file_place, other_field, place) in [
         (
             in_body,
             header,
@@ -407,12 +473,17 @@ fn a_wrapper_that_sends_the_key_in_the_body_is_read_where_the_file_says_the_api_
     ] {
         let (code, report, stderr) =
             key_placed(&python, "none", folder.path(), wrapper_place, file_place);
-        assert_eq!(code, Some(2), "{field}: {stderr}");
-        assert!(report.is_none(), "{field}: nothing is graded");
-        assert!(
-            stderr.contains(field) && stderr.contains(place),
-            "{field}: {stderr}"
-        );
+        let report = report.unwrap_or_else(|| panic!("{place}: exit {code:?}: {stderr}"));
+        assert_eq!(code, Some(1), "{place}: {stderr}");
+        assert!(!stderr.contains(other_field), "{place}: {stderr}");
+        let key = report["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == "hop-key")
+            .unwrap();
+        assert_eq!(key["verdict"], "FAIL", "{key:#}");
+        assert!(key.to_string().contains(place), "{place}: {key:#}");
     }
 }
 

@@ -1,7 +1,7 @@
 //! `lab check --target` with `[upstream]` over Streamable HTTP, end to end: the check does not
 //! start the wrapper there, so the test does. FastMCP 4.2.3 (`lab/tests/wrappers/fastmcp/`)
-//! serves MCP on one free loopback port and is pointed at another, which `upstream.port` names
-//! and the lab serves its API on once the check runs; the hop points must all run and keep the
+//! serves MCP on one free loopback port and is pointed at another, which `--upstream-port` names
+//! (in place of the file's `upstream.port`) and the lab serves its API on once the check runs; the hop points must all run and keep the
 //! verdicts the stdio run pinned, and the history must show the agent's key at the API.
 
 use std::io::{Read, Write};
@@ -14,7 +14,7 @@ use lab::check::history::WRAPPER_TO_API;
 use lab::serde_json::{self, Value};
 
 use crate::check_hop::{HOP_POINTS, venv_python};
-use crate::check_mcp::{check_json, findings, fitted, verdicts};
+use crate::check_mcp::{check_json, findings, verdicts};
 use crate::repository_root;
 
 /// The one caller of `target-http.toml`, and the token the wrapper is started with.
@@ -147,20 +147,16 @@ fn fastmcp_over_streamable_http_runs_every_hop_point_with_the_verdicts_of_its_st
     let scratch = tempfile::tempdir().unwrap();
     let (mcp_port, api_port) = two_free_ports();
     let spec = published_openapi(scratch.path());
-    let file = fitted(
-        "lab/tests/wrappers/fastmcp/target-http.toml",
-        &[
-            (
-                "\"http://127.0.0.1:8000/mcp\"",
-                &format!("\"http://127.0.0.1:{mcp_port}/mcp\""),
-            ),
-            ("port = 8001", &format!("port = {api_port}")),
-        ],
-        scratch.path(),
-    );
+    // The shipped file as it is: its MCP URL and its API's port are replaced on the command line
+    // (--url, --upstream-port), as a CI that picks free ports does, without rewriting the file.
+    let file = repository_root().join("lab/tests/wrappers/fastmcp/target-http.toml");
     let wrapper = HttpWrapper::start(&python, mcp_port, api_port, &spec, scratch.path());
     let started = Instant::now();
-    let report = check_json(&file, &[]);
+    let url = format!("http://127.0.0.1:{mcp_port}/mcp");
+    let report = check_json(
+        &file,
+        &["--url", &url, "--upstream-port", &api_port.to_string()],
+    );
     let elapsed = started.elapsed().as_millis();
     let _ = writeln!(
         std::io::stderr(),

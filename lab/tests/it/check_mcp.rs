@@ -45,6 +45,8 @@ pub(crate) fn check_json(file: &Path, extra: &[&str]) -> Value {
         "{}",
         text(&output.stderr)
     );
+    // Issue 46: every run's passed sub-checks say nothing a reader takes for a failure.
+    crate::reports::assert_passed_observed_says_no_failure(&report);
     report
 }
 
@@ -294,6 +296,53 @@ fn planted(python: &Path, bug: &str, folder: &Path) -> Value {
     report
 }
 
+/// Issue 46: an identity read at a value each result has of its own (a request id, new on a
+/// replay too) is refused before any point, from `structuredContent` or from the text, naming
+/// the field and the pointer that held still; while a server whose replay names another ticket,
+/// the same one each time, is graded (`replays-other-id` above fails the replay point).
+#[test]
+fn an_mcp_identity_at_a_request_id_is_refused_before_any_point() {
+    let Some(python) =
+        python("check_mcp::an_mcp_identity_at_a_request_id_is_refused_before_any_point")
+    else {
+        return;
+    };
+    let folder = tempfile::tempdir().unwrap();
+    let server = repository_root().join("lab/tests/mcp-servers/planted/server.py");
+    for (identity, advice) in [
+        ("structured_pointer = \"/request_id\"", "\"/ticket_id\""),
+        ("text_regex = '\"request_id\": \"(req-[0-9a-f]+)\"'", ""),
+    ] {
+        let file = fitted(
+            "lab/tests/mcp-servers/planted/target.toml",
+            &[
+                ("\"python3\"", &format!("{:?}", python.to_str().unwrap())),
+                ("\"server.py\"", &format!("{:?}", server.to_str().unwrap())),
+                (
+                    "\"--bug\", \"none\"",
+                    "\"--bug\", \"none\", \"--request-ids\"",
+                ),
+                ("structured_pointer = \"/ticket_id\"", identity),
+            ],
+            folder.path(),
+        );
+        let output = Command::new(LAB)
+            .args(["check", "--target"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        let stderr = text(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{identity}: {stderr}");
+        let field = identity.split(' ').next().unwrap();
+        assert!(
+            stderr.contains(&format!("mcp.identity.{field}"))
+                && stderr.contains("a value each result has of its own")
+                && stderr.contains(advice),
+            "{identity}: {stderr}"
+        );
+    }
+}
+
 /// Compares `text` with the book's `src/mcp/NAME`, which the MCP chapter includes; the test
 /// fails when a fresh run says otherwise. `LAB_BLESS=1` rewrites it.
 pub(crate) fn compare_with_the_book(text: &str, name: &str) {
@@ -537,7 +586,7 @@ pub(crate) fn findings(report: &Value, server: &str, package: &str) -> Value {
                 .map(Vec::as_slice)
                 .unwrap_or_default()
                 .iter()
-                .filter(|c| c["passed"] == false)
+                .filter(|c| c["passed"] == false && c.get("not_covered").is_none())
                 .map(|c| {
                     json!({
                         "what": c["what"],
@@ -683,9 +732,10 @@ fn the_shrimp_task_manager_keeps_its_pinned_verdicts() {
         "findings-torn.json"
     } else {
         assert!(race.contains("acknowledged lost"), "{race}");
-        // The refusal in a plain result (probe 2) is read as a refusal, and the corrected call
+        // The refusal in a plain result (probe 2) is read as a refusal, which told the agent its
+        // call succeeded (issue 46): the point fails on that alone, and the corrected call
         // succeeds.
-        assert_eq!(verdict(&report, "error-then-corrected"), "PASS");
+        assert_eq!(verdict(&report, "error-then-corrected"), "FAIL");
         "findings.json"
     };
     let found = findings(
@@ -863,8 +913,11 @@ fn a_stdio_server_that_cannot_start_is_named_by_its_transport_not_as_http() {
 }
 
 /// A server that refuses inside results not marked isError (its text JSON, or "Error [CODE]"
-/// plain text) is described by mcp.errors.text_code_pointer or text_code_pattern, and passes
-/// as the structured one does; described by code_pointer alone, its refusals are not seen.
+/// plain text) is described by mcp.errors.text_code_pointer or text_code_pattern: it calibrates
+/// and is graded, but each refusal told the agent its call succeeded, so the points that ask
+/// whether the agent was told of a refusal fail, whatever the code reader finds (issue 46), and
+/// every other point passes as the structured one does; described by code_pointer alone, its
+/// refusals are not seen.
 #[test]
 fn refusals_in_results_not_marked_as_errors_are_read_where_the_file_says() {
     let Some(python) =
@@ -892,10 +945,24 @@ fn refusals_in_results_not_marked_as_errors_are_read_where_the_file_says() {
         );
         check_json(&file, &[])
     };
+    let told = |report: &Value| -> Vec<String> {
+        verdicts(report)
+            .into_iter()
+            .filter(|(_, v)| v != "PASS")
+            .map(|(name, v)| format!("{name} {v}"))
+            .collect()
+    };
     let json = run("json-text", "text_code_pointer = \"/error/code\"");
-    assert_every_point_passes(&json);
     let plain = run("plain-text", r#"text_code_pattern = '^Error \[(\w+)\]'"#);
-    assert_every_point_passes(&plain);
+    for report in [&json, &plain] {
+        // (error-then-corrected passes: its refusal, a title that is not text, is the SDK's own
+        // error result.)
+        assert_eq!(
+            told(report),
+            ["changed-payload FAIL", "key-forms FAIL"],
+            "{report:#}"
+        );
+    }
     let unseen = run("plain-text", "code_pointer = \"/code\"");
     assert_eq!(verdict(&unseen, "changed-payload"), "FAIL");
 }

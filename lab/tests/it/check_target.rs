@@ -102,6 +102,7 @@ fn without_its_fault_switch_lab_serve_is_not_described_by_the_file_and_nothing_i
         &Overrides {
             base_url: Some(server.url.clone()),
             allow_remote: false,
+            upstream_port: None,
         },
     )
     .unwrap();
@@ -131,6 +132,11 @@ pub(crate) struct Bugs {
     /// Records are found by (caller, key) whatever the endpoint, so one key on two endpoints
     /// collides.
     pub(crate) operation_blind: bool,
+    /// The key is the header's value as it comes, any string (as Stripe reads it): a quoted
+    /// key is another key, and nothing is malformed. No bug: a form the file may declare.
+    pub(crate) opaque_keys: bool,
+    /// Only UUID keys are taken; any other is refused with a 400.
+    pub(crate) uuid_keys_only: bool,
 }
 
 #[derive(Default)]
@@ -161,11 +167,17 @@ fn answer(status: u16, body: String, replayed: bool) -> Response {
     response
 }
 
-fn key_of(headers: &HeaderMap) -> Result<Option<String>, ()> {
+fn key_of(bugs: Bugs, headers: &HeaderMap) -> Result<Option<String>, ()> {
     let Some(value) = headers.get("idempotency-key") else {
         return Ok(None);
     };
     let value = value.to_str().map_err(|_| ())?;
+    if bugs.uuid_keys_only && !lab::check::calibration::is_uuid(value) {
+        return Err(());
+    }
+    if bugs.opaque_keys {
+        return Ok(Some(value.to_owned()));
+    }
     match value.strip_prefix('"') {
         Some(rest) => rest.strip_suffix('"').map(|k| Some(k.to_owned())).ok_or(()),
         None if value.starts_with(|c: char| c.is_ascii_alphabetic()) => Ok(Some(value.to_owned())),
@@ -201,7 +213,7 @@ fn keyed(
     let key = if app.bugs.no_key {
         None
     } else {
-        match key_of(headers) {
+        match key_of(app.bugs, headers) {
             Ok(Some(key)) => Some(key),
             Ok(None) => return answer(400, r#"{"error":"no key"}"#.into(), false),
             Err(()) => return answer(400, r#"{"error":"bad key"}"#.into(), false),
@@ -258,8 +270,19 @@ fn keyed(
     answer(201, text, false)
 }
 
-async fn count(State(app): State<App>) -> Response {
-    let n = app.shop.lock().unwrap().tickets.len();
+/// Every ticket without credentials; with them, the caller's own (so that the check can see that
+/// the service tells its callers apart).
+async fn count(State(app): State<App>, headers: HeaderMap) -> Response {
+    let caller = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    let shop = app.shop.lock().unwrap();
+    let n = shop
+        .tickets
+        .iter()
+        .filter(|owner| caller.is_none_or(|c| c == owner.as_str()))
+        .count();
     answer(200, json!({ "count": n }).to_string(), false)
 }
 
@@ -322,7 +345,7 @@ name = "bob"
 headers = { Authorization = "Bearer bob" }
 
 [count]
-request = { path = "/count", json_pointer = "/count", caller = "none" }
+request = { path = "/count", json_pointer = "/count", caller = "each" }
 
 [other_endpoint]
 path = "/comments"
@@ -345,6 +368,7 @@ fn check_shop(bugs: Bugs) -> Report {
     let overrides = Overrides {
         base_url: Some(url),
         allow_remote: false,
+        upstream_port: None,
     };
     let target = Target::parse(SHOP_TARGET, Path::new("shop.toml"), &overrides).unwrap();
     lab::check::run(target).unwrap()
@@ -547,7 +571,7 @@ fn bad_target_files_are_refused_naming_the_field_and_nothing_is_sent() {
             "load.callers",
         ),
         (
-            good.replace("caller = \"none\"", "caller = \"carol\""),
+            good.replace("caller = \"each\"", "caller = \"carol\""),
             "count.request.caller",
         ),
         (

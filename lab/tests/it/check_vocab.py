@@ -5,8 +5,11 @@ bug: --uuid-only (keys that are not UUIDs get a 500), --enum (priority must be l
 --replay-status N (a replay answered N with the stored body), --key-optional (no key: a plain
 request), --accept-malformed (the raw header is the key, malformed or not), --overwrite (another
 payload under a used key overwrites the ticket in place and replays), --loose (payloads compared
-with every value as text, so "1024" and 1024 are one payload). Tickets live in tickets.sqlite in
-the working directory; GET /tickets/ID reads one back, GET /count counts them.
+with every value as text, so "1024" and 1024 are one payload), --no-records (keys are never
+recorded: every request is a new one). A request with the header X-Record-Fails is the fault of a
+middleware that saves the key's record after the answer: the ticket is saved and answered 201, and
+the record is lost. Tickets live in tickets.sqlite in the working directory; GET /tickets/ID reads
+one back, GET /count counts them.
 """
 
 import json
@@ -81,6 +84,8 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length)
+        if self.path != "/tickets":
+            return self.answer(404, {"error": "no such route"})
         caller = self.headers.get("Authorization", "")
         with LOCK:
             self.create(caller, body)
@@ -115,7 +120,7 @@ class Handler(BaseHTTPRequestHandler):
                             (payload["title"], payload.get("priority"), str(payload.get("n"))))
         DB.commit()
         answer = {"id": cursor.lastrowid, "title": payload["title"]}
-        if key is not None:
+        if key is not None and "--no-records" not in FLAGS and not self.headers.get("X-Record-Fails"):
             RECORDS[(caller, key)] = (payload, answer)
         return self.answer(201, answer)
 

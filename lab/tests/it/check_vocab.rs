@@ -328,7 +328,7 @@ fn a_loose_comparison_of_payloads_fails_the_pair_it_merges_and_only_that_pair() 
     let changed = checks(&report, "changed-payload");
     let failed: Vec<&str> = changed
         .iter()
-        .filter(|c| c["passed"] == false)
+        .filter(|c| c["passed"] == false && c.get("not_covered").is_none())
         .map(|c| c["what"].as_str().unwrap())
         .collect();
     assert!(
@@ -505,19 +505,109 @@ fn a_relative_sqlite_path_is_read_from_the_target_files_folder() {
 }
 
 #[test]
-fn past_a_fault_hook_that_did_not_fire_the_point_reports_what_the_retry_did() {
+fn a_fault_hook_the_service_ignores_is_refused_because_its_retry_replays() {
     let Some(service) = start(&[]) else {
         return;
     };
-    // Since the calibration (issue 32), a hook the service does not honour at all stops the
-    // check before any point, naming the hook; the point's own report past a hook that fails to
-    // fire later is no longer reachable with this service.
+    // The service answers the hooked request 201, as any create, and the same request sent
+    // again under its key is replayed: the key's record was kept, so the hook provably did
+    // not make it fail, and the check stops before any point, naming the hook (issue 46).
     let hook = "\n[faults]\nbetween_effect_and_record = { headers = { X-Ignored = \"1\" } }\n";
     let message = mismatch(&service, &[], hook);
     assert!(
-        message.contains("faults.between_effect_and_record"),
+        message.contains("faults.between_effect_and_record") && message.contains("replayed"),
         "{message}"
     );
+}
+
+#[test]
+fn a_fault_hook_that_answers_201_and_loses_the_record_is_graded_and_its_second_effect_fails() {
+    let Some(service) = start(&[]) else {
+        return;
+    };
+    // The middleware's record is lost after the answer went out (as a middleware that saves it
+    // after the response does): the hook answers 201, and the retry makes a second ticket.
+    let hook = "\n[faults]\nbetween_effect_and_record = { headers = { X-Record-Fails = \"1\" } }\n";
+    let report = check(&service, &[], hook);
+    let point = point(&report, "fault-between-effect-and-record");
+    assert_eq!(point["verdict"], "FAIL", "{}", pretty(point));
+    let found = checks(&report, "fault-between-effect-and-record");
+    let made = |what: &str| {
+        found
+            .iter()
+            .find(|c| c["what"].as_str().is_some_and(|w| w.contains(what)))
+            .unwrap_or_else(|| panic!("no sub-check {what:?}: {}", pretty(point)))["passed"]
+            .clone()
+    };
+    assert_eq!(made("fault hook fired"), true, "{}", pretty(point));
+    assert_eq!(made("exactly one effect"), false, "{}", pretty(point));
+}
+
+#[test]
+fn a_fault_hook_that_answers_201_where_no_key_is_kept_is_not_covered() {
+    let Some(service) = start(&["--no-records"]) else {
+        return;
+    };
+    // Every retry makes a new ticket, with the hook or without: whether the hook did anything
+    // cannot be told, so its point grades nothing (the replay point has the duplicate).
+    let hook = "\n[faults]\nbetween_effect_and_record = { headers = { X-Record-Fails = \"1\" } }\n";
+    let report = check(&service, &[], hook);
+    let point = point(&report, "fault-between-effect-and-record");
+    assert_eq!(point["verdict"], "NOT_COVERED", "{}", pretty(point));
+    assert!(
+        point["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("cannot be told")),
+        "{}",
+        pretty(point)
+    );
+    assert_eq!(self::point(&report, "replay")["verdict"], "FAIL");
+}
+
+#[test]
+fn a_misspelt_key_header_is_named_as_key_header_with_the_name_the_service_asked_for() {
+    let Some(service) = start(&[]) else {
+        return;
+    };
+    // The service answers 400 "an Idempotency-Key is required": the file's header is misspelt.
+    let message = mismatch(
+        &service,
+        &[("[key]\n", "[key]\nheader = \"Idempotency-Kee\"\n")],
+        "",
+    );
+    assert!(
+        message.contains("does not describe the service: key.header:")
+            && message.contains("key.header = \"Idempotency-Key\""),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_base_url_with_a_wrong_prefix_is_named_as_service_base_url() {
+    let Some(service) = start(&[]) else {
+        return;
+    };
+    // Every path 404s under /v1: the prefix is the fault, not the count's path or the create's.
+    let sql = (
+        "request = { path = \"/count\", json_pointer = \"/count\", caller = \"none\" }",
+        "sql = { sqlite = \"tickets.sqlite\", query = \"SELECT COUNT(*) FROM tickets\" }",
+    );
+    for replace in [vec![], vec![sql]] {
+        let mut text = TARGET.to_owned();
+        for (from, to) in &replace {
+            text = text.replace(from, to);
+        }
+        let file = service.folder.path().join("target.toml");
+        std::fs::write(&file, text).unwrap();
+        let output = lab(&file, &format!("{}/v1", service.url), service.folder.path());
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains("does not describe the service: service.base_url:")
+                && stderr.contains("/v1"),
+            "{stderr}"
+        );
+    }
 }
 
 #[test]
@@ -525,13 +615,13 @@ fn a_replay_header_no_answer_carried_is_reported_as_the_target_files_fault() {
     let Some(service) = start(&[]) else {
         return;
     };
-    // The service replays without marking it: once its retries have replayed, a declared mark
-    // no answer carried can only be the file's, so nothing is graded (exit 2).
+    // The service replays without that mark: the calibration's own replay lacks it, so the
+    // mark can only be the file's mistake, and nothing is graded (exit 2).
     let message = mismatch(&service, &[], "\n[replay]\nheader = \"X-Replayed-Here\"\n");
     assert!(
         message.contains("replay.header")
             && message.contains("X-Replayed-Here")
-            && message.contains("the file is at fault"),
+            && message.contains("was replayed"),
         "{message}"
     );
 }

@@ -389,7 +389,9 @@ fn with_calls_one_the_grader_stops_by_itself_and_reports_the_late_reply_it_sent(
     );
     assert!(report.contains("replies lost: 0, late: 1"), "{report}");
     assert!(report.contains("clients: raw-test 1"), "{report}");
-    assert!(report.contains("verdict: PASS"), "{report}");
+    // Nothing after the late reply shows the client read it (issue 46).
+    assert!(report.contains("verdict: UNRESOLVED"), "{report}");
+    assert!(report.contains("cannot be known"), "{report}");
     assert!(report.contains("what this run cannot know:"), "{report}");
 }
 
@@ -483,6 +485,104 @@ fn a_held_reply_is_not_received_by_a_client_that_closed_stdin_before_it_was_sent
         "{report}"
     );
     assert!(report.contains("\nverdict: UNRESOLVED"), "{report}");
+}
+
+/// The report of a grader over raw stdio that holds call 1's reply for a second, after its
+/// client has read that reply and then sent `after` (each answered before the next), ended by
+/// SIGTERM: the client never cancels and never leaves, as a client that times out without a
+/// cancellation and keeps its session open.
+fn report_after_a_late_reply(after: impl Fn(&str) -> Vec<String>) -> String {
+    let folder = tempfile::tempdir().unwrap();
+    let report_path = folder.path().join("report.txt");
+    let mut child = Command::new(LAB)
+        .args(["mcp", "--grade-client", "--database"])
+        .arg(folder.path().join("graded.sqlite"))
+        .args([
+            "--lose-replies",
+            "none",
+            "--delay-replies",
+            "1@1s",
+            "--report",
+        ])
+        .arg(&report_path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut read_until = |id: &str| {
+        let mut line = String::new();
+        while !line.contains(&format!(r#""id":{id}"#)) {
+            line.clear();
+            assert!(
+                stdout.read_line(&mut line).unwrap() > 0,
+                "the grader ended early"
+            );
+        }
+        line
+    };
+    for line in [INITIALIZE, INITIALIZED, CREATE] {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    stdin.flush().unwrap();
+    let reply = read_until("7");
+    for (index, line) in after(&reply).iter().enumerate() {
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+        read_until(&(100 + index).to_string());
+    }
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    assert!(child.wait().unwrap().success());
+    drop(stdin);
+    std::fs::read_to_string(&report_path).unwrap()
+}
+
+/// Issue 46: a reply held past a client's timeout, written into a session that sent no
+/// cancellation, was reported as "the client waited for the late reply" and PASS (the Vercel
+/// AI SDK's give-up run: its model had said it could not create the ticket). Nothing on the
+/// wire shows it was read: UNRESOLVED, saying why. A client that then acts on the reply, naming
+/// its ticket in a later request, shows it did read it: PASS, saying so.
+#[test]
+fn a_late_reply_is_received_only_when_a_later_request_names_its_ticket() {
+    let silent = report_after_a_late_reply(|_| Vec::new());
+    assert!(!silent.contains("the client waited"), "{silent}");
+    assert!(
+        silent.contains(
+            "call 1's reply was held back and sent late into its session, which had sent no \
+             cancellation; no later request named ticket 1, so whether the client still waited \
+             for the reply or had timed out and moved on cannot be known"
+        ),
+        "{silent}"
+    );
+    assert!(silent.contains("receipt unknown"), "{silent}");
+    assert!(silent.contains("\nverdict: UNRESOLVED"), "{silent}");
+    // A later request that lists tickets names none: still unknown.
+    let listed = report_after_a_late_reply(|_| {
+        vec![r#"{"jsonrpc":"2.0","id":100,"method":"tools/call","params":{"name":"list_tickets","arguments":{}}}"#.to_owned()]
+    });
+    assert!(listed.contains("\nverdict: UNRESOLVED"), "{listed}");
+    // The client reads the ticket the late reply named: it had that reply.
+    let acted = report_after_a_late_reply(|reply| {
+        let reply: Value = serde_json::from_str(reply).unwrap();
+        let ticket = &reply["result"]["structuredContent"]["ticket_id"];
+        vec![format!(
+            r#"{{"jsonrpc":"2.0","id":100,"method":"tools/call","params":{{"name":"get_ticket","arguments":{{"ticket_id":{ticket}}}}}}}"#
+        )]
+    });
+    assert!(
+        acted.contains(
+            "the client waited for the late reply instead of sending again: a later request of \
+             its session named ticket 1; one ticket"
+        ),
+        "{acted}"
+    );
+    assert!(acted.contains("\nverdict: PASS"), "{acted}");
 }
 
 /// The order a loaded CI machine once produced (issue 45): the client goes away (its stdin

@@ -75,6 +75,93 @@ fn check_with_reports(folder: &Path, url: &str) -> (Value, String, String) {
     (report, xml, page)
 }
 
+/// Every suite name in `xml` once, every case name once within its suite, and every property
+/// once within its suite (issue 46: a step made once per caller repeated its case name; readers
+/// key cases by name, and a strict one stops at a repeat while another folds it into the first).
+pub(crate) fn assert_junit_names_unique(xml: &str) {
+    let attribute = |element: &str, name: &str| -> Option<String> {
+        Some(
+            element
+                .split(&format!(" {name}=\""))
+                .nth(1)?
+                .split('"')
+                .next()?
+                .to_owned(),
+        )
+    };
+    let mut suites = Vec::new();
+    for suite in xml.split("<testsuite ").skip(1) {
+        let suite = suite.split("</testsuite>").next().unwrap();
+        suites.push(attribute(&format!(" {suite}"), "name").unwrap());
+        for (element, key) in [("<testcase ", "name"), ("<property ", "name")] {
+            let mut names: Vec<String> = suite
+                .split(element)
+                .skip(1)
+                .map(|item| attribute(&format!(" {item}"), key).unwrap())
+                .collect();
+            names.sort();
+            let repeated: Vec<&String> = names
+                .windows(2)
+                .filter(|w| w[0] == w[1])
+                .map(|w| &w[0])
+                .collect();
+            assert!(
+                repeated.is_empty(),
+                "{element}names repeated in a suite: {repeated:?}\n{suite}"
+            );
+        }
+    }
+    let count = suites.len();
+    suites.sort();
+    suites.dedup();
+    assert_eq!(suites.len(), count, "suite names repeated: {xml}");
+}
+
+/// Issue 46: the `observed` of a passed sub-check says what happened and nothing a reader takes
+/// for a failure: no failure wording, no count of effects above the one it expected (a passed
+/// "the fault fired" once printed the wrapper's second effect), no Rust debug form.
+pub(crate) fn assert_passed_observed_says_no_failure(report: &Value) {
+    const FAILURE_WORDING: [&str; 7] = [
+        "second effect",
+        "DATA LEAK",
+        "duplicate",
+        "are two keys",
+        "FAIL",
+        "was refused",
+        "Some(",
+    ];
+    let more_than_one = |text: &str| {
+        text.contains(" effects")
+            && text.split(" effects").next().is_some_and(|head| {
+                head.rsplit(|c: char| !c.is_ascii_digit())
+                    .next()
+                    .and_then(|n| n.parse::<u64>().ok())
+                    .is_some_and(|n| n > 1)
+            })
+    };
+    let mut wrong = Vec::new();
+    for point in report["points"].as_array().unwrap() {
+        for check in point["checks"].as_array().unwrap() {
+            let observed = check["observed"].as_str().unwrap_or_default();
+            let expected = check["expected"].as_str().unwrap_or_default();
+            let expects_one = expected.contains("one effect") || expected.contains("an effect");
+            if check["passed"] == true
+                && (FAILURE_WORDING.iter().any(|w| observed.contains(w))
+                    || (expects_one && more_than_one(observed)))
+            {
+                wrong.push(format!(
+                    "{} / {}: expected {expected}; observed {observed}",
+                    point["name"], check["what"]
+                ));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "passed sub-checks observed as failures: {wrong:#?}"
+    );
+}
+
 fn points_with(report: &Value, verdict: &str) -> Vec<String> {
     report["points"]
         .as_array()
@@ -89,6 +176,8 @@ fn points_with(report: &Value, verdict: &str) -> Vec<String> {
 fn a_failing_run_writes_junit_and_html_that_match_its_json_report() {
     let folder = shop_folder();
     let (report, xml, page) = check_with_reports(folder.path(), &leaky_shop());
+    assert_junit_names_unique(&xml);
+    assert_passed_observed_says_no_failure(&report);
     let failed = points_with(&report, "FAIL");
     assert!(failed.contains(&"scope".to_owned()), "{failed:?}");
     assert!(failed.contains(&"changed-payload".to_owned()), "{failed:?}");
@@ -102,7 +191,7 @@ fn a_failing_run_writes_junit_and_html_that_match_its_json_report() {
     let failed_checks: usize = points
         .iter()
         .flat_map(|p| p["checks"].as_array().unwrap())
-        .filter(|c| c["passed"] == false)
+        .filter(|c| c["passed"] == false && c.get("not_covered").is_none())
         .count();
     assert_eq!(xml.matches("<failure ").count(), failed_checks);
     for name in points_with(&report, "NOT_COVERED") {
@@ -148,6 +237,7 @@ fn a_passing_run_writes_reports_too_without_json() {
     let xml = std::fs::read_to_string(folder.path().join("report.xml")).unwrap();
     let page = std::fs::read_to_string(folder.path().join("report.html")).unwrap();
     assert!(!xml.contains("<failure "), "{xml}");
+    assert_junit_names_unique(&xml);
     assert!(!page.contains("<figure"));
     // Written whole: no temporary file is left beside them.
     let names: Vec<String> = std::fs::read_dir(folder.path())
@@ -264,7 +354,10 @@ pub(crate) fn assert_junitparser_agrees(read: &Value, report: &Value) {
             assert_eq!(case["classname"], point["name"]);
             assert_eq!(case["name"], check["what"]);
             assert_eq!(case["passed"], check["passed"], "{}", check["what"]);
-            if check["passed"] == false {
+            if let Some(why) = check.get("not_covered") {
+                assert_eq!(case["results"][0]["kind"], "Skipped");
+                assert_eq!(&case["results"][0]["message"], why);
+            } else if check["passed"] == false {
                 let failure = &case["results"][0];
                 assert_eq!(failure["kind"], "Failure");
                 assert_eq!(failure["type"], check["grade"]["level"]);
@@ -345,6 +438,8 @@ fn a_middleware_services_junit_is_read_by_junitparser_and_its_page_is_the_books(
         )
     });
     assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
+    assert_junit_names_unique(&std::fs::read_to_string(folder.join("report.xml")).unwrap());
+    assert_passed_observed_says_no_failure(&report);
     let read = read_with_junitparser(&python, &folder.join("report.xml"));
     assert_junitparser_agrees(&read, &report);
     let suites = read["suites"].as_array().unwrap();

@@ -131,6 +131,67 @@ fn a_runner_with_no_service_sends_nothing_holds_the_operation_and_resumes_it_wit
     );
 }
 
+/// Issue 46: the held line told a person to run `lab runner --database FILE` again, which
+/// clap refuses (--token, --caller and --url are required), with the path unquoted. The command
+/// it prints now is run here as printed, by a shell, from another folder, with a path that
+/// holds a space and a quote: it resumes the operation with its key.
+#[test]
+fn the_held_lines_command_resumes_the_operation_when_run_as_printed() {
+    let unused = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = unused.local_addr().unwrap().port().to_string();
+    let url = format!("http://127.0.0.1:{port}");
+    drop(unused);
+    let folder = tempfile::tempdir().unwrap();
+    let inner = folder.path().join("runner's files");
+    std::fs::create_dir(&inner).unwrap();
+    let database = inner.join("my runner.sqlite");
+    let new = ["--key", "quoted-1", "--payload", PAYLOAD, "--attempts", "2"];
+    let output = runner_with(&database, &url, "token-a", &new);
+    assert_eq!(output.status.code(), Some(5), "{output:?}");
+    let stderr = text(&output.stderr);
+    let printed = stderr
+        .split_once("Fix that and run `")
+        .and_then(|(_, rest)| rest.split_once('`'))
+        .map(|(command, _)| command.to_owned())
+        .unwrap_or_else(|| panic!("no command in {stderr}"));
+    assert!(printed.starts_with("lab runner "), "{printed}");
+    // The service comes up where the run looked for it.
+    let database_text = folder.path().join("tickets.db");
+    let server = LabServer::spawn(&[
+        "serve",
+        "--port",
+        &port,
+        "--database",
+        database_text.to_str().unwrap(),
+        "--caller",
+        "alice=token-a",
+        "--admin-token",
+        "admin-token",
+    ]);
+    let lab = Path::new(env!("CARGO_BIN_EXE_lab"));
+    let path = format!(
+        "{}:{}",
+        lab.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let again = Command::new("sh")
+        .args(["-c", &printed])
+        .env("PATH", path)
+        .current_dir(std::env::temp_dir())
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(0), "{printed}: {again:?}");
+    assert_eq!(
+        text(&again.stdout),
+        "resumed quoted-1: succeeded, ticket 1, after 1 send(s)\n"
+    );
+    assert_eq!(service_tickets(&server), [1]);
+    assert_eq!(
+        runner_record(&database, "quoted-1"),
+        ("succeeded".to_owned(), Some(1.into()))
+    );
+}
+
 #[test]
 fn a_refused_token_holds_the_operation_and_the_fixed_token_resumes_it_with_the_same_key() {
     let server = LabServer::start(&[]);

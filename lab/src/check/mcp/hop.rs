@@ -132,8 +132,10 @@ impl Front for McpProbe {
         };
         Told {
             id: seen.id,
-            success: seen.read.success,
-            refused: seen.read.refused,
+            // A refusal in a result not marked isError is a success to the agent: the points
+            // that ask whether it was told of a failure read it as one.
+            success: seen.read.success || seen.read.flagged_success,
+            refused: seen.read.told_refused(),
             identity: seen.read.identity.clone(),
             text: agent_text(&seen),
             described: self.describe(&seen),

@@ -143,7 +143,8 @@ fn exists(path: &Path) -> Error {
 }
 
 /// The server's tools as JSON (`name`, `inputSchema`, `outputSchema`, `annotations`), from one
-/// session opened for the purpose (bounded by ten seconds).
+/// session opened for the purpose, given as long to start as a checked server is
+/// ([`super::probe::START_BOUND`]: a wrapper on a loaded machine may take seconds to import).
 fn list_tools(server: &Server) -> std::result::Result<Vec<Value>, String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -171,9 +172,10 @@ fn list_tools(server: &Server) -> std::result::Result<Vec<Value>, String> {
             let _ = session.cancel().await;
             Ok::<_, String>(tools)
         };
-        let tools = tokio::time::timeout(std::time::Duration::from_secs(10), listing)
+        let bound = super::probe::START_BOUND;
+        let tools = tokio::time::timeout(bound, listing)
             .await
-            .map_err(|_| "no tools/list answer within 10 s".to_owned())??;
+            .map_err(|_| format!("no tools/list answer within {} s", bound.as_secs()))??;
         Ok(tools
             .iter()
             .map(|tool| serde_json::to_value(tool).unwrap_or(Value::Null))
@@ -184,8 +186,9 @@ fn list_tools(server: &Server) -> std::result::Result<Vec<Value>, String> {
 /// The starting file for `server` and its `tools` (as JSON). Parses as it is.
 pub fn starting_file(server: &Server, tools: &[Value]) -> String {
     let create = pick_create(tools);
+    let wrapper = create.and_then(Wrapper::of);
     let mut out = String::new();
-    header(&mut out, server, tools);
+    header(&mut out, server, tools, wrapper.as_ref());
     match create {
         Some(tool) => tool_section(&mut out, tool),
         None => out.push_str(
@@ -195,11 +198,79 @@ pub fn starting_file(server: &Server, tools: &[Value]) -> String {
         ),
     }
     identity_section(&mut out, create);
-    rest(&mut out, server, tools, create);
+    rest(&mut out, server, tools, create, wrapper.as_ref());
+    if let Some(wrapper) = &wrapper {
+        upstream_section(&mut out, server, wrapper);
+    }
     out
 }
 
-fn header(out: &mut String, server: &Server, tools: &[Value]) {
+/// What the create's schema says of the HTTP API behind it, when the server looks like a
+/// wrapper of one: its key argument is named as a header (`Idempotency-Key`), or its fields are
+/// in a `body` object.
+struct Wrapper {
+    /// The key argument, when it is named as a header.
+    key_header: Option<String>,
+    /// The argument that holds the API's body, when there is one.
+    body: Option<String>,
+}
+
+impl Wrapper {
+    fn of(tool: &Value) -> Option<Wrapper> {
+        let key = key_argument(tool);
+        let key_header = key.filter(|k| k.contains('-') && is_bare_key(k));
+        let body = body_argument(tool);
+        (key_header.is_some() || body.is_some()).then_some(Wrapper { key_header, body })
+    }
+}
+
+/// A required argument named `body` (or `requestBody`) whose schema is an object: the API's
+/// body, as generic OpenAPI wrappers name it.
+fn body_argument(tool: &Value) -> Option<String> {
+    required_names(tool).into_iter().find(|name| {
+        matches!(name.as_str(), "body" | "requestBody")
+            && object_properties(tool, &tool["inputSchema"]["properties"][name.as_str()]).is_some()
+    })
+}
+
+/// The properties of an object schema, following one `$ref` into the tool's `$defs` (or
+/// `definitions`), and the names it requires.
+fn object_properties<'t>(
+    tool: &'t Value,
+    schema: &'t Value,
+) -> Option<(&'t serde_json::Map<String, Value>, Vec<String>)> {
+    let schema = match schema["$ref"].as_str() {
+        Some(reference) => {
+            let pointer = reference.strip_prefix('#')?;
+            tool["inputSchema"].pointer(pointer)?
+        }
+        None => schema,
+    };
+    let properties = schema["properties"].as_object().filter(|p| !p.is_empty())?;
+    let required = schema["required"]
+        .as_array()
+        .map(|list| {
+            list.iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    Some((properties, required))
+}
+
+/// A loopback URL in a command's word (`--api=http://127.0.0.1:8080/v1`): where the wrapper is
+/// pointed at its API, which becomes `{{upstream}}`, the lab's API, path kept.
+fn loopback_base(word: &str) -> Option<(usize, usize)> {
+    let start = word.find("http://")?;
+    let rest = &word[start + "http://".len()..];
+    let host_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let host = &rest[..host_end];
+    let name = host.rsplit_once(':').map_or(host, |(name, _)| name);
+    matches!(name, "127.0.0.1" | "localhost" | "[::1]")
+        .then_some((start, start + "http://".len() + host_end))
+}
+
+fn header(out: &mut String, server: &Server, tools: &[Value], wrapper: Option<&Wrapper>) {
     out.push_str(
         "# A target file for `lab check --target THIS_FILE` on an MCP server, written by\n\
          # --init-mcp from the server's tools/list. The guesses (which tool creates, which\n\
@@ -223,10 +294,35 @@ fn header(out: &mut String, server: &Server, tools: &[Value]) {
         Server::Command(words) => {
             let _ = writeln!(
                 out,
-                "transport = \"stdio\"\n# Run in this file's folder; {{{{dir}}}} is a fresh folder per run.\n\
-                 command = {}",
-                Value::from(words.clone())
+                "transport = \"stdio\"\n# Run in this file's folder; {{{{dir}}}} is a fresh folder per run."
             );
+            let upstream = super::target::UPSTREAM_PLACEHOLDER;
+            let mut words = words.clone();
+            let pointed = words.iter().any(|w| w.contains(upstream));
+            let at = words.iter().position(|w| loopback_base(w).is_some());
+            match (wrapper, pointed, at) {
+                (Some(_), false, Some(at)) => {
+                    if let Some((start, end)) = loopback_base(&words[at]) {
+                        words[at].replace_range(start..end, upstream);
+                    }
+                    let _ = writeln!(
+                        out,
+                        "# GUESS: the wrapper's API was at a loopback URL: {upstream} is the API the lab\n\
+                         # serves in its place for the hop points ([upstream] below)."
+                    );
+                }
+                (Some(_), false, None) => {
+                    let _ = writeln!(
+                        out,
+                        "# GUESS: point the wrapper at {upstream}, the API the lab serves for the hop\n\
+                         # points ([upstream] below): in a word of the command, in mcp.env (as here, under\n\
+                         # the variable the wrapper reads) or in a caller's args or env."
+                    );
+                    let _ = writeln!(out, "env = {{ API_BASE_URL = \"{upstream}\" }}");
+                }
+                _ => {}
+            }
+            let _ = writeln!(out, "command = {}", Value::from(words));
         }
     }
     out.push_str("timeout_ms = 10000\n\n");
@@ -243,21 +339,41 @@ fn required_names(tool: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The tool that looks like a create: named create/add/new/insert/submit/open, and not marked
-/// read-only; else the first tool not marked read-only.
+/// The tool that looks like a create, not marked read-only: first by its schema (an argument
+/// named like an idempotency or operation key, the create's own mark), a create-named one among
+/// those first; then by its name (create, add, new, insert, submit or open, as a whole word:
+/// `createTicket`, `add_item`, not `openapi`); else the first tool not marked read-only.
 fn pick_create(tools: &[Value]) -> Option<&Value> {
     let writable = |t: &&Value| t["annotations"]["readOnlyHint"] != Value::Bool(true);
     let named = |t: &&Value| {
-        let name = t["name"].as_str().unwrap_or_default().to_ascii_lowercase();
+        let name = t["name"].as_str().unwrap_or_default();
         ["create", "add", "new", "insert", "submit", "open"]
             .iter()
-            .any(|w| name.starts_with(w))
+            .any(|w| starts_with_word(name, w))
     };
-    tools
-        .iter()
-        .filter(writable)
+    let keyed = |t: &&Value| key_argument(t).is_some();
+    let writable_tools = || tools.iter().filter(writable);
+    writable_tools()
+        .filter(keyed)
         .find(named)
-        .or_else(|| tools.iter().find(writable))
+        .or_else(|| writable_tools().find(keyed))
+        .or_else(|| writable_tools().find(named))
+        .or_else(|| writable_tools().next())
+}
+
+/// Whether `name` starts with the word `word`, any case: the whole name, or the word followed by
+/// a separator or an upper-case letter (`createTicket`, `create_ticket`, `Create-Ticket`).
+fn starts_with_word(name: &str, word: &str) -> bool {
+    let Some(head) = name.get(..word.len()) else {
+        return false;
+    };
+    if !head.eq_ignore_ascii_case(word) {
+        return false;
+    }
+    name[word.len()..]
+        .chars()
+        .next()
+        .is_none_or(|next| !next.is_ascii_lowercase())
 }
 
 /// The argument that looks like an operation key: a text property named like one.
@@ -330,6 +446,12 @@ fn arguments_of(tool: &Value, key: Option<&str>) -> (String, String, String) {
             continue;
         }
         match schema["type"].as_str() {
+            None if object_properties(tool, schema).is_some() => {
+                arguments.push(format!(
+                    "{name} = {}",
+                    members_of(tool, schema, &mut fields, &mut vary)
+                ));
+            }
             Some("string") | None => {
                 arguments.push(placeholder);
                 fields.push(format!("{name} = \"example {name}\""));
@@ -344,6 +466,12 @@ fn arguments_of(tool: &Value, key: Option<&str>) -> (String, String, String) {
                 fields.push(format!("{name} = true"));
             }
             Some("array") => arguments.push(format!("{name} = []")),
+            _ if object_properties(tool, schema).is_some() => {
+                arguments.push(format!(
+                    "{name} = {}",
+                    members_of(tool, schema, &mut fields, &mut vary)
+                ));
+            }
             Some(_) => arguments.push(format!("{name} = {{}}")),
         }
     }
@@ -355,6 +483,68 @@ fn arguments_of(tool: &Value, key: Option<&str>) -> (String, String, String) {
         }
     };
     (table(arguments), table(fields), table(vary))
+}
+
+/// An object argument (a wrapper's `body`) as an inline table of its members: a text member a
+/// free-text field, an enum a list, a number or a boolean a field sent as given; its required
+/// members, or all when it requires none. A member named as another's field keeps the first.
+fn members_of(
+    tool: &Value,
+    schema: &Value,
+    fields: &mut Vec<String>,
+    vary: &mut Vec<String>,
+) -> String {
+    let Some((properties, required)) = object_properties(tool, schema) else {
+        return "{}".to_owned();
+    };
+    let names: Vec<&String> = if required.is_empty() {
+        properties.keys().collect()
+    } else {
+        properties.keys().filter(|k| required.contains(k)).collect()
+    };
+    let mut members = Vec::new();
+    for name in names.into_iter().filter(|n| is_bare_key(n)) {
+        let member = &properties[name.as_str()];
+        let placeholder = format!("{name} = \"{{{{{name}}}}}\"");
+        let taken = fields.iter().any(|f| f.starts_with(&format!("{name} = ")));
+        if let Some(values) = member["enum"].as_array().filter(|v| !v.is_empty()) {
+            members.push(placeholder);
+            if !taken {
+                fields.push(format!("{name} = {}", toml_value(&values[0])));
+            }
+            continue;
+        }
+        match member["type"].as_str() {
+            Some("string") | None => {
+                members.push(placeholder);
+                if !taken {
+                    fields.push(format!("{name} = \"example {name}\""));
+                    if vary.is_empty() {
+                        vary.push(format!("{name} = \"text\""));
+                    }
+                }
+            }
+            Some("integer" | "number") => {
+                members.push(placeholder);
+                if !taken {
+                    fields.push(format!("{name} = 1"));
+                }
+            }
+            Some("boolean") => {
+                members.push(placeholder);
+                if !taken {
+                    fields.push(format!("{name} = true"));
+                }
+            }
+            Some("array") => members.push(format!("{name} = []")),
+            Some(_) => members.push(format!("{name} = {{}}")),
+        }
+    }
+    if members.is_empty() {
+        "{}".to_owned()
+    } else {
+        format!("{{ {} }}", members.join(", "))
+    }
 }
 
 fn is_bare_key(name: &str) -> bool {
@@ -398,7 +588,13 @@ fn identity_section(out: &mut String, create: Option<&Value>) {
     }
 }
 
-fn rest(out: &mut String, server: &Server, tools: &[Value], create: Option<&Value>) {
+fn rest(
+    out: &mut String,
+    server: &Server,
+    tools: &[Value],
+    create: Option<&Value>,
+    wrapper: Option<&Wrapper>,
+) {
     out.push_str(
         "[mcp.errors]\n# Where a refusal's code is: in an error result's structuredContent, or in any\n\
          # result's text read as JSON, or matched in plain text (the first group).\n\
@@ -415,6 +611,14 @@ fn rest(out: &mut String, server: &Server, tools: &[Value], create: Option<&Valu
             "# Callers, told apart by the words added to the command and their environment\n\
              # (two for the scope point).\n[[mcp.callers]]\nname = \"agent\"\n# args = [\"--caller\", \"agent\"]\n\n",
         ),
+    }
+    if wrapper.is_some() {
+        out.push_str(
+            "# No [mcp.count]: with [upstream], the lab counts the effects in the API it serves.\n\
+             [mcp.load]\n# The concurrent point: rounds, and calls released together in each.\n\
+             rounds = 4\ncalls = 6\n\n",
+        );
+        return;
     }
     // A tool that takes no required argument, named list, count, read, search or get (in that
     // order of preference), other than the create.
@@ -448,6 +652,46 @@ fn rest(out: &mut String, server: &Server, tools: &[Value], create: Option<&Valu
         "# sql = { sqlite = \"{{dir}}/state.sqlite\", query = \"SELECT COUNT(*) FROM items\" }\n\n\
          [mcp.load]\n# The concurrent point: rounds, and calls released together in each.\nrounds = 4\ncalls = 6\n",
     );
+}
+
+/// `[upstream]` for a server that looks like a wrapper of an HTTP API: the lab serves its own
+/// ticket API in place of the wrapped one, and the hop points grade what reaches it.
+fn upstream_section(out: &mut String, server: &Server, wrapper: &Wrapper) {
+    out.push_str(
+        "\n# The tool list looks like a wrapper of an HTTP API: the lab serves its own ticket API in\n\
+         # its place, records what reaches it, and grades the key across the hop (the hop points).\n\
+         [upstream]\n# GUESS: each caller's name and the token the API takes from it; the wrapper must\n\
+         # send that caller's token (in the caller's args, env or headers).\n\
+         tokens = { agent = \"TOKEN\" }\n",
+    );
+    match &wrapper.key_header {
+        Some(header) => {
+            let _ = writeln!(
+                out,
+                "# The key argument is named as the header the wrapper sends it in.\nkey_header = {}",
+                Value::from(header.as_str())
+            );
+        }
+        None => out.push_str(
+            "# The header the wrapper sends the key in (key_pointer = \"/member\" only for another\n\
+             # API, declared with [upstream.create], that reads it in the body).\n\
+             key_header = \"Idempotency-Key\"\n",
+        ),
+    }
+    if let Some(body) = &wrapper.body {
+        let _ = writeln!(
+            out,
+            "# The API's body is this argument.\nbody_argument = {}",
+            Value::from(format!("/{body}"))
+        );
+    }
+    if let Server::Url(_) = server {
+        out.push_str(
+            "# GUESS: you start the wrapper over HTTP, pointed at http://127.0.0.1:PORT: the port the\n\
+             # lab serves the API on. --upstream-port PORT replaces it on the command line.\n\
+             port = 8080\n",
+        );
+    }
 }
 
 #[cfg(test)]
@@ -490,6 +734,54 @@ mod tests {
         let http = starting_file(&Server::Url("http://127.0.0.1:9/mcp".into()), &[]);
         McpTarget::parse(&http, Path::new("t.toml"), &Overrides::default())
             .unwrap_or_else(|err| panic!("{err}\n{http}"));
+    }
+
+    /// A generic OpenAPI wrapper's tool list: a tool named like "open..." first, then the create,
+    /// whose key argument is named as the API's header and whose fields are in a `body` object
+    /// its schema defines under `$defs`.
+    fn wrapper_tools() -> Vec<Value> {
+        vec![
+            json!({"name": "openapi", "inputSchema": {"type": "object", "properties": {}}}),
+            json!({"name": "createTicket", "inputSchema": {"type": "object",
+                "$defs": {"Body": {"type": "object",
+                    "properties": {"title": {"type": "string"}, "priority": {"type": "string"}},
+                    "required": ["title", "priority"]}},
+                "properties": {"Idempotency-Key": {"type": "string"},
+                               "body": {"$ref": "#/$defs/Body"}},
+                "required": ["Idempotency-Key", "body"]}}),
+        ]
+    }
+
+    #[test]
+    fn a_wrapper_whose_tool_list_names_the_key_gets_its_create_its_key_and_an_upstream_section() {
+        let server = Server::Command(vec![
+            "node".into(),
+            "wrapper.js".into(),
+            "--base-url=http://127.0.0.1:8080/v1".into(),
+        ]);
+        let text = starting_file(&server, &wrapper_tools());
+        let target = McpTarget::parse(&text, Path::new("t.toml"), &Overrides::default())
+            .unwrap_or_else(|err| panic!("{err}\n{text}"));
+        assert_eq!(target.tool.name, "createTicket", "{text}");
+        assert_eq!(target.tool.key_argument.as_deref(), Some("Idempotency-Key"));
+        assert_eq!(
+            target.tool.arguments,
+            json!({"body": {"title": "{{title}}", "priority": "{{priority}}"}}),
+            "{text}"
+        );
+        let upstream = target.upstream.expect("an [upstream] section");
+        assert_eq!(upstream.key_header, "Idempotency-Key");
+        assert_eq!(upstream.body_argument, "/body");
+        assert!(text.contains("\"--base-url={{upstream}}/v1\""), "{text}");
+        // Over HTTP, the wrapper is yours to start: a port, and the flag that replaces it.
+        let http = starting_file(
+            &Server::Url("http://127.0.0.1:9/mcp".into()),
+            &wrapper_tools(),
+        );
+        let target = McpTarget::parse(&http, Path::new("t.toml"), &Overrides::default())
+            .unwrap_or_else(|err| panic!("{err}\n{http}"));
+        assert!(target.upstream.and_then(|u| u.port).is_some(), "{http}");
+        assert!(http.contains("--upstream-port"), "{http}");
     }
 
     #[test]

@@ -90,7 +90,7 @@ pub fn run(target: McpTarget) -> Result<Report> {
                 return Err(mcp_error(stop, &file, &place));
             }
         };
-        let mut points = points::all(&probe).await;
+        let mut points = points::all(&probe, &calibration).await;
         points.extend(super::hop::all(probe.as_ref()).await);
         let elapsed = probe.history.elapsed();
         let history = (probe.history.exchanges(), probe.history.counts());

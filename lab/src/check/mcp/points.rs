@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::super::calibration::{Calibration, Callers};
 use super::super::points::{Checks, count_until_risen, effects};
 use super::super::probe::same_effect;
 use super::super::report::{Grade, Level, PointReport};
@@ -61,7 +62,7 @@ macro_rules! count_or_stop {
 }
 
 /// Every point, in order; the key point first, since without a key nothing else is safe.
-pub async fn all(probe: &Arc<McpProbe>) -> Vec<PointReport> {
+pub async fn all(probe: &Arc<McpProbe>, calibration: &Calibration) -> Vec<PointReport> {
     vec![
         key(probe),
         annotations(probe),
@@ -73,7 +74,7 @@ pub async fn all(probe: &Arc<McpProbe>) -> Vec<PointReport> {
         new_key(probe).await,
         concurrent(probe).await,
         concurrent_distinct(probe).await,
-        scope(probe).await,
+        scope(probe, &calibration.callers).await,
         key_forms(probe).await,
         error_then_corrected(probe).await,
     ]
@@ -460,7 +461,7 @@ async fn cancelled(probe: &McpProbe) -> PointReport {
     checks.add(
         Grade::mcp(Level::Lab, rule::CANCELLATION),
         "a cancelled call's work is not undone without a trace: the retry is answered",
-        retry.read.success || retry.read.refused,
+        retry.read.success || retry.read.told_refused(),
         "an answer to the retry",
         probe.describe(retry),
         &[retry.id],
@@ -593,7 +594,7 @@ async fn changed_payload_once(
     checks.add(
         Grade::must(section::ERRORS),
         format!("it is refused (an error result or a JSON-RPC error){pair}"),
-        other.read.refused,
+        other.read.told_refused(),
         "a refusal",
         if replayed {
             format!(
@@ -610,19 +611,29 @@ async fn changed_payload_once(
         checks.add(
             Grade::should(section::ERRORS),
             format!("it is refused with the file's conflict code (mcp.errors.conflict){pair}"),
-            other.read.code.as_ref().is_some_and(|c| codes.contains(c)),
+            other.read.told_refused()
+                && other.read.code.as_ref().is_some_and(|c| codes.contains(c)),
             format!("{codes:?}"),
             probe.describe(other),
             &[other.id],
         );
     }
     let after = probe.count().await.ok()?;
-    checks.add(
-        Grade::must(section::ERRORS),
-        format!("the other arguments made no effect{pair}"),
-        after - before == 1,
-        "one effect in all",
-        effects(after - before),
+    // An overwrite of the first effect by the other arguments leaves the count as it was, and
+    // the MCP check has no read of one effect: a count that did not rise proves nothing here.
+    crate::check::content::judged(
+        checks,
+        (
+            Grade::must(section::ERRORS),
+            format!("the other arguments made no effect{pair}"),
+            "one effect in all",
+        ),
+        (after - before == 1, effects(after - before)),
+        crate::check::content::Since::Unknown(
+            "a count cannot see the first effect changed in place by the other arguments, and \
+             the MCP check cannot read one effect back"
+                .to_owned(),
+        ),
         &[first_seen.id, other.id],
     );
     let mut again = call.clone();
@@ -860,7 +871,7 @@ async fn concurrent_distinct(probe: &Arc<McpProbe>) -> PointReport {
     PointReport::covered(NAME, TITLE, checks.0)
 }
 
-async fn scope(probe: &McpProbe) -> PointReport {
+async fn scope(probe: &McpProbe, proved: &Callers) -> PointReport {
     const NAME: &str = "scope";
     const TITLE: &str = "Another caller's same key is that caller's own, never the first caller's";
     if let Some(report) = cannot(probe, NAME, TITLE) {
@@ -875,6 +886,10 @@ async fn scope(probe: &McpProbe) -> PointReport {
              stdio, other headers over HTTP) to check that keys are scoped by caller."
                 .to_owned(),
         );
+    }
+    // A result naming the first caller's effect is a leak only between two callers.
+    if let Callers::Unproved(why) = proved {
+        return PointReport::not_covered(NAME, TITLE, why.clone());
     }
     let mut checks = Checks::new();
     let (a, b) = (&callers[0].name, &callers[1].name);
@@ -969,7 +984,7 @@ async fn key_forms(probe: &McpProbe) -> PointReport {
         checks.add(
             grade,
             format!("{step} is refused"),
-            seen.read.refused,
+            seen.read.told_refused(),
             "an error result or a JSON-RPC error",
             probe.describe(&seen),
             &[seen.id],
@@ -978,10 +993,12 @@ async fn key_forms(probe: &McpProbe) -> PointReport {
             checks.add(
                 Grade::should(section::ERRORS),
                 format!("{step} is refused with the file's bad-key code (mcp.errors.bad_key)"),
-                seen.read
-                    .code
-                    .as_ref()
-                    .is_some_and(|c| bad_codes.contains(c)),
+                seen.read.told_refused()
+                    && seen
+                        .read
+                        .code
+                        .as_ref()
+                        .is_some_and(|c| bad_codes.contains(c)),
                 format!("{bad_codes:?}"),
                 probe.describe(&seen),
                 &[seen.id],
@@ -1000,6 +1017,44 @@ async fn key_forms(probe: &McpProbe) -> PointReport {
     PointReport::covered(NAME, TITLE, checks.0)
 }
 
+/// Whether the provoked call was refused (the fault fired; `api_refused`: the API behind a
+/// wrapper answered it 400), with its sub-check: the refusal the agent is told as one. A refusal
+/// in a result not marked `isError` fired the fault, but the agent was told its call succeeded:
+/// that sub-check fails, and none passes on it.
+fn refused_as_told(
+    checks: &mut Checks,
+    probe: &McpProbe,
+    refused: &Seen,
+    api_refused: bool,
+) -> bool {
+    let unmarked = matches!(
+        refused.answer,
+        super::super::history::Answer::ToolResult {
+            is_error: false,
+            ..
+        }
+    );
+    if refused.read.flagged_success || (api_refused && unmarked) {
+        checks.add(
+            Grade::lab(),
+            "the refusal reaches the agent as one: an error result (isError) or a JSON-RPC error",
+            false,
+            "an error result or a JSON-RPC error",
+            probe.describe(refused),
+            &[refused.id],
+        );
+        return true;
+    }
+    checks.add(
+        Grade::lab(),
+        "the fault fired: the provoked call is refused",
+        refused.read.refused,
+        "an error result or a JSON-RPC error",
+        probe.describe(refused),
+        &[refused.id],
+    )
+}
+
 async fn error_then_corrected(probe: &McpProbe) -> PointReport {
     const NAME: &str = "error-then-corrected";
     const TITLE: &str =
@@ -1010,6 +1065,7 @@ async fn error_then_corrected(probe: &McpProbe) -> PointReport {
     let mut bad = fields.clone();
     bad.extend(probe.target.errors.validation.clone());
     let key = probe.intention_key();
+    let mark = probe.upstream.as_ref().map(|api| api.mark());
     probe.provoke_refusal();
     let refused = probe
         .send(
@@ -1022,14 +1078,17 @@ async fn error_then_corrected(probe: &McpProbe) -> PointReport {
         )
         .await;
     probe.settle_refusal();
-    let fired = checks.add(
-        Grade::lab(),
-        "the fault fired: the provoked call is refused",
-        refused.read.refused,
-        "an error result or a JSON-RPC error",
-        probe.describe(&refused),
-        &[refused.id],
-    );
+    // Behind a wrapper, the API's own 400 says the call was refused, whatever the result holds.
+    let api_refused = probe
+        .upstream
+        .as_ref()
+        .zip(mark)
+        .is_some_and(|(api, mark)| {
+            api.creates_since(mark)
+                .iter()
+                .any(|c| c.status() == Some(400))
+        });
+    let fired = refused_as_told(&mut checks, probe, &refused, api_refused);
     let after_refused = count_or_stop!(probe, checks, NAME, TITLE);
     checks.add(
         Grade::lab(),

@@ -24,7 +24,7 @@ use super::http::CheckHttpClient;
 use super::target::{McpCount, McpIdentity, McpTarget, McpTransport};
 
 /// The least time a server is given to start and finish its MCP handshake.
-const START_BOUND: std::time::Duration = std::time::Duration::from_secs(60);
+pub(crate) const START_BOUND: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// An open session with the server, for one caller.
 pub struct Session {
@@ -66,8 +66,21 @@ pub struct Read {
     pub identity: Option<String>,
     /// An error result's code, when the file says where it is.
     pub code: Option<String>,
-    /// An error result or a JSON-RPC error: the call was refused.
+    /// An error result or a JSON-RPC error: the call was refused. Also a refusal the file's
+    /// code reader finds in a result not marked `isError` ([`Read::flagged_success`]).
     pub refused: bool,
+    /// A refusal in a result not marked `isError`: the server refused, as the file reads it, but
+    /// told the agent that its call succeeded. A point that asks whether the agent was told of a
+    /// failure never passes on it.
+    pub flagged_success: bool,
+}
+
+impl Read {
+    /// Whether the agent was told its call failed: an error result (`isError`) or a JSON-RPC
+    /// error, never a result not marked `isError`, whatever code its text holds.
+    pub fn told_refused(&self) -> bool {
+        self.refused && !self.flagged_success
+    }
 }
 
 /// A recorded call.
@@ -515,7 +528,13 @@ impl McpProbe {
             Ok(ServerResult::CallToolResult(result)) => {
                 let is_error = result.is_error == Some(true);
                 let json = serde_json::to_value(&result).unwrap_or(Value::Null);
-                let code = self.refusal_code(&json, is_error);
+                // An API's error in a result not marked isError, naming no effect, is a refusal
+                // the agent is told is a success, whether or not the file reads codes there.
+                let code = self.refusal_code(&json, is_error).or_else(|| {
+                    (!is_error && self.identity(&json).is_none())
+                        .then(|| api_error_status(&json))
+                        .flatten()
+                });
                 Answer::ToolResult {
                     is_error,
                     code,
@@ -577,9 +596,11 @@ impl McpProbe {
                 code: Some(code),
                 ..
             } => Read {
-                // A refusal inside a result not marked isError, found where the file says.
+                // A refusal inside a result not marked isError, found where the file says: the
+                // agent reads a success.
                 code: Some(code.clone()),
                 refused: true,
+                flagged_success: true,
                 ..Read::default()
             },
             Answer::ToolResult {
@@ -631,6 +652,12 @@ impl McpProbe {
 
     /// An answer for a report line: the summary, and a success's identity.
     pub fn describe(&self, seen: &Seen) -> String {
+        if seen.read.flagged_success {
+            return format!(
+                "{}: the agent is told its call succeeded",
+                seen.answer.summary()
+            );
+        }
         if seen.read.refused {
             return seen.answer.summary();
         }
@@ -669,46 +696,12 @@ impl McpProbe {
     async fn count_unrecorded(&self) -> Result<i64, String> {
         let dir = self.dir.path();
         match &self.target.count {
-            McpCount::Tool {
-                name,
-                arguments,
-                pointer,
-                from_text,
-                caller,
-            } => {
+            McpCount::Tool { caller, .. } => {
                 let callers: Vec<usize> = match caller {
                     Some(one) => vec![*one],
                     None => (0..self.sessions.len()).collect(),
                 };
-                let mut total = 0;
-                for caller in callers {
-                    let peer = self.sessions[caller].running.peer().clone();
-                    let arguments = match arguments {
-                        Value::Object(map) => map.clone(),
-                        _ => JsonObject::new(),
-                    };
-                    let params = CallToolRequestParams::new(name.clone()).with_arguments(arguments);
-                    let result = tokio::time::timeout(self.target.timeout, peer.call_tool(params))
-                        .await
-                        .map_err(|_| format!("mcp.count.tool {name}: no answer in time"))?
-                        .map_err(|err| format!("mcp.count.tool {name}: {err}"))?;
-                    let json = serde_json::to_value(&result).unwrap_or(Value::Null);
-                    if result.is_error == Some(true) {
-                        return Err(format!("mcp.count.tool {name}: an error result: {json}"));
-                    }
-                    let source = if *from_text {
-                        serde_json::from_str(&texts(&json)).map_err(|err| {
-                            format!("mcp.count.tool {name}: the text is not JSON: {err}")
-                        })?
-                    } else {
-                        json.get("structuredContent")
-                            .cloned()
-                            .unwrap_or(Value::Null)
-                    };
-                    total += count_at(&source, pointer)
-                        .map_err(|problem| format!("mcp.count.tool {name}: {problem}"))?;
-                }
-                Ok(total)
+                Ok(self.counts_as(&callers).await?.iter().sum())
             }
             McpCount::Sqlite { file, query } => {
                 let file = in_folder(&self.target.folder, Path::new(&with_dir(file, dir, None)));
@@ -723,6 +716,54 @@ impl McpProbe {
                 None => Err("[upstream]: the API was not started".to_owned()),
             },
         }
+    }
+
+    /// The count tool's count on each of `callers`' sessions, in order (not recorded); empty
+    /// when the file counts otherwise.
+    ///
+    /// # Errors
+    /// The reason, naming `mcp.count.tool`.
+    pub async fn counts_as(&self, callers: &[usize]) -> Result<Vec<i64>, String> {
+        let McpCount::Tool {
+            name,
+            arguments,
+            pointer,
+            from_text,
+            ..
+        } = &self.target.count
+        else {
+            return Ok(Vec::new());
+        };
+        let mut parts = Vec::new();
+        for &caller in callers {
+            let peer = self.sessions[caller].running.peer().clone();
+            let arguments = match arguments {
+                Value::Object(map) => map.clone(),
+                _ => JsonObject::new(),
+            };
+            let params = CallToolRequestParams::new(name.clone()).with_arguments(arguments);
+            let result = tokio::time::timeout(self.target.timeout, peer.call_tool(params))
+                .await
+                .map_err(|_| format!("mcp.count.tool {name}: no answer in time"))?
+                .map_err(|err| format!("mcp.count.tool {name}: {err}"))?;
+            let json = serde_json::to_value(&result).unwrap_or(Value::Null);
+            if result.is_error == Some(true) {
+                return Err(format!("mcp.count.tool {name}: an error result: {json}"));
+            }
+            let source = if *from_text {
+                serde_json::from_str(&texts(&json))
+                    .map_err(|err| format!("mcp.count.tool {name}: the text is not JSON: {err}"))?
+            } else {
+                json.get("structuredContent")
+                    .cloned()
+                    .unwrap_or(Value::Null)
+            };
+            parts.push(
+                count_at(&source, pointer)
+                    .map_err(|problem| format!("mcp.count.tool {name}: {problem}"))?,
+            );
+        }
+        Ok(parts)
     }
 }
 
@@ -765,6 +806,44 @@ fn as_text(value: &Value) -> String {
 }
 
 /// The text content blocks of a result, joined by line breaks.
+/// The HTTP status of an API error a tool result carries: a problem document (RFC 9457) or an
+/// error object with a `status` from 400 to 599, in `structuredContent` or in the text read as
+/// JSON; or a text naming a 4xx or 5xx status as HTTP clients word it ("422 Client Error",
+/// "HTTP error 503", "status code 401", "404 Not Found").
+pub fn api_error_status(result: &Value) -> Option<String> {
+    static WORDS: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let text = texts(result);
+    let parsed: Option<Value> = serde_json::from_str(&text).ok();
+    let documents = [result.get("structuredContent"), parsed.as_ref()];
+    let status_of = |object: &Value| {
+        let status = object.get("status").and_then(Value::as_u64)?;
+        let described = ["title", "type", "detail", "error", "message"]
+            .iter()
+            .any(|name| object.get(name).is_some());
+        ((400..600).contains(&status) && described).then(|| status.to_string())
+    };
+    let in_document = documents.into_iter().flatten().find_map(|document| {
+        status_of(document).or_else(|| {
+            ["error", "problem"]
+                .iter()
+                .find_map(|name| document.get(name).and_then(status_of))
+        })
+    });
+    in_document.or_else(|| {
+        let words = WORDS.get_or_init(|| {
+            regex::Regex::new(
+                r"(?i)(?:HTTP(?:/[\d.]+)?(?: error)?:? |status(?: code)?:? )([45]\d\d)|([45]\d\d):? (?:Client Error|Server Error|Bad Request|Unauthorized|Payment Required|Forbidden|Not Found|Method Not Allowed|Conflict|Gone|Precondition Failed|Unprocessable (?:Entity|Content)|Too Many Requests|Internal Server Error|Bad Gateway|Service Unavailable|Gateway Time-?out)",
+            )
+            .expect("a valid regex")
+        });
+        let found = words.captures(&text)?;
+        found
+            .get(1)
+            .or_else(|| found.get(2))
+            .map(|m| m.as_str().to_owned())
+    })
+}
+
 fn texts(result: &Value) -> String {
     result
         .get("content")

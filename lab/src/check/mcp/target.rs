@@ -295,6 +295,7 @@ impl McpTarget {
             ));
         }
         let upstream = root.upstream.map(upstream).transpose()?;
+        let upstream = super::super::target::with_upstream_port(upstream, overrides)?;
         let mut target = root.mcp.validate(overrides, upstream.is_some())?;
         if let Some(upstream) = &upstream {
             check_upstream_use(&target, upstream)?;

@@ -555,6 +555,19 @@ impl ServerHandler for Graded {
         if request.name != contract::CREATE_TICKET {
             let session = self.session_of(&context);
             self.grader.request(&session);
+            // A ticket this request names is the client acting on a reply that told it of
+            // that ticket: what shows a held reply was read (see `report::reached`). Recorded
+            // before the request is announced, so that a held reply this request releases is
+            // settled after it: naming a ticket before its reply came proves nothing.
+            let named = request.arguments.as_ref().and_then(|a| a.get("ticket_id"));
+            let named = match named {
+                Some(Value::String(id)) => Some(id.clone()),
+                Some(Value::Number(id)) => Some(id.to_string()),
+                _ => None,
+            };
+            if let Some(id) = named {
+                let _ = self.grader.journal.named(&session, &id);
+            }
             self.grader.announce(&session);
         }
         match request.name.as_ref() {

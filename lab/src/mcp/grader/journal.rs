@@ -27,11 +27,17 @@ CREATE TABLE IF NOT EXISTS lab_grader_calls (
     reached_client INTEGER NOT NULL DEFAULT 0,
     cancelled INTEGER NOT NULL DEFAULT 0,
     settled_ms INTEGER,
-    request_in_session INTEGER
+    request_in_session INTEGER,
+    named_before INTEGER
 );
 CREATE TABLE IF NOT EXISTS lab_grader_left (
     session TEXT PRIMARY KEY,
     left_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS lab_grader_named (
+    session TEXT NOT NULL,
+    ticket_id TEXT NOT NULL,
+    at_ms INTEGER NOT NULL
 );";
 
 /// One call, as the grader recorded it.
@@ -77,6 +83,10 @@ pub struct Call {
     /// (`None` in a journal from before the lab counted them): two calls whose numbers follow
     /// each other had no other request between them.
     pub request_in_session: Option<u64>,
+    /// When a later request of its session (any tool call but `create_ticket`) first named its
+    /// ticket in a `ticket_id` argument, after its reply was sent: the one sign the client read
+    /// that reply and acted on it.
+    pub ticket_named_ms: Option<u64>,
     /// What the report made of it (not in the journal; see [`super::report`]).
     #[serde(flatten)]
     pub judged: Judged,
@@ -90,8 +100,13 @@ pub struct Judged {
     pub role: String,
     /// Whether the report judged that its reply reached the client: the grader wrote it, and
     /// the client had not shown it had stopped waiting (a cancellation, a closed stream, its
-    /// session's end, its next call of the intention).
+    /// session's end, its next call of the intention); for a reply held back, a later request
+    /// of the session named its ticket.
     pub received: bool,
+    /// Whether nobody can tell: a reply held back was written into a session that had given no
+    /// sign either way (no cancellation, no later request naming its ticket), perhaps after the
+    /// client's own timeout.
+    pub receipt_unknown: bool,
 }
 
 /// A new call, before its answer.
@@ -161,7 +176,11 @@ impl Journal {
         connection.busy_timeout(std::time::Duration::from_secs(10))?;
         connection.execute_batch(SCHEMA)?;
         // A journal written by an older lab lacks the columns added since.
-        for (column, kind) in [("settled_ms", "INTEGER"), ("request_in_session", "INTEGER")] {
+        for (column, kind) in [
+            ("settled_ms", "INTEGER"),
+            ("request_in_session", "INTEGER"),
+            ("named_before", "INTEGER"),
+        ] {
             let has: bool = connection
                 .prepare("SELECT 1 FROM pragma_table_info('lab_grader_calls') WHERE name = ?1")?
                 .exists([column])?;
@@ -220,8 +239,12 @@ impl Journal {
     pub fn settle(&self, number: u64, settled: &Settled) -> Result<()> {
         let connection = self.connection.lock().map_err(poisoned)?;
         connection.execute(
+            // `named_before`: the last ticket a request had named by now, so that only a naming
+            // recorded after this (after the reply was written) counts as the client acting on it.
             "UPDATE lab_grader_calls SET fate = ?2, answer = ?3, ticket_id = ?4, created = ?5, \
-             reached_client = ?6, settled_ms = ?7 WHERE number = ?1",
+             reached_client = ?6, settled_ms = ?7, \
+             named_before = (SELECT COALESCE(MAX(rowid), 0) FROM lab_grader_named) \
+             WHERE number = ?1",
             params![
                 i64::try_from(number).unwrap_or(i64::MAX),
                 settled.fate,
@@ -244,6 +267,24 @@ impl Journal {
         connection.execute(
             "UPDATE lab_grader_calls SET cancelled = 1 WHERE number = ?1",
             params![i64::try_from(number).unwrap_or(i64::MAX)],
+        )?;
+        Ok(())
+    }
+
+    /// Records that a request of `session` named ticket `ticket_id` (a `ticket_id` argument),
+    /// now.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the row cannot be written.
+    pub fn named(&self, session: &str, ticket_id: &str) -> Result<()> {
+        let connection = self.connection.lock().map_err(poisoned)?;
+        connection.execute(
+            "INSERT INTO lab_grader_named (session, ticket_id, at_ms) VALUES (?1, ?2, ?3)",
+            params![
+                session,
+                ticket_id,
+                i64::try_from(now_ms()).unwrap_or(i64::MAX)
+            ],
         )?;
         Ok(())
     }
@@ -271,7 +312,9 @@ impl Journal {
         let mut statement = connection.prepare(
             "SELECT number, c.session, client, request_id, operation_key, arguments, fields, \
              started_ms, fate, answer, ticket_id, created, reached_client, cancelled, \
-             settled_ms, l.left_ms, request_in_session \
+             settled_ms, l.left_ms, request_in_session, \
+             (SELECT MIN(n.at_ms) FROM lab_grader_named n WHERE n.session = c.session \
+              AND n.ticket_id = c.ticket_id AND n.rowid > COALESCE(c.named_before, 0)) \
              FROM lab_grader_calls c LEFT JOIN lab_grader_left l ON l.session = c.session \
              ORDER BY number",
         )?;
@@ -300,6 +343,9 @@ impl Journal {
                 request_in_session: row
                     .get::<_, Option<i64>>(16)?
                     .map(|n| u64::try_from(n).unwrap_or(0)),
+                ticket_named_ms: row
+                    .get::<_, Option<i64>>(17)?
+                    .map(|ms| u64::try_from(ms).unwrap_or(0)),
                 judged: Judged::default(),
             })
         })?;

@@ -10,7 +10,10 @@
 //!
 //! Whether a reply reached the client is judged by what the client did, from the journal: a
 //! reply sent after the client showed it had left (it cancelled the call, closed stdin, sent its
-//! session's DELETE) or after its next call for the same intention arrived did not reach it.
+//! session's DELETE) or after its next call for the same intention arrived did not reach it. A
+//! reply held back and then sent may have come after the client's own timeout, which the server
+//! cannot see when the client sends no cancellation: it reached the client only when a later
+//! request of its session named its ticket; without that, its receipt is unknown.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -122,7 +125,8 @@ pub struct Report {
 pub const TOLD_APART_BY: &str = "by operation_key; a call with a new key joins an earlier \
 intention when its fields (the arguments without the key) are the same and no ticket of that \
 intention had reached the client when it arrived; a reply sent after the client cancelled, \
-left its session or called again for the intention did not reach it";
+left its session or called again for the intention did not reach it, and a reply held back \
+reached it only when a later request of its session named its ticket";
 
 /// What one run cannot know, printed with every report.
 pub const CANNOT_KNOW: [&str; 6] = [
@@ -132,9 +136,11 @@ about this run, not a proof about the loop.",
 when the second follows an unanswered first; a re-plan that changes both the key and the fields \
 looks like a new intention, and is only marked as a possible re-plan when it follows an \
 unanswered call and keeps one of its field values.",
-    "A client that stops waiting for a reply held back without a sign the server can see (a \
-cancellation, a closed stdin or response stream, its session's DELETE, its next call for the \
-intention) is counted as having received it.",
+    "A reply held back and then sent, into a session that gave no sign (a cancellation, a \
+closed stdin or response stream, its DELETE, a next call for the intention), may have come \
+after the client's own timeout: it counts as received only when a later request of the session \
+names its ticket (a ticket_id argument), and otherwise its receipt is unknown. A client that \
+read it and acted on it without naming the ticket looks the same as one that never read it.",
     "A resend is the same bytes again with no other request of the session between: a \
 framework's own retry always looks like that, but so does a model that repeats the call word \
 for word without the framework listing tools between its turns; a retry (other requests \
@@ -183,11 +189,30 @@ fn never_sent(call: &Call) -> bool {
     call.fate == "lost" || (call.fate.starts_with("delayed") && !call.reached_client)
 }
 
-/// Whether `call`'s reply reached the client, judged by what the client did: it was sent (not
-/// lost or cancelled), before the client showed it had left the session, and, for a reply held
-/// back, before the client's next call of the same intention (`members`) arrived: a client
-/// that sends again has stopped waiting.
+/// Whether `call`'s reply reached the client, judged by what the client did: it was written
+/// while the client had not shown it stopped waiting ([`written_unrefused`]), and, for a reply
+/// held back, a later request of its session named its ticket. A held reply may be written
+/// after the client's own timeout, and a client that times out without a cancellation looks,
+/// on the wire, like one still waiting.
 fn reached(call: &Call, members: &[&Call]) -> bool {
+    written_unrefused(call, members) && (!held(call) || call.ticket_named_ms.is_some())
+}
+
+/// Whether nobody can tell if `call`'s reply reached the client: held back, written into a
+/// session that gave no sign either way, and never acted on by name.
+fn receipt_unknown(call: &Call, members: &[&Call]) -> bool {
+    written_unrefused(call, members) && held(call) && call.ticket_named_ms.is_none()
+}
+
+fn held(call: &Call) -> bool {
+    call.fate.starts_with("delayed")
+}
+
+/// Whether `call`'s reply was written while the client had not shown it stopped waiting: it
+/// was sent (not lost or cancelled), before the client showed it had left the session, and,
+/// for a reply held back, before the client's next call of the same intention (`members`)
+/// arrived: a client that sends again has stopped waiting.
+fn written_unrefused(call: &Call, members: &[&Call]) -> bool {
     if !call.reached_client || call.cancelled {
         return false;
     }
@@ -302,15 +327,24 @@ fn call_summary(call: &Call, judged: Option<&Judged>) -> String {
         delayed => format!("reply {delayed}"),
     };
     let seen = if judged.is_some_and(|j| j.received) {
-        "received"
+        if call.ticket_named_ms.is_some() && held(call) {
+            format!("received: a later request of its session named ticket {ticket}")
+        } else {
+            "received".to_owned()
+        }
+    } else if judged.is_some_and(|j| j.receipt_unknown) {
+        format!(
+            "receipt unknown: sent late into a session that gave no sign either way (no \
+             cancellation, no later request naming ticket {ticket})"
+        )
     } else if call.cancelled {
-        "not received: the client cancelled it or closed its stream"
+        "not received: the client cancelled it or closed its stream".to_owned()
     } else if left_while_waiting(call) {
-        "not received: the client had left its session"
+        "not received: the client had left its session".to_owned()
     } else if call.fate == "in progress" {
-        "the client was told in_progress, not the ticket"
+        "the client was told in_progress, not the ticket".to_owned()
     } else {
-        "not received"
+        "not received".to_owned()
     };
     format!("call {} ({role}): {answer}, {reply}, {seen}", call.number)
 }
@@ -378,6 +412,7 @@ fn judged_calls(groups: &[Group]) -> std::collections::HashMap<u64, Judged> {
                 Judged {
                     role: Role::of(call, earlier).word().to_owned(),
                     received: reached(call, &group.calls),
+                    receipt_unknown: receipt_unknown(call, &group.calls),
                 },
             );
         }
@@ -473,7 +508,9 @@ fn judge(
             .filter(|id| {
                 !group.calls.iter().any(|call| {
                     call.ticket_id.as_ref() == Some(*id)
-                        && judged.get(&call.number).is_some_and(|j| j.received)
+                        && judged
+                            .get(&call.number)
+                            .is_some_and(|j| j.received || j.receipt_unknown)
                 })
             })
             .cloned()
@@ -519,14 +556,24 @@ fn verdict(intention: &Intention, group: &Group) -> (Verdict, String) {
             ),
         )
     } else if !intention.resolved {
+        // A held reply with a ticket was perhaps read, perhaps not: say so, not "never told".
+        let maybe = group
+            .calls
+            .iter()
+            .any(|call| call.ticket_id.is_some() && receipt_unknown(call, &group.calls));
+        let (reached, told) = if maybe {
+            ("is known to have reached", "may never have been told of it")
+        } else {
+            ("reached", "was never told of it")
+        };
         let ticket = match created.first() {
-            Some(id) => format!("ticket {id} exists and the client was never told of it"),
-            None => "no ticket reached the client".to_owned(),
+            Some(id) => format!("ticket {id} exists and the client {told}"),
+            None => format!("no ticket {reached} the client"),
         };
         (
             Verdict::Unresolved,
             format!(
-                "no answer with a ticket reached the client and it did not ask again with its key: {ticket}; {}",
+                "no answer with a ticket {reached} the client and it did not ask again with its key: {ticket}; {}",
                 how_it_stopped(group)
             ),
         )
@@ -536,9 +583,18 @@ fn verdict(intention: &Intention, group: &Group) -> (Verdict, String) {
             "no reply of it was lost or late, so its retry was not tested".to_owned(),
         )
     } else if intention.calls.len() == 1 {
+        // Resolved by its one call: a held reply, which counts only when acted on by name.
+        let ticket = group
+            .calls
+            .first()
+            .and_then(|call| call.ticket_id.as_deref())
+            .unwrap_or("none");
         (
             Verdict::Pass,
-            "the client waited for the late reply instead of sending again; one ticket".to_owned(),
+            format!(
+                "the client waited for the late reply instead of sending again: a later request \
+                 of its session named ticket {ticket}; one ticket"
+            ),
         )
     } else if intention.same_arguments {
         (
@@ -560,7 +616,14 @@ fn how_it_stopped(group: &Group) -> String {
         return "it sent nothing".to_owned();
     };
     let number = last.number;
-    if last.cancelled {
+    if receipt_unknown(last, &group.calls) {
+        let ticket = last.ticket_id.as_deref().unwrap_or("none");
+        format!(
+            "call {number}'s reply was held back and sent late into its session, which had sent \
+             no cancellation; no later request named ticket {ticket}, so whether the client still \
+             waited for the reply or had timed out and moved on cannot be known"
+        )
+    } else if last.cancelled {
         format!(
             "call {number} timed out at the client, which cancelled it or closed its stream: \
              whatever it reported was a failure"
@@ -713,6 +776,7 @@ mod tests {
             settled_ms: Some(number * 1000),
             left_ms: None,
             request_in_session: Some(number),
+            ticket_named_ms: None,
             judged: Judged::default(),
         }
     }
@@ -784,15 +848,49 @@ mod tests {
                 .starts_with("every retry reused the key"),
             "{report}"
         );
-        // A reply held and sent while the client waited reached it.
-        let waited = [held(1, "a", fields, (1000, 5000), 1)];
-        let report = grade(&waited, &[], "host", "");
-        assert_eq!(report.intentions[0].verdict, Verdict::Pass, "{report}");
+    }
+
+    #[test]
+    fn a_held_reply_sent_without_a_sign_is_received_only_when_a_later_request_names_its_ticket() {
+        // Issue 46: a client that times out without a cancellation, its session left open, is
+        // indistinguishable on the wire from one that waits; the late reply it may never have
+        // read was reported as "the client waited" and PASS.
+        let fields = "{\"title\":\"x\"}";
+        let silent = [held(1, "a", fields, (1000, 5000), 1)];
+        let report = grade(&silent, &[], "host", "");
+        let intention = &report.intentions[0];
+        assert_eq!(intention.verdict, Verdict::Unresolved, "{report}");
         assert!(
-            report.intentions[0]
-                .reason
-                .contains("waited for the late reply")
+            !intention.reason.contains("waited for the late reply"),
+            "{report}"
         );
+        assert!(
+            intention.reason.starts_with(
+                "no answer with a ticket is known to have reached the client and it did not ask \
+                 again with its key: ticket 1 exists and the client may never have been told of it; \
+                 call 1's reply was held back and sent late"
+            ),
+            "{report}"
+        );
+        assert!(intention.reason.ends_with("cannot be known"), "{report}");
+        assert!(intention.tickets_never_told.is_empty(), "{report}");
+        assert!(report.recorded[0].judged.receipt_unknown);
+        assert!(!report.recorded[0].judged.received);
+        // A later request of the session named the ticket: the client read the reply.
+        let named = [Call {
+            ticket_named_ms: Some(6000),
+            ..held(1, "a", fields, (1000, 5000), 1)
+        }];
+        let report = grade(&named, &[], "host", "");
+        let intention = &report.intentions[0];
+        assert_eq!(intention.verdict, Verdict::Pass, "{report}");
+        assert_eq!(
+            intention.reason,
+            "the client waited for the late reply instead of sending again: a later request of \
+             its session named ticket 1; one ticket"
+        );
+        assert!(report.recorded[0].judged.received);
+        assert!(!report.recorded[0].judged.receipt_unknown);
     }
 
     #[test]

@@ -12,9 +12,25 @@
 //   a priority containing "crash"   -> the handler throws (Express answers 500)
 //   a priority containing "after-effect" -> the handler throws after the ticket is saved (a
 //                                      fault between the effect and the middleware's record)
+//   a priority containing "record-lost" -> the ticket is saved and answered 201, and then the
+//                                      middleware's store fails to save the key's record (the
+//                                      package saves it after the answer has gone out, and on
+//                                      a failure deletes the key)
 'use strict';
 const express = require('express');
 const { idempotency, getSharedIdempotencyService } = require('express-idempotency');
+const { InMemoryDataAdapter } = require('express-idempotency/dist/defaults/inMemoryDataAdapter');
+
+// The package's default store, with the one test hook above: a store that is down when the
+// record of a "record-lost" answer is saved.
+class HookedStore extends InMemoryDataAdapter {
+  async update(resource) {
+    if (String((resource.response || {}).body || '').includes('record-lost')) {
+      throw new Error('the store is down: the record is not saved');
+    }
+    return super.update(resource);
+  }
+}
 
 const callers = { 'Bearer alice-token': 'alice', 'Bearer bob-token': 'bob' };
 const tickets = [];
@@ -29,7 +45,7 @@ app.use((req, res, next) => {
   if (!req.caller) return res.status(401).json({ error: 'unknown caller' });
   next();
 });
-app.post('*', idempotency());
+app.post('*', idempotency({ dataAdapter: new HookedStore() }));
 
 app.post('/tickets', (req, res) => {
   const service = getSharedIdempotencyService();
@@ -66,4 +82,7 @@ app.get('/tickets', (req, res) => {
 
 const server = app.listen(Number(process.argv[2] || 0), '127.0.0.1', () => {
   console.log(`listening on http://127.0.0.1:${server.address().port}`);
+  // The package logs its store's failures with console.log; a caller may stop reading standard
+  // output after the first line, so they go to standard error, the service's log.
+  console.log = console.error;
 });

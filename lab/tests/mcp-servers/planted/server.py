@@ -2,7 +2,7 @@
 over stdio, with a bug planted on request: the negative controls of `lab check --target` on MCP.
 
 Usage:
-  server.py --state FILE --caller NAME [--bug BUG] [--http PORT] [--refusals FORM]
+  server.py --state FILE --caller NAME [--bug BUG] [--http PORT] [--refusals FORM] [--request-ids]
 
 BUG is one of:
   none                     keys work: a replay names the first ticket, other arguments get conflict
@@ -14,6 +14,9 @@ FORM is how a refusal comes back: structured (the default: isError, the code in
 structuredContent), json-text (a result NOT marked isError whose text is {"error": {"code": ...}}),
 or plain-text (a result NOT marked isError whose text is "Error [CODE]: message"), as servers
 that refuse inside plain results do.
+
+With --request-ids every result also carries a request_id of its own (a new one on a replay too),
+the value a target file must not take for the ticket's identity.
 
 With --http it serves Streamable HTTP at http://127.0.0.1:PORT/mcp, the SDK's defaults (sessions,
 answers as event streams), every call acting for NAME; without, stdio.
@@ -27,6 +30,7 @@ import fcntl
 import json
 import os
 import threading
+import uuid
 
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
@@ -39,6 +43,7 @@ parser.add_argument("--caller", required=True)
 parser.add_argument("--bug", choices=BUGS, default="none")
 parser.add_argument("--http", type=int, metavar="PORT")
 parser.add_argument("--refusals", choices=("structured", "json-text", "plain-text"), default="structured")
+parser.add_argument("--request-ids", action="store_true")
 options = parser.parse_args()
 
 server = MCPServer("planted-tickets")
@@ -70,6 +75,8 @@ class State:
 
 def answer(ticket_id, replayed):
     content = {"ticket_id": ticket_id, "replayed": replayed}
+    if options.request_ids:
+        content["request_id"] = f"req-{uuid.uuid4().hex[:12]}"
     return CallToolResult(content=[TextContent(type="text", text=json.dumps(content))], structured_content=content)
 
 

@@ -7,6 +7,7 @@ Usage:
   wrapper.py --api URL --token TOKEN [--bug BUG] [--retries N]
              [--create-path PATH] [--token-header NAME] [--key-header NAME] [--id-field NAME]
              [--key-in-body MEMBER] [--check-token PATH] [--read-after-create PATH]
+             [--openapi-names]
 
 --create-path, --token-header, --key-header and --id-field make it a wrapper of another API than
 the lab's (the hop check plays that API with [upstream.create]): its create route, the header that
@@ -33,6 +34,11 @@ Tools:
   list_tickets()
       GET {URL}/tickets: what the API says, as structuredContent and text.
 
+--openapi-names lists the tools as a generic OpenAPI-to-MCP wrapper names them: first `openapi()`,
+which returns a description of the API (not marked read-only), then `createTicket(Idempotency-Key,
+body)` in place of create_ticket, the key under its header's name and the fields in a `body` object
+({"title", "priority"}), and list_tickets. What createTicket sends and answers is create_ticket's.
+
 With --retries N (default 0: no retry) a request that got 503, 429 or a connection error is sent
 again, up to N more times, each time with the SAME key and body, after Retry-After (at most 1 s).
 
@@ -50,6 +56,8 @@ BUG (one per run) breaks exactly one thing a wrapper can get wrong across the ho
                        fresh key; the first send carries the agent's key
   conflict-as-success  a 422 or 409 from the API comes back as a normal result (not isError), text
                        "ticket created" and no ticket id
+  error-as-success     every error result (an API 4xx or 5xx, a transport failure) comes back with
+                       the same text and structuredContent, but as a normal result, isError false
   empty-error          any API error or transport failure comes back with isError and an empty text
                        (and no structuredContent)
   rewraps-body         the body is sent as {"ticket": {"title": ..., "priority": ...}} instead of the
@@ -65,15 +73,18 @@ BUG (one per run) breaks exactly one thing a wrapper can get wrong across the ho
 import argparse
 import email.utils
 import http.client
+import inspect
 import json
 import os
 import threading
 import time
 import urllib.parse
 import uuid
+from typing import Annotated
 
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field
 from pydantic.json_schema import SkipJsonSchema
 
 BUGS = (
@@ -84,6 +95,7 @@ BUGS = (
     "mints-key",
     "retry-new-key",
     "conflict-as-success",
+    "error-as-success",
     "empty-error",
     "rewraps-body",
     "reencodes-body",
@@ -107,6 +119,7 @@ parser.add_argument("--id-field", default="ticket_id", help="the member of a cre
 # Routes of that API besides the create, which [[upstream.routes]] declares:
 parser.add_argument("--check-token", metavar="PATH", help="GET PATH with the token at start, and exit 1 unless it answers 2xx")
 parser.add_argument("--read-after-create", metavar="PATH", help="after a create, GET PATH ({id}: the new id) and name what it answers")
+parser.add_argument("--openapi-names", action="store_true", help="list openapi() and createTicket(Idempotency-Key, body), as a generic OpenAPI wrapper names them")
 options = parser.parse_args()
 if not options.token:
     parser.error("--token (or API_TOKEN) is required")
@@ -224,6 +237,8 @@ def base_headers():
 def error(text, structured=None):
     if options.bug == "empty-error":
         return CallToolResult(content=[TextContent(type="text", text="")], is_error=True)
+    if options.bug == "error-as-success":
+        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured, is_error=False)
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured, is_error=True)
 
 
@@ -336,7 +351,38 @@ else:
         return CREATE(title, priority, idempotency_key)
 
 
-server.tool(name="create_ticket", description=DESCRIPTION, annotations=ANNOTATIONS)(create_ticket)
+
+class TicketBody(BaseModel):
+    title: str
+    priority: str
+
+
+def create_ticket_by_header_name(**arguments) -> CallToolResult:
+    body = arguments["body"]
+    if isinstance(body, BaseModel):
+        body = body.model_dump()
+    return CREATE(body["title"], body["priority"], arguments["Idempotency-Key"])
+
+
+# The key's argument is named as the header is, which is no Python name: the schema comes from this
+# signature, and the call's arguments arrive under their JSON names.
+create_ticket_by_header_name.__signature__ = inspect.Signature(
+    [
+        inspect.Parameter("idempotency_key", inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[str, Field(alias="Idempotency-Key")]),
+        inspect.Parameter("body", inspect.Parameter.KEYWORD_ONLY, annotation=TicketBody),
+    ]
+)
+
+if options.openapi_names:
+
+    @server.tool(name="openapi")
+    def openapi() -> str:
+        """Describe the API this server wraps: its routes and their parameters."""
+        return json.dumps({"openapi": "3.1.0", "paths": {options.create_path: {"post": {"operationId": "createTicket"}}}})
+
+    server.tool(name="createTicket", description=DESCRIPTION, annotations=ANNOTATIONS)(create_ticket_by_header_name)
+else:
+    server.tool(name="create_ticket", description=DESCRIPTION, annotations=ANNOTATIONS)(create_ticket)
 
 
 @server.tool(annotations=ToolAnnotations(readOnlyHint=True, idempotentHint=True, openWorldHint=True))
