@@ -143,9 +143,16 @@ pub fn overflow_control(root: &Path, revision: &str) -> Result<()> {
 }
 
 /// The whole check. Prints its final line last: `browser: N passed, 0 failed`.
-pub fn run(root: &Path) -> Result<()> {
-    crate::book()?;
+pub fn run(root: &Path, rebuild: bool) -> Result<()> {
     let book = root.join("book");
+    if rebuild {
+        crate::book()?;
+    } else if !book.join("index.html").is_file() {
+        bail!(
+            "browser-check --built: no rendered book at {} (run `cargo xtask book` first)",
+            book.display()
+        );
+    }
     let external = external_links(&book, &std::fs::read_to_string(root.join("SOURCES.md"))?)?;
     println!("external links: {external} checked by syntax and host (not fetched)");
 
@@ -180,7 +187,9 @@ pub fn run(root: &Path) -> Result<()> {
         std::fs::remove_dir_all(&shots).with_context(|| format!("removing {}", shots.display()))?;
     }
     std::fs::create_dir_all(&shots)?;
-    let copied = crate::copyable::write_for_browser(root)?;
+    // A folder of its own: the copy check of `cargo xtask test`, which CI runs beside this one,
+    // empties its own.
+    let copied = crate::copyable::write_for_browser(root, &root.join("target/browser-copied"))?;
     let server = Server::start(&book)?;
     let (ok, output) = node_check(
         &script_dir,

@@ -137,9 +137,9 @@ pub fn visible_text(body: &[String]) -> String {
         .join("\n")
 }
 
-/// Writes `target/copied-blocks/copied.json`, every Rust block's copied text by page, for the
+/// Writes `FOLDER/copied.json`, every Rust block's copied text by page, for the
 /// browser check to compare with what the rendered page copies. Returns the file.
-pub fn write_for_browser(root: &Path) -> Result<PathBuf> {
+pub fn write_for_browser(root: &Path, folder: &Path) -> Result<PathBuf> {
     let chapters = markdown::chapters(root)?;
     let blocks: Vec<Copied> = chapters
         .iter()
@@ -151,8 +151,7 @@ pub fn write_for_browser(root: &Path) -> Result<PathBuf> {
             })
         })
         .collect();
-    let folder = root.join("target").join("copied-blocks");
-    std::fs::create_dir_all(&folder)?;
+    std::fs::create_dir_all(folder)?;
     let file = folder.join("copied.json");
     write_copied_json(&file, &blocks)?;
     Ok(file)
@@ -357,7 +356,7 @@ pub fn run(root: &Path, postgres_url: Option<&str>) -> Result<usize> {
     if work.exists() {
         std::fs::remove_dir_all(&work).with_context(|| format!("emptying {}", work.display()))?;
     }
-    write_for_browser(root)?;
+    write_for_browser(root, &work)?;
     let folder = crate::deps::library_folder(root)?;
     let config = mdbook_driver::config::Config::from_disk(root.join("book.toml"))
         .context("reading book.toml")?;

@@ -14,7 +14,9 @@
 //!   as a complete program against the lab (see `copyable.rs`); `cargo xtask test` runs it too.
 //! - `cargo xtask book-deps`: fill `target/book-deps` for a plain `mdbook test -L target/book-deps`.
 //! - `cargo xtask browser-check`: build the book, serve it on 127.0.0.1 and check every page in
-//!   Chromium (see `browser.rs`); screenshots go to `target/browser-screenshots/`.
+//!   Chromium (see `browser.rs`); screenshots go to `target/browser-screenshots/`. With `--built`,
+//!   the book `cargo xtask book` last rendered into `book/`, without building it again (CI runs it
+//!   beside the test command, which rebuilds the lab with other features).
 //! - `cargo xtask report-check`: the HTML reports of `lab check --target --html` the book shows,
 //!   in Chromium at both widths and colour schemes (see `report_check.rs`); `browser-check` runs it
 //!   too.
@@ -70,7 +72,7 @@ use anyhow::{Context, Result, bail};
 use mdbook_driver::MDBook;
 use mdbook_driver::config::Config;
 
-const USAGE: &str = "usage: cargo xtask <book | test [--loaded] | book-test | copy-check | book-deps | bench [--http] [--quick] | browser-check | report-check | overflow-control REV | model-depth | words | function-lengths [N] | preprocess [supports RENDERER]>";
+const USAGE: &str = "usage: cargo xtask <book | test [--loaded] | book-test | copy-check | book-deps | bench [--http] [--quick] | browser-check [--built] | report-check | overflow-control REV | model-depth | words | function-lengths [N] | preprocess [supports RENDERER]>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -88,7 +90,8 @@ fn main() -> ExitCode {
         ["bench", "--quick"] => bench::run(&root(), true),
         ["bench", "--http"] => bench::run_http(&root(), false),
         ["bench", "--http", "--quick"] => bench::run_http(&root(), true),
-        ["browser-check"] => browser::run(&root()),
+        ["browser-check"] => browser::run(&root(), true),
+        ["browser-check", "--built"] => browser::run(&root(), false),
         ["report-check"] => report_check::run(&root(), &browser::chromium()),
         ["overflow-control", revision] => browser::overflow_control(&root(), revision),
         ["book-deps"] => {
