@@ -1,11 +1,13 @@
-//! rmcp's Streamable HTTP client, on the hyper the lab already has rather than on reqwest.
+//! rmcp's Streamable HTTP client, on the hyper the lab already has rather than on reqwest: the one
+//! client of the lab's MCP adapter and of `lab check` over MCP.
 //!
 //! rmcp's client transport is generic over [`StreamableHttpClient`]; its own implementations use
 //! reqwest or a Unix socket. This one opens a loopback TCP connection per POST (one request,
 //! one answer, `Connection: close`), so a reply lost on the wire is one closed connection and
-//! fails that call alone. It reads JSON answers, which is what `lab mcp` sends (its JSON
-//! response mode), and refuses event streams: a server that only streams is not one this
-//! adapter claims to speak to.
+//! fails that call alone. It reads both answers the transport allows: a JSON body (what `lab mcp`
+//! sends, in its JSON response mode) and an event stream (what most servers built on the
+//! official SDKs send for a call). It never opens the stream a server may start on its own: no
+//! caller here needs those messages.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -13,6 +15,7 @@ use std::sync::Arc;
 
 use axum::http::{self, HeaderName, HeaderValue, Method, Request, StatusCode};
 use bytes::Bytes;
+use futures::StreamExt;
 use futures::stream::BoxStream;
 use http_body_util::{BodyExt, Full, Limited};
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
@@ -20,7 +23,7 @@ use rmcp::transport::streamable_http_client::{
     AuthRequiredError, SseError, StreamableHttpClient, StreamableHttpError,
     StreamableHttpPostResponse,
 };
-use sse_stream::Sse;
+use sse_stream::{Sse, SseStream};
 
 /// The largest answer read, in bytes: far above any ticket list the lab's tests make.
 const MAX_ANSWER_BYTES: usize = 16 * 1024 * 1024;
@@ -91,9 +94,15 @@ impl LoopbackHttpClient {
         session_id: Option<&str>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> http::request::Builder {
+        // The origin form (`/mcp`), as most servers expect from a client that is not a proxy.
+        let target = uri
+            .parse::<http::Uri>()
+            .ok()
+            .and_then(|parsed| parsed.path_and_query().map(|p| p.as_str().to_owned()))
+            .unwrap_or_else(|| uri.to_owned());
         let mut builder = Request::builder()
             .method(method)
-            .uri(uri)
+            .uri(target)
             .header(http::header::HOST, self.authority.as_ref())
             .header(http::header::CONNECTION, "close")
             .header(http::header::CONTENT_TYPE, "application/json")
@@ -137,6 +146,7 @@ impl StreamableHttpClient for LoopbackHttpClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, ClientError> {
         let body = serde_json::to_vec(&message)?;
+        let with_session = session_id.is_some();
         let request = self
             .request(
                 Method::POST,
@@ -150,34 +160,44 @@ impl StreamableHttpClient for LoopbackHttpClient {
         let response = self.send(request).await.map_err(client_error)?;
         let status = response.status();
         if status == StatusCode::UNAUTHORIZED {
-            let www_authenticate_header = response
+            let challenge = response
                 .headers()
                 .get(http::header::WWW_AUTHENTICATE)
                 .and_then(|value| value.to_str().ok())
                 .unwrap_or("Bearer")
                 .to_owned();
             return Err(StreamableHttpError::AuthRequired(AuthRequiredError::new(
-                www_authenticate_header,
+                challenge,
             )));
         }
         if matches!(status, StatusCode::ACCEPTED | StatusCode::NO_CONTENT) {
             return Ok(StreamableHttpPostResponse::Accepted);
+        }
+        if status == StatusCode::NOT_FOUND && with_session {
+            return Err(StreamableHttpError::SessionExpired);
         }
         let session = response
             .headers()
             .get("mcp-session-id")
             .and_then(|value| value.to_str().ok())
             .map(str::to_owned);
-        let json = response
+        let content_type = response
             .headers()
             .get(http::header::CONTENT_TYPE)
             .and_then(|value| value.to_str().ok())
-            .is_some_and(|value| value.starts_with("application/json"));
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        if content_type.starts_with("text/event-stream") {
+            // The connection's task lives as long as this body is read (the whole call).
+            let events: BoxStream<'static, Result<Sse, SseError>> =
+                SseStream::new(response.into_body()).boxed();
+            return Ok(StreamableHttpPostResponse::Sse(events, session));
+        }
         let body = read_body(response).await?;
-        if !json {
+        if !content_type.starts_with("application/json") {
             return Err(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(
                 format!(
-                    "HTTP {status} without a JSON answer: {}",
+                    "HTTP {status} with {content_type:?}, neither JSON nor an event stream: {}",
                     String::from_utf8_lossy(&body[..body.len().min(512)])
                 ),
             )));
@@ -217,6 +237,7 @@ impl StreamableHttpClient for LoopbackHttpClient {
         _auth_token: Option<String>,
         _custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, ClientError> {
+        // No caller needs the messages a server starts on its own.
         Err(StreamableHttpError::ServerDoesNotSupportSse)
     }
 }

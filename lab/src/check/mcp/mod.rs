@@ -5,7 +5,8 @@
 //! call, and MCP's own: a lost result, a cancelled call, a reconnect, the tool's annotations.
 //!
 //! - [`target`]: the `[mcp]` section and its validation.
-//! - [`http`]: the Streamable HTTP client (JSON answers and event streams).
+//! - The Streamable HTTP client is the lab's one, [`crate::mcp::http_client`] (JSON answers and
+//!   event streams), shared with the MCP adapter.
 //! - [`init`]: the commented `[mcp]` starting file `--init-mcp` writes from `tools/list`.
 //! - [`probe`]: sessions, recorded calls, a cancelled call, counting.
 //! - [`points`]: the points.
@@ -16,7 +17,6 @@
 
 pub mod calibration;
 pub mod hop;
-pub mod http;
 pub mod init;
 pub mod points;
 pub mod probe;

@@ -20,8 +20,8 @@ use serde_json::Value;
 use super::super::history::{Answer, History, Sent};
 use super::super::probe::{Change, changes, command_count, render, sqlite_count, tagged};
 use super::super::target::{in_folder, program_in};
-use super::http::CheckHttpClient;
 use super::target::{McpCount, McpIdentity, McpTarget, McpTransport};
+use crate::mcp::http_client::LoopbackHttpClient;
 
 /// The least time a server is given to start and finish its MCP handshake.
 pub(crate) const START_BOUND: std::time::Duration = std::time::Duration::from_secs(60);
@@ -364,7 +364,7 @@ impl McpProbe {
                     Ok(Session { running, pid })
                 }
                 McpTransport::Http { url, headers } => {
-                    let client = CheckHttpClient::for_url(url)?;
+                    let client = LoopbackHttpClient::for_url(url)?;
                     let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
                     for (name, value) in headers.iter().chain(&who.headers) {
                         let name = axum::http::HeaderName::from_bytes(name.as_bytes())
@@ -788,7 +788,7 @@ pub async fn open_plain(
                 .map_err(|err| format!("the MCP handshake over stdio failed: {err}"))
         }
         super::init::Server::Url(url) => {
-            let client = CheckHttpClient::for_url(url)?;
+            let client = LoopbackHttpClient::for_url(url)?;
             let config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
             let transport = StreamableHttpClientTransport::with_client(client, config);
             ().serve(transport)
