@@ -105,8 +105,7 @@ pub fn overflow_control(root: &Path, revision: &str) -> Result<()> {
     book.config.build.build_dir = rendered.clone();
     book.build()
         .context("rendering the other revision's book")?;
-    let chromium =
-        std::env::var_os("LAB_CHROMIUM").map_or_else(|| PathBuf::from(CHROMIUM), Into::into);
+    let chromium = chromium();
     let server = Server::start(&rendered)?;
     let (_, output) = node_check(
         &root.join("xtask").join("browser"),
@@ -157,8 +156,7 @@ pub fn run(root: &Path, rebuild: bool) -> Result<()> {
     println!("external links: {external} checked by syntax and host (not fetched)");
 
     let required = std::env::var("LAB_REQUIRE_BROWSER").is_ok_and(|v| v == "1");
-    let chromium =
-        std::env::var_os("LAB_CHROMIUM").map_or_else(|| PathBuf::from(CHROMIUM), Into::into);
+    let chromium = chromium();
     let script_dir = root.join("xtask").join("browser");
     let missing = if !chromium.exists() {
         Some(format!(

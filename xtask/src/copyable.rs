@@ -8,7 +8,7 @@
 //! `playground_text(pre, false)`, the code element's `innerText`, which leaves hidden spans out.
 //! So the copied text is the block without its hidden lines. [`copied_text`] computes it that way,
 //! and the browser check compares it with what the rendered page's own `playground_text` returns
-//! for every block (`target/copied-blocks/copied.json`).
+//! for every block (`target/browser-copied/copied.json`, which the browser check writes).
 //!
 //! Each copied text is compiled by rustc as a binary crate (the book's edition, `--extern lab`
 //! against `target/book-deps`, as a Cargo project depending on `lab` would see it), then run.
@@ -347,7 +347,6 @@ fn indent(text: &str) -> String {
 }
 
 /// The check as `cargo xtask test` runs it: every Rust block of the book, copied, compiled, run.
-/// Writes every block's copied text to `target/copied-blocks/copied.json` for the browser check.
 /// Returns how many blocks passed.
 pub fn run(root: &Path, postgres_url: Option<&str>) -> Result<usize> {
     let chapters = markdown::chapters(root)?;
@@ -356,7 +355,6 @@ pub fn run(root: &Path, postgres_url: Option<&str>) -> Result<usize> {
     if work.exists() {
         std::fs::remove_dir_all(&work).with_context(|| format!("emptying {}", work.display()))?;
     }
-    write_for_browser(root, &work)?;
     let folder = crate::deps::library_folder(root)?;
     let config = mdbook_driver::config::Config::from_disk(root.join("book.toml"))
         .context("reading book.toml")?;

@@ -116,24 +116,30 @@ const PAGES_AT_ONCE: usize = 4;
 /// Every page expanded, in order, by [`PAGES_AT_ONCE`] threads; an error names its chapter.
 fn expand_pages(pages: &[Page], results: &Results) -> Vec<Result<String>> {
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let done = std::sync::Mutex::new(Vec::new());
-    std::thread::scope(|scope| {
-        for _ in 0..PAGES_AT_ONCE.min(pages.len()) {
-            scope.spawn(|| {
-                loop {
-                    let at = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(page) = pages.get(at) else { break };
-                    let expanded = expand_page(page, results);
-                    done.lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .push((at, expanded));
-                }
-            });
-        }
+    let mut done: Vec<(usize, Result<String>)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..PAGES_AT_ONCE.min(pages.len()))
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        let at = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(page) = pages.get(at) else {
+                            break mine;
+                        };
+                        mine.push((at, expand_page(page, results)));
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|worker| {
+                worker
+                    .join()
+                    .unwrap_or_else(|p| std::panic::resume_unwind(p))
+            })
+            .collect()
     });
-    let mut done = done
-        .into_inner()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
     done.sort_by_key(|(at, _)| *at);
     done.into_iter().map(|(_, expanded)| expanded).collect()
 }
