@@ -31,12 +31,10 @@ pub struct Figures {
     pub seconds: f64,
     /// Distinct states per second.
     pub rate: f64,
-    /// Threads of the search.
-    pub threads: u64,
 }
 
 /// Reads the line `explored N distinct states (G generated), paths up to D steps in T s (R
-/// states per second on K threads)` of a `lab model` report.
+/// states per second)` of a `lab model` report.
 pub fn figures(report: &str) -> Result<Figures> {
     let line = report
         .lines()
@@ -48,8 +46,8 @@ pub fn figures(report: &str) -> Result<Figures> {
         .map(str::parse)
         .collect::<Result<_, _>>()
         .with_context(|| format!("a number in `{line}`"))?;
-    let [states, generated, depth, seconds, rate, threads] = numbers[..] else {
-        bail!("expected six numbers in `{line}`");
+    let [states, generated, depth, seconds, rate] = numbers[..] else {
+        bail!("expected five numbers in `{line}`");
     };
     Ok(Figures {
         states: states as u64,
@@ -57,7 +55,6 @@ pub fn figures(report: &str) -> Result<Figures> {
         depth: depth as u64,
         seconds,
         rate,
-        threads: threads as u64,
     })
 }
 
@@ -130,7 +127,7 @@ pub fn run(root: &Path) -> Result<()> {
             Some(f) => json!({
                 "name": name, "arguments": arguments, "finished": true,
                 "states": f.states, "generated": f.generated, "depth": f.depth,
-                "seconds": f.seconds, "rate": f.rate, "threads": f.threads,
+                "seconds": f.seconds, "rate": f.rate,
             }),
             None => json!({
                 "name": name, "arguments": arguments, "finished": false,
@@ -205,12 +202,9 @@ pub fn table(root: &Path) -> Result<String> {
         }
     }
     out.push_str(&format!(
-        "\nMeasured by `cargo xtask model-depth` on a release build, on {} cores with {} threads, \
-         the load average (1, 5 and 15 minutes) {} before and {} after.\n",
+        "\nMeasured by `cargo xtask model-depth` on a release build, the search on one thread of \
+         the machine's {} cores, the load average (1, 5 and 15 minutes) {} before and {} after.\n",
         report["cores"],
-        runs.first()
-            .and_then(|r| r.get("threads"))
-            .unwrap_or(&report["cores"]),
         loads(&report["load_before"]),
         loads(&report["load_after"]),
     ));
@@ -237,7 +231,6 @@ mod tests {
         assert_eq!(read.states, report.states as u64);
         assert_eq!(read.generated, report.generated as u64);
         assert_eq!(read.depth, report.depth.saturating_sub(1) as u64);
-        assert_eq!(read.threads, report.threads as u64);
         assert!(figures("no such line").is_err());
     }
 }

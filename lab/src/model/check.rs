@@ -1,6 +1,9 @@
-//! Runs the checker: breadth-first over the reduced model ([`super::reduce`]), on every core for
-//! the whole search; a counterexample is then looked for again on one thread, cut at its length,
-//! so it is a shortest one and the same bounds always print the same trace.
+//! Runs the checker: breadth-first over the reduced model ([`super::reduce`]), on one thread, so
+//! the same bounds always print the same figures and the same trace. Stateright's breadth-first
+//! search on several threads hands states out in blocks, so a thread can reach a state first by a
+//! longer path than its shortest, and the deepest path it reports changed from run to run (27 or
+//! 28 steps for `--duplicates 1`); a counterexample is looked for again, cut below its length,
+//! until it is a shortest one.
 
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -50,14 +53,13 @@ pub struct Report {
     pub generated: usize,
     /// Distinct states.
     pub states: usize,
-    /// The deepest path explored, in states.
+    /// The deepest state, in states from the initial one along its shortest path (the initial
+    /// state is depth 1).
     pub depth: usize,
     /// Wall-clock time of the search, every pass included.
     pub elapsed: Duration,
     /// Distinct states per second of the first pass, the one over the whole state space.
     pub rate: f64,
-    /// Threads of the first pass.
-    pub threads: usize,
     /// Each property, and whether it is an invariant (`always`) or liveness (`eventually`).
     pub properties: Vec<(&'static str, &'static str)>,
     /// The shortest counterexample, if any property broke.
@@ -70,29 +72,26 @@ pub struct Report {
 /// # Errors
 /// [`Error::InputInvalid`] naming the option whose bound is out of range.
 pub fn check(bounds: Bounds, variant: Variant) -> Result<Report> {
-    let threads = std::thread::available_parallelism().map_or(1, usize::from);
-    let first = explore(bounds, variant, None, threads)?;
+    let first = explore(bounds, variant, None)?;
     let Some(mut steps) = first.counterexample.as_ref().map(Counterexample::steps) else {
         return Ok(first);
     };
     // Stateright's breadth-first search records a property's discovery when a state breaks it,
-    // but a deeper state of the same block of work (or of another thread) that breaks it too can
-    // replace the record. So search again, cut below the counterexample's length, until a cut
-    // finds nothing; then once more on one thread, cut at that length, so the counterexample
-    // printed is always the same one.
+    // but a deeper state of the same block of work that breaks it too can replace the record. So
+    // search again, cut below the counterexample's length, until a cut finds nothing; then once
+    // more, cut at that length, so the figures printed are those of the search that found it.
     let mut elapsed = first.elapsed;
     while let Some(cut) = steps.checked_sub(1) {
-        let shorter = explore(bounds, variant, Some(cut), threads)?;
+        let shorter = explore(bounds, variant, Some(cut))?;
         elapsed += shorter.elapsed;
         match shorter.counterexample {
             Some(found) => steps = found.steps(),
             None => break,
         }
     }
-    let mut last = explore(bounds, variant, Some(steps), 1)?;
+    let mut last = explore(bounds, variant, Some(steps))?;
     last.elapsed += elapsed;
     last.rate = first.rate;
-    last.threads = first.threads;
     Ok(last)
 }
 
@@ -102,16 +101,10 @@ pub fn check(bounds: Bounds, variant: Variant) -> Result<Report> {
 /// # Errors
 /// As [`check`].
 pub fn check_within(bounds: Bounds, variant: Variant, steps: usize) -> Result<Report> {
-    let threads = std::thread::available_parallelism().map_or(1, usize::from);
-    explore(bounds, variant, Some(steps), threads)
+    explore(bounds, variant, Some(steps))
 }
 
-fn explore(
-    bounds: Bounds,
-    variant: Variant,
-    steps: Option<usize>,
-    threads: usize,
-) -> Result<Report> {
+fn explore(bounds: Bounds, variant: Variant, steps: Option<usize>) -> Result<Report> {
     if let Some(problem) = bounds.problem() {
         return Err(Error::InputInvalid {
             subject: "command line".to_owned(),
@@ -134,7 +127,6 @@ fn explore(
     let started = Instant::now();
     let mut builder = Reduced(protocol)
         .checker()
-        .threads(threads)
         .finish_when(HasDiscoveries::AnyFailures);
     if let Some(steps) = steps {
         // Depth counts states: the initial state is depth 1, and states at the target depth
@@ -177,7 +169,6 @@ fn explore(
         depth: checker.max_depth(),
         elapsed,
         rate: states as f64 / elapsed.as_secs_f64().max(1e-9),
-        threads,
         properties,
         counterexample,
     })
@@ -203,10 +194,9 @@ impl Report {
         );
         let time = if timed {
             format!(
-                " in {:.1} s ({:.0} states per second on {} threads)",
+                " in {:.1} s ({:.0} states per second)",
                 self.elapsed.as_secs_f64(),
-                self.rate,
-                self.threads
+                self.rate
             )
         } else {
             String::new()
@@ -271,6 +261,48 @@ mod tests {
                 .holds()
         );
         let again = check(SMALL, Variant::FreshKey).unwrap();
+        assert_eq!(first.text(false), again.text(false));
+    }
+
+    /// The deepest state's distance from the initial state, by a plain breadth-first search of
+    /// the same model, one level at a time.
+    fn deepest_shortest_path(bounds: Bounds, variant: Variant) -> usize {
+        let model = Reduced(Protocol::new(bounds, variant));
+        let mut seen: std::collections::HashSet<State> = model.init_states().into_iter().collect();
+        let mut level: Vec<State> = seen.iter().cloned().collect();
+        let mut steps = 0;
+        let mut actions = Vec::new();
+        loop {
+            let mut next_level = Vec::new();
+            for state in &level {
+                model.actions(state, &mut actions);
+                for action in actions.drain(..) {
+                    if let Some(next) = model.next_state(state, action) {
+                        if seen.insert(next.clone()) {
+                            next_level.push(next);
+                        }
+                    }
+                }
+            }
+            if next_level.is_empty() {
+                return steps;
+            }
+            steps += 1;
+            level = next_level;
+        }
+    }
+
+    #[test]
+    fn the_depth_printed_is_the_deepest_shortest_path_every_run() {
+        // A bound where the search on two threads printed 27 or 28 steps from run to run.
+        let bounds = Bounds {
+            duplicates: 1,
+            ..Bounds::DEFAULT
+        };
+        let expected = deepest_shortest_path(bounds, Variant::Design);
+        let first = check(bounds, Variant::Design).unwrap();
+        assert_eq!(first.depth - 1, expected, "{}", first.text(false));
+        let again = check(bounds, Variant::Design).unwrap();
         assert_eq!(first.text(false), again.text(false));
     }
 

@@ -25,7 +25,7 @@
 //! `lab serve`, each step compared with the model's.
 //!
 //! The checker explores one representative of each class of states the protocol cannot tell
-//! apart ([`Reduced`]), on every core.
+//! apart ([`Reduced`]), on one thread, so every run of the same bounds prints the same figures.
 
 mod bounds;
 mod check;
