@@ -9,9 +9,8 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::points::Checks;
 use super::probe::{Probe, Read};
-use super::report::Grade;
+use super::report::{Checks, Grade};
 
 /// Why content cannot be compared without a `[read]`.
 const NO_READ: &str = "the target file declares no [read], and a count cannot see an effect \

@@ -95,6 +95,30 @@ pub fn of_exchanges<'a>(report: &'a Report, ids: &[usize]) -> Excerpt<'a> {
     }
 }
 
+/// The most characters of a reply a calibration message quotes.
+pub const QUOTED: usize = 300;
+
+/// `text` cut to [`QUOTED`] characters on one line, marking the cut.
+pub fn one_line(text: &str) -> String {
+    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut out: String = one_line.chars().take(QUOTED).collect();
+    if out.len() < one_line.len() {
+        out.push_str(&format!("… ({} bytes in all)", text.len()));
+    }
+    out
+}
+
+/// An answer for a message: `500 {"error": ...}`, or why none came.
+pub fn quoted(answer: &Answer) -> String {
+    match answer {
+        Answer::Reply { status, body, .. } if body.trim().is_empty() => {
+            format!("{status} with an empty body")
+        }
+        Answer::Reply { status, body, .. } => format!("{status} {}", one_line(body)),
+        other => one_line(&other.summary()),
+    }
+}
+
 /// `text` cut to `most` characters, the cut marked with how long it was.
 pub fn trimmed(text: &str, most: usize) -> String {
     let count = text.chars().count();

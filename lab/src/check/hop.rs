@@ -16,12 +16,12 @@ use std::time::Duration;
 use regex::Regex;
 use serde_json::Value;
 
-use super::calibration::{Calibration, Step as CalibrationStep};
 use super::history::{Answer, History, Sent, WRAPPER_TO_API};
-use super::points::{Checks, effects};
+use super::points::effects;
 use super::probe::{Change, same_effect};
-use super::report::{Grade, PointReport};
-use super::upstream::{Fault, Upstream, UpstreamApi, UpstreamRequest, carries, ticket_id};
+use super::report::{Calibration, Checks, Grade, POINT, PointReport, Step as CalibrationStep};
+use super::target::Upstream;
+use super::upstream::{Fault, UpstreamApi, UpstreamRequest, carries, ticket_id};
 use crate::http::contract::{ProblemType, problem as contract};
 use crate::http::proxy::Fate;
 
@@ -187,7 +187,7 @@ pub async fn when_refused<F: Front>(
     }
     let ids: Vec<usize> = refused
         .iter()
-        .map(|c| record(front, api, super::calibration::POINT, c))
+        .map(|c| record(front, api, POINT, c))
         .collect();
     let points = vec![
         key(front, api).await,
@@ -233,7 +233,7 @@ pub async fn when_refused<F: Front>(
             passed: false,
             detail: format!(
                 "{}; at the API: {}",
-                super::calibration::trimmed(mismatch),
+                super::excerpt::one_line(mismatch),
                 lines(api, &refused)
             ),
             exchanges: ids,

@@ -19,8 +19,8 @@
 
 use std::fmt::Write;
 
-use super::calibration::Step;
 use super::excerpt::{self, Excerpt};
+use super::report::Step;
 use super::report::{Coverage, Level, PointReport, Report, SubCheck};
 
 /// The report as a JUnit XML document.
@@ -285,9 +285,9 @@ fn allowed_in_xml(c: char) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::check::calibration::Calibration;
     use crate::check::excerpt::tests::{exchange, reply};
     use crate::check::history::Answer;
+    use crate::check::report::Calibration;
     use crate::check::report::Grade;
     use std::time::Duration;
 

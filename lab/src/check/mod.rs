@@ -27,11 +27,11 @@ pub mod history;
 pub mod hop;
 pub mod html;
 pub mod http;
+mod http_front;
 pub mod init;
 pub mod junit;
 #[cfg(feature = "mcp")]
 pub mod mcp;
-mod naming;
 pub mod points;
 pub mod probe;
 pub mod report;
@@ -132,12 +132,12 @@ pub fn run(target: Target) -> Result<Report> {
             .map_err(|stop| upstream::blame_stop(probe.upstream.as_ref(), stop));
         let calibration = match calibrated {
             Ok(calibration) => calibration,
-            Err(calibration::Stop::Mismatch { field, problem }) if probe.upstream.is_some() => {
+            Err(report::Stop::Mismatch { field, problem }) if probe.upstream.is_some() => {
                 // The API refused the gateway's creates: the hop points show whether the
                 // gateway's key or body is at fault, before the file is blamed.
                 let Some((calibration, points)) = hop::when_refused(probe.as_ref(), &problem).await
                 else {
-                    let stop = calibration::Stop::Mismatch { field, problem };
+                    let stop = report::Stop::Mismatch { field, problem };
                     return Err(stop.into_error(&file, &base_url));
                 };
                 return Ok((probe, points, calibration));
@@ -160,27 +160,27 @@ pub fn run(target: Target) -> Result<Report> {
 
 /// A service the check could not start (`service.command`) or an API it could not serve: the
 /// file's fault when it names a program that is not there or a port already taken.
-fn not_started(problem: String) -> calibration::Stop {
+fn not_started(problem: String) -> report::Stop {
     let field = if problem.starts_with("service.base_url") {
         "service.base_url"
     } else if problem.starts_with("service.command") {
         "service.command"
     } else if let Some(rest) = problem.strip_prefix(&format!("{}: ", upstream::ROUTES_FIELD)) {
-        return calibration::Stop::mismatch(upstream::ROUTES_FIELD, calibration::trimmed(rest));
+        return report::Stop::mismatch(upstream::ROUTES_FIELD, excerpt::one_line(rest));
     } else {
-        return calibration::Stop::Unreachable {
+        return report::Stop::Unreachable {
             asked: "start",
             problem,
         };
     };
-    calibration::Stop::mismatch(field, calibration::trimmed(&problem))
+    report::Stop::mismatch(field, excerpt::one_line(&problem))
 }
 
 /// A failed reset: the file's fault (a request the service refuses, a command that fails),
 /// unless the service did not answer at all.
-fn reset_failed(problem: String) -> calibration::Stop {
+fn reset_failed(problem: String) -> report::Stop {
     if problem.contains("no answer (") {
-        return calibration::Stop::Unreachable {
+        return report::Stop::Unreachable {
             asked: "reset",
             problem,
         };
@@ -190,7 +190,7 @@ fn reset_failed(problem: String) -> calibration::Stop {
     } else {
         "service.reset"
     };
-    calibration::Stop::mismatch(field, calibration::trimmed(&problem))
+    report::Stop::mismatch(field, excerpt::one_line(&problem))
 }
 
 #[cfg(test)]
@@ -202,17 +202,17 @@ mod tests {
         let refused = reset_failed("service.reset POST /admin/reset: 404".to_owned());
         assert!(matches!(
             refused,
-            calibration::Stop::Mismatch { ref field, .. } if field == "service.reset"
+            report::Stop::Mismatch { ref field, .. } if field == "service.reset"
         ));
         let command = reset_failed("service.reset_command: exited with exit status: 3".into());
         assert!(matches!(
             command,
-            calibration::Stop::Mismatch { ref field, .. } if field == "service.reset_command"
+            report::Stop::Mismatch { ref field, .. } if field == "service.reset_command"
         ));
         let silent = reset_failed(
             "service.reset POST /admin/reset: no answer (connection refused)".to_owned(),
         );
-        assert!(matches!(silent, calibration::Stop::Unreachable { .. }));
+        assert!(matches!(silent, report::Stop::Unreachable { .. }));
         let err = refused.into_error("t.toml", "http://127.0.0.1:1");
         assert!(err.is_bad_input());
         assert!(

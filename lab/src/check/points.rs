@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::calibration::{Calibration, Callers, Retried, Stop, retried};
+use super::calibration::{Retried, retried};
 use super::content::{self, content_of};
 use super::history::Answer;
 use super::http::HangUp;
 use super::probe::{BodyForm, Call, Change, KeyWire, Probe, Read, Seen, same_effect};
-use super::report::{Grade, PointReport, SubCheck};
+use super::report::{Calibration, Callers, Checks, Grade, PointReport, Stop, SubCheck};
 use super::target::{Endpoint, KeyForm, Provocation, Replay};
 
 /// How long after cutting a request off the check retries it.
@@ -60,57 +60,7 @@ where
     }
 }
 
-/// A point's sub-checks as they are made, in order; the MCP points keep theirs the same way.
-pub(crate) struct Checks(pub(crate) Vec<SubCheck>);
-
 impl Checks {
-    pub(crate) fn new() -> Checks {
-        Checks(Vec::new())
-    }
-
-    /// Records one sub-check and returns whether it passed.
-    pub(crate) fn add(
-        &mut self,
-        grade: Grade,
-        what: impl Into<String>,
-        passed: bool,
-        expected: impl Into<String>,
-        observed: impl Into<String>,
-        exchanges: &[usize],
-    ) -> bool {
-        self.0.push(SubCheck {
-            what: what.into(),
-            grade,
-            passed,
-            expected: expected.into(),
-            observed: observed.into(),
-            exchanges: exchanges.to_vec(),
-            not_covered: None,
-        });
-        passed
-    }
-
-    /// Records a sub-check the check could not judge, with why and what would judge it.
-    pub(crate) fn not_covered(
-        &mut self,
-        grade: Grade,
-        what: impl Into<String>,
-        expected: impl Into<String>,
-        why: impl Into<String>,
-        exchanges: &[usize],
-    ) {
-        let why = why.into();
-        self.0.push(SubCheck {
-            what: what.into(),
-            grade,
-            passed: false,
-            expected: expected.into(),
-            observed: "not judged".to_owned(),
-            exchanges: exchanges.to_vec(),
-            not_covered: Some(why),
-        });
-    }
-
     /// The effect count now; `None`, with the failed sub-check added, when it cannot be read (the
     /// point stops there: nothing after it can be judged).
     async fn count(&mut self, probe: &Probe) -> Option<i64> {

@@ -11,9 +11,128 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::calibration::Calibration;
 use super::history::{CountRead, Exchange};
 use crate::contract::Checker;
+use crate::error::Error;
+
+/// The point name the calibration's exchanges are recorded under.
+pub const POINT: &str = "calibration";
+
+/// What the calibration proved, step by step.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Calibration {
+    /// Every step, in order; the last one failed when `passed` is false.
+    pub steps: Vec<Step>,
+    /// Whether every step held.
+    pub passed: bool,
+    /// Set when a step failed because of the server behind the file, not the file: a wrapper
+    /// whose creates the API it wraps refuses (`[upstream]`). Then the points say why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wrapper_at_fault: Option<String>,
+    /// Whether the service takes the first two callers for two callers: the scope point
+    /// accuses a leak only on this proof.
+    pub callers: Callers,
+}
+
+/// What the calibration proved of the first two callers of `[[callers]]`. Two names in the file
+/// are not two callers to the service (one token under another header name, an extra header
+/// the service ignores): only what the service lets the check see tells them apart.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "proved", content = "how", rename_all = "kebab-case")]
+pub enum Callers {
+    /// The service tells them apart: how the calibration saw it.
+    Apart(String),
+    /// Nothing the file describes showed it: why, and what the file could add.
+    Unproved(String),
+}
+
+impl Default for Callers {
+    fn default() -> Callers {
+        Callers::Unproved("the calibration did not ask".to_owned())
+    }
+}
+
+/// One thing the calibration proved about the file.
+#[derive(Clone, Debug, Serialize)]
+pub struct Step {
+    /// The step's short name (`identity`).
+    pub name: &'static str,
+    /// The field of the target file it proves (`identity.json_pointer`).
+    pub field: String,
+    /// Whether it held.
+    pub passed: bool,
+    /// What was seen, as a sentence.
+    pub detail: String,
+    /// The exchanges it rests on.
+    pub exchanges: Vec<usize>,
+}
+
+/// Why a calibration stopped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// The file does not describe the service: this field is at fault.
+    Mismatch {
+        /// The field.
+        field: String,
+        /// The exchange, what came back and the likely fix.
+        problem: String,
+    },
+    /// The service did not answer (or failed on its own): not the file's fault.
+    Unreachable {
+        /// What was asked (`count`, `create`).
+        asked: &'static str,
+        /// What happened.
+        problem: String,
+    },
+}
+
+impl Stop {
+    /// A mismatch of `field`.
+    pub fn mismatch(field: impl Into<String>, problem: impl Into<String>) -> Stop {
+        Stop::Mismatch {
+            field: field.into(),
+            problem: problem.into(),
+        }
+    }
+
+    /// The error the command line reports: a mismatch exits 2, an unreachable service 1.
+    pub fn into_error(self, file: &str, place: &str) -> Error {
+        match self {
+            Stop::Mismatch { field, problem } => Error::TargetMismatch {
+                file: file.to_owned(),
+                field,
+                problem,
+            },
+            Stop::Unreachable { asked, problem } => Error::Http {
+                method: asked,
+                url: place.to_owned(),
+                status: None,
+                problem,
+            },
+        }
+    }
+}
+
+pub(super) type Proved<T> = Result<T, Stop>;
+
+impl Calibration {
+    /// Adds a step that held.
+    pub fn held(
+        &mut self,
+        name: &'static str,
+        field: impl Into<String>,
+        detail: impl Into<String>,
+        exchanges: &[usize],
+    ) {
+        self.steps.push(Step {
+            name,
+            field: field.into(),
+            passed: true,
+            detail: detail.into(),
+            exchanges: exchanges.to_vec(),
+        });
+    }
+}
 
 /// The draft this check grades against, with its section numbers: the newest revision whose
 /// full text could be read when the check was written (the working group's repository and the
@@ -159,6 +278,58 @@ impl SubCheck {
     /// Whether it was judged and did not hold (a sub-check not covered was not judged).
     pub fn failed(&self) -> bool {
         !self.passed && self.not_covered.is_none()
+    }
+}
+
+/// A point's sub-checks as they are made, in order; the MCP points keep theirs the same way.
+pub(crate) struct Checks(pub(crate) Vec<SubCheck>);
+
+impl Checks {
+    pub(crate) fn new() -> Checks {
+        Checks(Vec::new())
+    }
+
+    /// Records one sub-check and returns whether it passed.
+    pub(crate) fn add(
+        &mut self,
+        grade: Grade,
+        what: impl Into<String>,
+        passed: bool,
+        expected: impl Into<String>,
+        observed: impl Into<String>,
+        exchanges: &[usize],
+    ) -> bool {
+        self.0.push(SubCheck {
+            what: what.into(),
+            grade,
+            passed,
+            expected: expected.into(),
+            observed: observed.into(),
+            exchanges: exchanges.to_vec(),
+            not_covered: None,
+        });
+        passed
+    }
+
+    /// Records a sub-check the check could not judge, with why and what would judge it.
+    pub(crate) fn not_covered(
+        &mut self,
+        grade: Grade,
+        what: impl Into<String>,
+        expected: impl Into<String>,
+        why: impl Into<String>,
+        exchanges: &[usize],
+    ) {
+        let why = why.into();
+        self.0.push(SubCheck {
+            what: what.into(),
+            grade,
+            passed: false,
+            expected: expected.into(),
+            observed: "not judged".to_owned(),
+            exchanges: exchanges.to_vec(),
+            not_covered: Some(why),
+        });
     }
 }
 

@@ -4,109 +4,22 @@
 //! create: lose its reply after the API committed, or answer it without forwarding (a 503, a 429,
 //! an in-progress 409), as a real API does on a bad day.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::header::{HeaderMap, HeaderValue};
-use serde::Deserialize;
 use serde_json::Value;
 
-use super::calibration::Stop;
-use super::target::{Checked, header_name, json_pointer, required};
+use super::report::Stop;
+use super::target::{CREATE_PATH, DeclaredRoute, Upstream, UpstreamKeyForm};
 use crate::http::blocking;
 use crate::http::contract::IDEMPOTENCY_KEY;
 use crate::http::proxy::{Decision, DroppingProxy, Fate, Hold, Tap};
 use crate::http::server::{ServeOptions, TicketServer};
 use crate::service::CallerToken;
-
-/// `[upstream]`: the HTTP API a wrapper calls, which the lab serves on loopback (its own ticket
-/// contract), records and faults. `{{upstream}}` in the `[mcp]` section (or in `service.command`
-/// and `service.env` of an HTTP gateway's file) is its base URL.
-#[derive(Clone, Debug)]
-pub struct Upstream {
-    /// Callers' names and the bearer tokens the API accepts for them.
-    pub tokens: Vec<(String, String)>,
-    /// The request header the API reads its key from.
-    pub key_header: String,
-    /// Where in a create's JSON body the API reads its key instead (a JSON pointer, as Square's
-    /// `idempotency_key` member), when it does.
-    pub key_pointer: Option<String>,
-    /// How the agent's key argument is written: as the header's value, an RFC 8941 string
-    /// (`"<uuid>"`, quotes included) or a token.
-    pub key_form: UpstreamKeyForm,
-    /// Where the API's body is in the tool's arguments (a JSON pointer); empty: the arguments
-    /// without the key argument.
-    pub body_argument: String,
-    /// The header the wrapper sends its caller's token in, bare; `None`: `Authorization: Bearer`.
-    pub token_header: Option<String>,
-    /// The create route of the API the wrapper was written for, when it is not the lab's own.
-    pub create: Option<CreateRoute>,
-    /// `[[upstream.routes]]`: the other requests of that API the wrapper makes (a token check at
-    /// its start, a read after a create), each answered as the file says, never forwarded.
-    pub routes: Vec<DeclaredRoute>,
-    /// The loopback port the API is served on; `None` picks a free one. A wrapper the check does
-    /// not start (over HTTP) must be pointed at a port known beforehand.
-    pub port: Option<u16>,
-    /// The wrapper's own timeout for one API request, when the file knows it: the lab then holds
-    /// a create's reply past it once (`hop-upstream-retry`).
-    pub wrapper_timeout: Option<Duration>,
-}
-
-impl Upstream {
-    /// Where the API reads its key, for messages: `Idempotency-Key`, `the body's
-    /// /idempotency_key`.
-    pub fn key_place(&self) -> String {
-        match &self.key_pointer {
-            Some(pointer) => format!("the body's {pointer}"),
-            None => self.key_header.clone(),
-        }
-    }
-
-    /// The field of the file that says where the key is.
-    pub fn key_field(&self) -> &'static str {
-        if self.key_pointer.is_some() {
-            "upstream.key_pointer"
-        } else {
-            "upstream.key_header"
-        }
-    }
-}
-
-/// `[upstream.create]`: another API's create route, which the lab plays on its own store. The
-/// wrapper's request is forwarded as a create of the lab's (`POST /tickets`, its key moved to
-/// `Idempotency-Key`), and a success is answered with the file's status and body.
-#[derive(Clone, Debug)]
-pub struct CreateRoute {
-    /// The method (`POST` unless named).
-    pub method: String,
-    /// The path, `/v1/messages` (no query).
-    pub path: String,
-    /// The status of a create's answer (`201` unless named).
-    pub status: u16,
-    /// The body of a create's answer: JSON in which every string `{{id}}` is the new id (and
-    /// `{{id}}` inside a longer string is replaced within it). `None`: the lab's own answer.
-    pub answer: Option<Value>,
-}
-
-/// `[[upstream.routes]]`: one more route of the API the wrapper was written for, which the lab
-/// answers itself, as the file says, without forwarding: the routes a wrapper calls besides the
-/// create (`GET /v1/me` at its start, `GET /v1/messages/{id}` after a create) that the lab's own
-/// API does not have.
-#[derive(Clone, Debug)]
-pub struct DeclaredRoute {
-    /// The method.
-    pub method: String,
-    /// The path, whose `{name}` segments match any one segment.
-    pub path: String,
-    /// The status of its answer.
-    pub status: u16,
-    /// Its JSON body, in whose strings `{{name}}` is the segment `{name}` matched; `None`: an
-    /// empty body.
-    pub answer: Option<Value>,
-}
 
 impl DeclaredRoute {
     /// The segments `{name}` matched, when `method` and `target` are this route's.
@@ -155,287 +68,6 @@ impl DeclaredRoute {
         }
     }
 }
-
-/// The written form of the key the agent passes (and the API reads).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum UpstreamKeyForm {
-    /// `"<uuid>"`, quotes included.
-    SfString,
-    /// `k-<uuid>`.
-    Token,
-    /// `<uuid>`, bare, as most APIs take it; the lab quotes it when it plays its own API.
-    Plain,
-}
-
-/// The placeholder of the upstream API's base URL.
-pub const UPSTREAM_PLACEHOLDER: &str = "{{upstream}}";
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct UpstreamFile {
-    api: Option<String>,
-    #[serde(default)]
-    tokens: BTreeMap<String, String>,
-    key_header: Option<String>,
-    key_pointer: Option<String>,
-    key_form: Option<String>,
-    body_argument: Option<String>,
-    token_header: Option<String>,
-    create: Option<CreateRouteFile>,
-    #[serde(default)]
-    routes: Vec<DeclaredRouteFile>,
-    port: Option<u16>,
-    wrapper_timeout_ms: Option<u64>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DeclaredRouteFile {
-    method: Option<String>,
-    path: Option<String>,
-    status: Option<u16>,
-    answer: Option<Value>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CreateRouteFile {
-    method: Option<String>,
-    path: Option<String>,
-    status: Option<u16>,
-    answer: Option<Value>,
-}
-
-/// Validates an `[upstream]` section; every refusal names its field.
-pub(crate) fn upstream(file: UpstreamFile) -> Checked<Upstream> {
-    match file.api.as_deref() {
-        None | Some("lab") => {}
-        Some(other) => {
-            return Err(format!(
-                "upstream.api: {other:?}: expected \"lab\" (the lab's ticket contract, the \
-                 only API the lab serves so far)"
-            ));
-        }
-    }
-    if file.tokens.is_empty() {
-        return Err(
-            "upstream.tokens: name at least one caller and the bearer token the API accepts \
-             for it, e.g. { alice = \"alice-token\" }"
-                .into(),
-        );
-    }
-    let tokens = tokens(file.tokens)?;
-    let key_pointer = key_pointer(file.key_pointer, file.key_header.is_some())?;
-    let key_header = file
-        .key_header
-        .unwrap_or_else(|| "Idempotency-Key".to_owned());
-    header_name(&key_header, "upstream.key_header")?;
-    let token_header = file
-        .token_header
-        .map(|name| header_name(&name, "upstream.token_header"))
-        .transpose()?;
-    let key_form = match file.key_form.as_deref() {
-        None | Some("sf-string") => UpstreamKeyForm::SfString,
-        Some("token") => UpstreamKeyForm::Token,
-        Some("plain") => UpstreamKeyForm::Plain,
-        Some(other) => {
-            return Err(format!(
-                "upstream.key_form: {other:?}: expected \"sf-string\", \"token\" or \"plain\""
-            ));
-        }
-    };
-    let body_argument = json_pointer(
-        file.body_argument.unwrap_or_default(),
-        "upstream.body_argument",
-    )?;
-    let create = file.create.map(create_route).transpose()?;
-    body_key_of_another_api(key_pointer.as_ref(), create.as_ref(), &key_header)?;
-    let routes = file
-        .routes
-        .into_iter()
-        .enumerate()
-        .map(|(i, route)| declared_route(route, i, create.as_ref()))
-        .collect::<Checked<Vec<_>>>()?;
-    if file.port == Some(0) {
-        return Err(
-            "upstream.port: 0: a port from 1 to 65535 (or leave it out for a free one)".into(),
-        );
-    }
-    let wrapper_timeout = match file.wrapper_timeout_ms {
-        None => None,
-        Some(ms) if (100..=60_000).contains(&ms) => Some(Duration::from_millis(ms)),
-        Some(ms) => {
-            return Err(format!(
-                "upstream.wrapper_timeout_ms: {ms}: expected 100 to 60000 (the lab holds a reply \
-                 that long and a little more)"
-            ));
-        }
-    };
-    Ok(Upstream {
-        tokens,
-        key_header,
-        key_pointer,
-        key_form,
-        body_argument,
-        token_header,
-        create,
-        routes,
-        port: file.port,
-        wrapper_timeout,
-    })
-}
-
-/// `upstream.tokens`: each caller's name and a token of printable ASCII, no token twice.
-fn tokens(file: BTreeMap<String, String>) -> Checked<Vec<(String, String)>> {
-    let mut tokens = Vec::new();
-    for (name, token) in file {
-        if token.is_empty() || token.bytes().any(|b| !(0x21..=0x7e).contains(&b)) {
-            return Err(format!(
-                "upstream.tokens.{name}: {token:?}: a token of printable ASCII without spaces"
-            ));
-        }
-        if tokens.iter().any(|(_, t)| *t == token) {
-            return Err(format!("upstream.tokens.{name}: {token:?} is given twice"));
-        }
-        tokens.push((name, token));
-    }
-    Ok(tokens)
-}
-
-/// The lab's own API reads its key in a header, as its OpenAPI document declares: a body key
-/// there would have the check grade an API that reads it from the body, and pass a wrapper whose
-/// key never reaches the header. A body key is for another API (`[upstream.create]`).
-fn body_key_of_another_api(
-    key_pointer: Option<&String>,
-    create: Option<&CreateRoute>,
-    key_header: &str,
-) -> Checked<()> {
-    if key_pointer.is_some() && create.is_none() {
-        return Err(format!(
-            "upstream.key_pointer: the lab's own API (no [upstream.create]) reads its key in \
-             the header upstream.key_header ({key_header}), as its OpenAPI document declares; \
-             a body key is for another API, whose create route [upstream.create] declares"
-        ));
-    }
-    Ok(())
-}
-
-/// `upstream.key_pointer`: a pointer to a member of the body, and never beside a key header.
-fn key_pointer(file: Option<String>, key_header: bool) -> Checked<Option<String>> {
-    Ok(match file {
-        Some(_) if key_header => {
-            return Err(
-                "upstream.key_pointer: the API reads its key from a header (upstream.key_header) \
-                 or from the body (upstream.key_pointer): give one of them"
-                    .into(),
-            );
-        }
-        Some(pointer) if pointer.is_empty() => {
-            return Err(
-                "upstream.key_pointer: \"\": a pointer to a member of the body, such as \
-                 /idempotency_key"
-                    .into(),
-            );
-        }
-        Some(pointer) => Some(json_pointer(pointer, "upstream.key_pointer")?),
-        None => None,
-    })
-}
-
-fn create_route(file: CreateRouteFile) -> Checked<CreateRoute> {
-    let method = file.method.unwrap_or_else(|| "POST".to_owned());
-    if !["POST", "PUT", "PATCH"].contains(&method.as_str()) {
-        return Err(format!(
-            "upstream.create.method: {method:?}: expected \"POST\", \"PUT\" or \"PATCH\""
-        ));
-    }
-    let path = required(file.path, "upstream.create.path")?;
-    if !path.starts_with('/') || path.contains(['?', '#', ' ']) {
-        return Err(format!(
-            "upstream.create.path: {path:?}: a path such as /v1/messages (no query)"
-        ));
-    }
-    let status = file.status.unwrap_or(201);
-    if !(200..=299).contains(&status) {
-        return Err(format!(
-            "upstream.create.status: {status}: a success status (2xx)"
-        ));
-    }
-    if let Some(answer) = &file.answer
-        && !answer.to_string().contains("{{id}}")
-    {
-        return Err(
-            "upstream.create.answer: names no {{id}}, so the wrapper could not tell what was \
-             created"
-                .into(),
-        );
-    }
-    Ok(CreateRoute {
-        method,
-        path,
-        status,
-        answer: file.answer,
-    })
-}
-
-/// One `[[upstream.routes]]` entry, the `index`th (from 0), checked: a method, a path of
-/// segments (`{name}` for any one), a status, and an answer; never the create route.
-fn declared_route(
-    file: DeclaredRouteFile,
-    index: usize,
-    create: Option<&CreateRoute>,
-) -> Checked<DeclaredRoute> {
-    let field = |name: &str| format!("upstream.routes[{index}].{name}");
-    let method = required(file.method, &field("method"))?.to_ascii_uppercase();
-    if !["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"].contains(&method.as_str()) {
-        return Err(format!(
-            "{}: {method:?}: expected GET, HEAD, POST, PUT, PATCH or DELETE",
-            field("method")
-        ));
-    }
-    let path = required(file.path, &field("path"))?;
-    let segments_ok = path.split('/').skip(1).all(|segment| {
-        match segment.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
-            Some(name) => {
-                !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-            }
-            None => !segment.contains(['{', '}']),
-        }
-    });
-    if !path.starts_with('/') || path.contains(['?', '#', ' ']) || !segments_ok {
-        return Err(format!(
-            "{}: {path:?}: a path such as /v1/messages/{{id}} (no query; a {{name}} segment \
-             matches any one segment)",
-            field("path")
-        ));
-    }
-    let (create_method, create_path) = create.map_or(("POST", CREATE_PATH), |c| {
-        (c.method.as_str(), c.path.as_str())
-    });
-    if method == create_method && path == create_path {
-        return Err(format!(
-            "{}: {method} {path} is the create route, which the lab plays on its store (see \
-             upstream.create)",
-            field("path")
-        ));
-    }
-    let status = file.status.unwrap_or(200);
-    if !(200..=599).contains(&status) {
-        return Err(format!(
-            "{}: {status}: a status from 200 to 599",
-            field("status")
-        ));
-    }
-    Ok(DeclaredRoute {
-        method,
-        path,
-        status,
-        answer: file.answer,
-    })
-}
-
-/// The path the lab's API creates on.
-pub const CREATE_PATH: &str = "/tickets";
 
 /// One request the wrapper sent the API.
 #[derive(Clone, Debug)]
@@ -1247,6 +879,7 @@ pub fn carries(value: &str, key: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::check::target::{UpstreamFile, upstream};
 
     fn route(method: &str, path: &str, answer: Option<Value>) -> DeclaredRoute {
         DeclaredRoute {
@@ -1281,25 +914,16 @@ mod tests {
 
     #[test]
     fn a_key_in_the_body_is_read_at_its_pointer_and_left_out_of_the_payload() {
-        let spec = upstream(UpstreamFile {
-            api: None,
-            tokens: BTreeMap::from([("a".to_owned(), "t".to_owned())]),
-            key_header: None,
-            key_pointer: Some("/meta/idempotency~1key".to_owned()),
-            key_form: Some("plain".to_owned()),
-            body_argument: None,
-            token_header: None,
-            create: Some(CreateRouteFile {
-                method: None,
-                path: Some("/tickets".to_owned()),
-                status: None,
-                answer: None,
-            }),
-            routes: Vec::new(),
-            port: None,
-            wrapper_timeout_ms: None,
-        })
+        let file: UpstreamFile = toml::from_str(
+            r#"
+            tokens = { a = "t" }
+            key_pointer = "/meta/idempotency~1key"
+            key_form = "plain"
+            create = { path = "/tickets" }
+            "#,
+        )
         .unwrap();
+        let spec = upstream(file).unwrap();
         let request = UpstreamRequest {
             number: 1,
             arrived: Instant::now(),

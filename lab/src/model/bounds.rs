@@ -80,20 +80,6 @@ impl Variant {
             }
         }
     }
-
-    /// The property this variant breaks first (at the shallowest depth); `None` for the design.
-    pub fn breaks(self) -> Option<&'static str> {
-        use super::protocol::{ONE_EFFECT, OWN_PAYLOAD, UNKNOWN_IS_NOT_NOTHING};
-        match self {
-            Variant::Design => None,
-            Variant::FreshKey
-            | Variant::CheckThenWrite
-            | Variant::EarlyPrune
-            | Variant::MemoryKey => Some(ONE_EFFECT),
-            Variant::RawPayload => Some(OWN_PAYLOAD),
-            Variant::HeldAfterSend => Some(UNKNOWN_IS_NOT_NOTHING),
-        }
-    }
 }
 
 impl fmt::Display for Variant {

@@ -253,6 +253,21 @@ pub const UNKNOWN_IS_NOT_NOTHING: &str = "an unknown outcome is never reported a
 /// Liveness.
 pub const FINAL_ANSWER: &str = "every intention ends with a final answer";
 
+impl Variant {
+    /// The property this variant breaks first (at the shallowest depth); `None` for the design.
+    pub fn breaks(self) -> Option<&'static str> {
+        match self {
+            Variant::Design => None,
+            Variant::FreshKey
+            | Variant::CheckThenWrite
+            | Variant::EarlyPrune
+            | Variant::MemoryKey => Some(ONE_EFFECT),
+            Variant::RawPayload => Some(OWN_PAYLOAD),
+            Variant::HeldAfterSend => Some(UNKNOWN_IS_NOT_NOTHING),
+        }
+    }
+}
+
 impl Protocol {
     /// The model of `variant` within `bounds`.
     pub fn new(bounds: Bounds, variant: Variant) -> Protocol {

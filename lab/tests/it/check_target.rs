@@ -172,7 +172,7 @@ fn key_of(bugs: Bugs, headers: &HeaderMap) -> Result<Option<String>, ()> {
         return Ok(None);
     };
     let value = value.to_str().map_err(|_| ())?;
-    if bugs.uuid_keys_only && !lab::check::calibration::is_uuid(value) {
+    if bugs.uuid_keys_only && !lab::check::target::is_uuid(value) {
         return Err(());
     }
     if bugs.opaque_keys {

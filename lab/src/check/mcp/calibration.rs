@@ -10,11 +10,12 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::super::calibration::{
-    Calibration, Callers, POINT, Stop, id_pointers, is_uuid, trimmed, uuid_key,
-};
+use super::super::calibration::naming::Answers;
+use super::super::calibration::{id_pointers, uuid_key};
+use super::super::excerpt::one_line;
 use super::super::history::Answer;
-use super::super::naming::Answers;
+use super::super::report::{Calibration, Callers, POINT, Stop};
+use super::super::target::is_uuid;
 use super::super::upstream::{UpstreamApi, key_elsewhere};
 use super::probe::{KeyArg, McpProbe, Seen, ToolCall, api_error_status};
 use super::target::{McpCount, McpIdentity, McpTransport};
@@ -91,7 +92,7 @@ async fn each_session(probe: &McpProbe) -> Proved<Vec<i64>> {
             probe
                 .counts_as(&all)
                 .await
-                .map_err(|problem| Stop::mismatch(count_field(probe), trimmed(&problem)))
+                .map_err(|problem| Stop::mismatch(count_field(probe), one_line(&problem)))
         }
         _ => Ok(Vec::new()),
     }
@@ -212,7 +213,7 @@ async fn count(probe: &McpProbe) -> Proved<i64> {
         if problem.contains("no answer in time") || problem.contains("Transport") {
             return Stop::Unreachable {
                 asked: "count",
-                problem: trimmed(&problem),
+                problem: one_line(&problem),
             };
         }
         let field = if problem.contains("nothing at") || problem.contains(" holds ") {
@@ -230,14 +231,14 @@ async fn count(probe: &McpProbe) -> Proved<i64> {
         } else {
             count_field(probe)
         };
-        Stop::mismatch(field, trimmed(&problem))
+        Stop::mismatch(field, one_line(&problem))
     })
 }
 
 fn describe(probe: &McpProbe, call: &ToolCall, seen: &Seen) -> String {
     let answer = match &seen.answer {
-        Answer::ToolResult { body, .. } => format!("{}: {}", seen.answer.summary(), trimmed(body)),
-        other => trimmed(&other.summary()),
+        Answer::ToolResult { body, .. } => format!("{}: {}", seen.answer.summary(), one_line(body)),
+        other => one_line(&other.summary()),
     };
     format!(
         "#{} tools/call {} as {} answered {answer}",

@@ -6,10 +6,16 @@
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::Path;
+use std::process::Stdio;
 
+use rmcp::service::RunningService;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{RoleClient, ServiceExt};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
+use crate::mcp::http_client::LoopbackHttpClient;
 
 /// Where the server is, as `--init-mcp` names it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -163,7 +169,7 @@ fn list_tools(server: &Server) -> std::result::Result<Vec<Value>, String> {
             url => url.clone(),
         };
         let listing = async {
-            let session = super::probe::open_plain(&server).await?;
+            let session = open_plain(&server).await?;
             let tools = session
                 .peer()
                 .list_all_tools()
@@ -691,6 +697,35 @@ fn upstream_section(out: &mut String, server: &Server, wrapper: &Wrapper) {
              # lab serves the API on. --upstream-port PORT replaces it on the command line.\n\
              port = 8080\n",
         );
+    }
+}
+
+/// A session with the server `--init-mcp` names, no target file yet: a process started in
+/// the working directory, or a Streamable HTTP session.
+///
+/// # Errors
+/// The reason, naming the command or the URL.
+pub async fn open_plain(server: &Server) -> Result<RunningService<RoleClient, ()>, String> {
+    match server {
+        Server::Command(words) => {
+            let mut process = tokio::process::Command::new(&words[0]);
+            process.args(&words[1..]);
+            let (child, _) = TokioChildProcess::builder(process)
+                .stderr(Stdio::null())
+                .spawn()
+                .map_err(|err| format!("{:?}: {err}", words[0]))?;
+            ().serve(child)
+                .await
+                .map_err(|err| format!("the MCP handshake over stdio failed: {err}"))
+        }
+        Server::Url(url) => {
+            let client = LoopbackHttpClient::for_url(url)?;
+            let config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+            let transport = StreamableHttpClientTransport::with_client(client, config);
+            ().serve(transport)
+                .await
+                .map_err(|err| format!("the MCP handshake with {url} failed: {err}"))
+        }
     }
 }
 

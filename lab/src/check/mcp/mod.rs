@@ -24,7 +24,7 @@ pub mod target;
 
 use std::sync::Arc;
 
-use super::calibration::Stop;
+use super::report::Stop;
 use super::report::{DRAFT, Report};
 use crate::error::{Error, Result};
 pub use target::McpTarget;
@@ -124,12 +124,12 @@ fn mcp_error(stop: Stop, file: &str, place: &str) -> Error {
 
 fn not_started(problem: String) -> Stop {
     if problem.starts_with("mcp.command") {
-        return Stop::mismatch("mcp.command", super::calibration::trimmed(&problem));
+        return Stop::mismatch("mcp.command", super::excerpt::one_line(&problem));
     }
     if let Some(rest) = problem.strip_prefix(&format!("{}: ", super::upstream::ROUTES_FIELD)) {
         return Stop::mismatch(
             super::upstream::ROUTES_FIELD,
-            super::calibration::trimmed(rest),
+            super::excerpt::one_line(rest),
         );
     }
     Stop::Unreachable {

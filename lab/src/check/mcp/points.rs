@@ -9,9 +9,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::super::calibration::{Calibration, Callers};
-use super::super::points::{Checks, count_until_risen, effects};
+use super::super::points::{count_until_risen, effects};
 use super::super::probe::same_effect;
+use super::super::report::{Calibration, Callers, Checks};
 use super::super::report::{Grade, Level, PointReport};
 use super::probe::{KeyArg, McpProbe, Seen, ToolCall};
 

@@ -767,37 +767,6 @@ impl McpProbe {
     }
 }
 
-/// A session with the server `--init-mcp` names, no target file yet: a process started in
-/// the working directory, or a Streamable HTTP session.
-///
-/// # Errors
-/// The reason, naming the command or the URL.
-pub async fn open_plain(
-    server: &super::init::Server,
-) -> Result<RunningService<RoleClient, ()>, String> {
-    match server {
-        super::init::Server::Command(words) => {
-            let mut process = tokio::process::Command::new(&words[0]);
-            process.args(&words[1..]);
-            let (child, _) = TokioChildProcess::builder(process)
-                .stderr(Stdio::null())
-                .spawn()
-                .map_err(|err| format!("{:?}: {err}", words[0]))?;
-            ().serve(child)
-                .await
-                .map_err(|err| format!("the MCP handshake over stdio failed: {err}"))
-        }
-        super::init::Server::Url(url) => {
-            let client = LoopbackHttpClient::for_url(url)?;
-            let config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
-            let transport = StreamableHttpClientTransport::with_client(client, config);
-            ().serve(transport)
-                .await
-                .map_err(|err| format!("the MCP handshake with {url} failed: {err}"))
-        }
-    }
-}
-
 fn as_text(value: &Value) -> String {
     match value {
         Value::String(text) => text.clone(),

@@ -10,9 +10,9 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
+pub use super::super::target::{CreateRoute, UPSTREAM_PLACEHOLDER, Upstream, UpstreamKeyForm};
 use super::super::target::{Overrides, Vary, folder_of, placeholders, vary};
-pub use super::super::upstream::{CreateRoute, UPSTREAM_PLACEHOLDER, Upstream, UpstreamKeyForm};
-use super::super::upstream::{UpstreamFile, upstream};
+use super::super::target::{UpstreamFile, upstream};
 
 /// A validated MCP target.
 #[derive(Clone, Debug)]

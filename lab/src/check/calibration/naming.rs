@@ -10,15 +10,14 @@
 
 use serde_json::Value;
 
-use super::calibration::{
-    Calibration, Counter, Created, POINT, Proved, Stop, id_like, identity_field, scalars,
-};
-use super::probe::{KeyWire, Probe, Seen};
-use super::target::{Count, Identity};
+use super::count::{Counter, Created, id_like, identity_field, scalars};
+use crate::check::probe::{KeyWire, Probe, Seen};
+use crate::check::report::{Calibration, POINT, Proved, Stop};
+use crate::check::target::{Count, Identity};
 
 /// The answers the calibration's creates got, as JSON, to find the pointer that behaves as an
 /// identity when the file's does not.
-pub(super) struct Answers {
+pub(crate) struct Answers {
     /// The first create's answer.
     pub first: Value,
     /// The second create's answer.
@@ -40,7 +39,7 @@ fn text(value: &Value) -> Option<String> {
 
 fn body(seen: &Seen) -> Value {
     match &seen.answer {
-        super::history::Answer::Reply { body, .. } => {
+        crate::check::history::Answer::Reply { body, .. } => {
             serde_json::from_str(body).unwrap_or(Value::Null)
         }
         _ => Value::Null,
@@ -62,7 +61,7 @@ pub fn mentions(value: &Value, identity: &str) -> bool {
 impl Answers {
     /// The first answer's pointers whose value differs between any two effects, is the same on
     /// a replay, and (given a listing) is one the listing holds; id-like names first.
-    pub(super) fn identities(&self, listing: Option<&Value>, but: &str) -> Vec<String> {
+    pub(crate) fn identities(&self, listing: Option<&Value>, but: &str) -> Vec<String> {
         let mut all = Vec::new();
         scalars(&self.first, String::new(), 0, &mut all);
         let at = |json: &Value, p: &str| json.pointer(p).and_then(text);

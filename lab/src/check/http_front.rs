@@ -1,0 +1,157 @@
+//! The HTTP service, or a gateway in front of an API, as a front of the hop points
+//! ([`super::hop`]): a call is an HTTP request the file describes, a session is nothing, and
+//! restarting the front restarts the gateway the check started ([`super::gateway`]).
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::history::{Answer, History};
+use super::hop::{Fields, Front, Told};
+use super::probe::{BodyForm, Call, Change, KeyWire, Probe, render};
+use super::upstream::UpstreamApi;
+
+impl Front for Probe {
+    type Call = Call;
+    /// The gateway's process is the check's own; a session is nothing more.
+    type Session = ();
+
+    fn api(&self) -> Option<&UpstreamApi> {
+        self.upstream.as_ref()
+    }
+
+    fn history(&self) -> &History {
+        &self.history
+    }
+
+    fn keyed(&self) -> bool {
+        true
+    }
+
+    fn create_name(&self) -> String {
+        format!("{} {}", self.target.create.method, self.target.create.path)
+    }
+
+    fn subject(&self) -> &'static str {
+        "the route"
+    }
+
+    fn call_word(&self) -> &'static str {
+        "request"
+    }
+
+    fn result_word(&self) -> &'static str {
+        "a success reply"
+    }
+
+    fn key_place(&self) -> String {
+        format!("the key header {} (key.header)", self.target.key.header)
+    }
+
+    fn vary_field(&self) -> &'static str {
+        "create.vary"
+    }
+
+    fn count_section(&self) -> &'static str {
+        "[count]"
+    }
+
+    fn together(&self) -> usize {
+        self.target.load.callers
+    }
+
+    fn call_timeout(&self) -> Duration {
+        self.target.service.timeout
+    }
+
+    fn key_listed(&self) -> Option<(String, bool, String, String)> {
+        None
+    }
+
+    fn fresh_fields(&self) -> Fields {
+        Probe::fresh_fields(self, false)
+    }
+
+    fn changes(&self, fields: &Fields) -> Vec<Change> {
+        Probe::changes(self, fields)
+    }
+
+    fn keyed_call(&self, step: &str, fields: &Fields) -> Call {
+        self.call(step, KeyWire::Normal(self.fresh_key()), fields)
+    }
+
+    fn unkeyed_call(&self, step: &str, fields: &Fields) -> Call {
+        self.call(step, KeyWire::Absent, fields)
+    }
+
+    fn again(&self, call: &Call, step: &str, fields: Option<Fields>) -> Call {
+        let mut again = call.clone();
+        step.clone_into(&mut again.step);
+        if let Some(fields) = fields {
+            again.body = BodyForm::Compact(fields);
+        }
+        again
+    }
+
+    fn key_of(&self, call: &Call) -> String {
+        self.key_value(&call.key).unwrap_or_default()
+    }
+
+    fn sent_body(&self, call: &Call) -> Value {
+        match (&call.body, &self.target.create.body) {
+            (BodyForm::Compact(fields) | BodyForm::Reordered(fields), Some(template)) => {
+                render(template, fields)
+            }
+            (BodyForm::Text(text), _) => serde_json::from_str(text).unwrap_or(Value::Null),
+            (_, None) => Value::Null,
+        }
+    }
+
+    async fn send(&self, point: &'static str, _session: Option<&()>, call: &Call) -> Told {
+        let seen = Probe::send(self, point, call).await;
+        let read = self.read(&seen.answer, false);
+        let text = match &seen.answer {
+            Answer::Reply { body, .. } => body.clone(),
+            other => other.summary(),
+        };
+        Told {
+            id: seen.id,
+            refused: !read.success && seen.answer.status().is_some_and(|s| s >= 400),
+            success: read.success,
+            identity: read.identity,
+            text,
+            described: self.describe(&seen.answer),
+            answer: seen.answer,
+        }
+    }
+
+    fn restarts_process(&self) -> bool {
+        true
+    }
+
+    fn cannot_restart(&self) -> Option<String> {
+        self.gateway.is_none().then(|| {
+            "the check does not start this gateway (the file has no service.command), so it \
+             cannot restart it between a call and its retry"
+                .to_owned()
+        })
+    }
+
+    async fn open(&self) -> Result<(), String> {
+        match &self.gateway {
+            Some(gateway) => gateway.ensure().await,
+            None => Ok(()),
+        }
+    }
+
+    async fn close(&self, (): ()) -> String {
+        match &self.gateway {
+            Some(gateway) => gateway.stop().await,
+            None => "the gateway is still running".to_owned(),
+        }
+    }
+
+    async fn count(&self) -> Result<i64, String> {
+        Probe::count(self).await
+    }
+}
