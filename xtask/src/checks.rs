@@ -36,6 +36,7 @@ pub fn all(root: &Path) -> Result<()> {
     problems.extend(crate::facts::problems(root)?);
     problems.extend(crate::lengths::problems(&crate::lengths::measure(root)?));
     problems.extend(crate::bench::stale(root)?);
+    problems.extend(crate::layers::problems(root)?);
     if problems.is_empty() {
         Ok(())
     } else {

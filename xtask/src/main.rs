@@ -24,6 +24,10 @@
 //!   another revision (the first edition: `6570236`), for the negative control's record.
 //! - `cargo xtask function-lengths [N]`: the N (default ten) longest functions in `lab/src` and
 //!   `xtask/src`; the repository checks refuse one over `lengths::LIMIT` lines.
+//! - `cargo xtask layers`: the check's layers (`lab/src/check/`), each with its invariant and
+//!   files, and any import that climbs a layer or closes a circle in `lab/src`; the repository
+//!   checks of `cargo xtask test` refuse one (see `layers.rs`). `cargo xtask layers DIR` reads
+//!   another checkout's `lab/src` instead.
 //! - `cargo xtask model-depth`: `lab model` at each bound the book names, on a release build,
 //!   into `model-depth.json` (see `model_depth.rs`).
 //! - `cargo xtask words`: each chapter's length in words as rendered (from `book/`), and the
@@ -47,6 +51,7 @@ mod doctests;
 mod facts;
 mod figures;
 mod grader;
+mod layers;
 mod lengths;
 mod listings;
 mod load;
@@ -72,7 +77,7 @@ use anyhow::{Context, Result, bail};
 use mdbook_driver::MDBook;
 use mdbook_driver::config::Config;
 
-const USAGE: &str = "usage: cargo xtask <book | test [--loaded] | book-test | copy-check | book-deps | bench [--http] [--quick] | browser-check [--built] | report-check | overflow-control REV | model-depth | words | function-lengths [N] | preprocess [supports RENDERER]>";
+const USAGE: &str = "usage: cargo xtask <book | test [--loaded] | book-test | copy-check | book-deps | bench [--http] [--quick] | browser-check [--built] | report-check | overflow-control REV | model-depth | layers [DIR] | words | function-lengths [N] | preprocess [supports RENDERER]>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -98,6 +103,8 @@ fn main() -> ExitCode {
             deps::library_folder(&root()).map(|folder| println!("{}", folder.display()))
         }
         ["model-depth"] => model_depth::run(&root()),
+        ["layers"] => layers::run(&root()),
+        ["layers", other] => layers::run(Path::new(other)),
         ["words"] => words::run(&root()),
         ["function-lengths"] => lengths::run(&root(), 10),
         ["function-lengths", most] => match most.parse() {

@@ -561,19 +561,6 @@ pub const MAX_ROUNDS: usize = 1000;
 pub const MAX_LOAD_CALLERS: usize = 64;
 
 impl Target {
-    /// Reads and validates a target file.
-    ///
-    /// # Errors
-    /// [`Error::InputUnreadable`] when the file cannot be read; [`Error::InputInvalid`] naming
-    /// the field at fault otherwise.
-    pub fn from_file(path: &Path, overrides: &Overrides) -> Result<Target> {
-        let text = std::fs::read_to_string(path).map_err(|source| Error::InputUnreadable {
-            path: path.to_owned(),
-            source,
-        })?;
-        Target::parse(&text, path, overrides)
-    }
-
     /// Validates a target file's text; `path` names it in messages.
     ///
     /// # Errors

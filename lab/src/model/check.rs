@@ -277,10 +277,10 @@ mod tests {
             for state in &level {
                 model.actions(state, &mut actions);
                 for action in actions.drain(..) {
-                    if let Some(next) = model.next_state(state, action) {
-                        if seen.insert(next.clone()) {
-                            next_level.push(next);
-                        }
+                    if let Some(next) = model.next_state(state, action)
+                        && seen.insert(next.clone())
+                    {
+                        next_level.push(next);
                     }
                 }
             }

@@ -97,16 +97,18 @@ fn without_its_fault_switch_lab_serve_is_not_described_by_the_file_and_nothing_i
         "--caller",
         "bob=bob-token",
     ]);
-    let target = Target::from_file(
+    let file = lab::check::TargetFile::from_file(
         &shipped_target(),
         &Overrides {
             base_url: Some(server.url.clone()),
             allow_remote: false,
             upstream_port: None,
         },
-    )
-    .unwrap();
-    match lab::check::run(target) {
+    );
+    let Ok(lab::check::TargetFile::Http(target)) = file else {
+        panic!("the shipped target file is an HTTP one");
+    };
+    match lab::check::run(*target) {
         Err(lab::Error::TargetMismatch { field, problem, .. }) => {
             assert_eq!(field, "errors.server", "{problem}");
             assert!(problem.contains("400"), "{problem}");
