@@ -91,6 +91,7 @@
 #[cfg(feature = "http")]
 pub mod async_tool;
 pub mod backend;
+pub mod base_url;
 #[cfg(feature = "bench")]
 pub mod bench;
 #[cfg(feature = "http")]
@@ -129,6 +130,7 @@ mod book;
 
 #[cfg(feature = "postgres")]
 pub use self::postgres::{PostgresOptions, PostgresStore};
+pub use base_url::BaseUrl;
 pub use error::{Error, Result};
 pub use evidence::Evidence;
 pub use key::{OperationKey, Scope};

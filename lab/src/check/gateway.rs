@@ -44,7 +44,11 @@ impl Gateway {
                 .map(|(name, value)| (name.clone(), fill(value)))
                 .collect(),
             folder,
-            address: format!("{}:{}", service.host, service.port),
+            address: if service.host.contains(':') {
+                format!("[{}]:{}", service.host, service.port)
+            } else {
+                format!("{}:{}", service.host, service.port)
+            },
             log: dir.join("service.log"),
             child: Mutex::new(None),
         }

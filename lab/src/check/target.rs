@@ -6,7 +6,6 @@
 //! MCP variant can reuse the parts it shares (callers, fields, counting, statuses).
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -978,14 +977,15 @@ fn service(file: ServiceFile, overrides: &Overrides) -> Checked<Service> {
             "service.base_url",
         ),
     };
-    let (host, port, prefix) = parse_base_url(&base_url).map_err(|e| format!("{field}: {e}"))?;
-    let loopback = is_loopback(&host);
+    let url = crate::BaseUrl::parse(&base_url).map_err(|e| format!("{field}: {e}"))?;
+    let loopback = url.is_loopback();
     if !loopback && !overrides.allow_remote {
         return Err(format!(
-            "{field}: {base_url:?} is not a loopback address (127.0.0.1, ::1, localhost); the \
+            "{field}: {base_url:?} is not a loopback address (localhost, 127.x.x.x, [::1]); the \
              check creates real effects, so another host needs --allow-remote"
         ));
     }
+    let (host, port, prefix) = (url.host().to_owned(), url.port(), url.path().to_owned());
     let reset = file
         .reset
         .map(|r| endpoint(r, "service.reset"))
@@ -1063,46 +1063,6 @@ fn check_upstream_use(target: Target) -> Checked<Target> {
 }
 
 /// `http://HOST[:PORT][/PREFIX]` into its parts.
-fn parse_base_url(url: &str) -> Checked<(String, u16, String)> {
-    let rest = url.strip_prefix("http://").ok_or_else(|| {
-        format!("{url:?}: expected http://HOST:PORT (https is not spoken by the check)")
-    })?;
-    let (authority, prefix) = match rest.find('/') {
-        Some(i) => (&rest[..i], rest[i..].trim_end_matches('/')),
-        None => (rest, ""),
-    };
-    if prefix.contains(['?', '#']) {
-        return Err(format!("{url:?}: no query or fragment in a base URL"));
-    }
-    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
-        let (host, after) = v6
-            .split_once(']')
-            .ok_or_else(|| format!("{url:?}: unclosed [ in the host"))?;
-        (host.to_owned(), after.strip_prefix(':'))
-    } else {
-        match authority.rsplit_once(':') {
-            Some((host, port)) => (host.to_owned(), Some(port)),
-            None => (authority.to_owned(), None),
-        }
-    };
-    if host.is_empty() || host.contains('@') {
-        return Err(format!("{url:?}: no host (and no user info) expected"));
-    }
-    let port = match port {
-        None => 80,
-        Some(text) => text
-            .parse::<u16>()
-            .ok()
-            .filter(|p| *p != 0)
-            .ok_or_else(|| format!("{url:?}: port {text:?} is not 1 to 65535"))?,
-    };
-    Ok((host, port, prefix.to_owned()))
-}
-
-fn is_loopback(host: &str) -> bool {
-    host == "localhost" || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
-}
-
 fn method(value: Option<String>, field: &str, default: &str) -> Checked<String> {
     let method = value.unwrap_or_else(|| default.to_owned());
     if method.is_empty() || !method.bytes().all(|b| b.is_ascii_uppercase()) {
@@ -2128,19 +2088,5 @@ request = { path = "/tickets", json_pointer = "/tickets" }
         };
         let target = Target::parse(&text, Path::new("t.toml"), &overrides).unwrap();
         assert!(!target.service.loopback);
-    }
-
-    #[test]
-    fn base_urls_split_into_host_port_and_prefix() {
-        assert_eq!(
-            parse_base_url("http://[::1]:9/api/").unwrap(),
-            ("::1".to_owned(), 9, "/api".to_owned())
-        );
-        assert_eq!(
-            parse_base_url("http://localhost").unwrap(),
-            ("localhost".to_owned(), 80, String::new())
-        );
-        assert!(parse_base_url("https://127.0.0.1").is_err());
-        assert!(parse_base_url("http://127.0.0.1:0").is_err());
     }
 }

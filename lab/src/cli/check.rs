@@ -12,8 +12,9 @@ use lab::conformance::Options;
 
 use super::check_reports::ReportFiles;
 use super::run::{BackendArgs, BackendName, backend};
-use super::value::{self, LoopbackUrl};
+use super::value;
 use super::{Finished, bad_arguments};
+use lab::BaseUrl;
 
 /// `lab check`'s arguments.
 #[derive(Args)]
@@ -192,7 +193,7 @@ fn check_target(args: &CheckArgs, file: &std::path::Path) -> lab::Result<Finishe
             .target
             .url
             .as_ref()
-            .map(|url: &LoopbackUrl| url.text.clone()),
+            .map(|url: &BaseUrl| url.text().to_owned()),
         allow_remote: args.allow_remote,
         upstream_port: args.upstream_port,
     };

@@ -4,14 +4,15 @@ use clap::Args;
 use lab::http::DroppingProxy;
 
 use super::flush_stdout;
-use super::value::{self, LoopbackUrl};
+use super::value;
+use lab::BaseUrl;
 
 /// `lab proxy`'s arguments.
 #[derive(Args)]
 pub struct ProxyArgs {
     /// The service's base URL, e.g. http://127.0.0.1:8080
     #[arg(long, value_name = "URL", value_parser = value::loopback_url)]
-    pub upstream: LoopbackUrl,
+    pub upstream: BaseUrl,
     /// The proxy's port; 0 picks a free one. The URL is printed on start.
     #[arg(long, default_value_t = 0)]
     pub port: u16,
@@ -26,7 +27,7 @@ pub struct ProxyArgs {
 /// [`lab::Error::InputInvalid`] for an upstream that is not `http://` on loopback, or a port in
 /// use; [`lab::Error::Io`] when the port cannot be bound after all.
 pub fn exec(args: &ProxyArgs) -> lab::Result<()> {
-    let upstream = DroppingProxy::upstream_address(&args.upstream.text)?;
+    let upstream = DroppingProxy::upstream_address(args.upstream.text())?;
     if args.port != 0 {
         std::net::TcpListener::bind(("127.0.0.1", args.port)).map_err(|err| {
             lab::Error::InputInvalid {

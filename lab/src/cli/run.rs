@@ -11,7 +11,8 @@ use lab::suite::SCENARIOS;
 use lab::{Evidence, fixture};
 
 use super::bad_arguments;
-use super::value::{self, LoopbackUrl};
+use super::value;
+use lab::BaseUrl;
 
 /// The scenario run's arguments, which are also the top level's.
 #[derive(Args)]
@@ -38,7 +39,7 @@ pub struct BackendArgs {
 
     /// For --backend http: the service's base URL on loopback (e.g. http://127.0.0.1:8080)
     #[arg(long, value_name = "URL", value_parser = value::loopback_url)]
-    pub url: Option<LoopbackUrl>,
+    pub url: Option<BaseUrl>,
 
     /// For --backend http: the caller's bearer token
     #[arg(long, value_name = "TOKEN", value_parser = value::token)]
@@ -126,7 +127,7 @@ pub fn backend(args: &BackendArgs) -> lab::Result<Backend> {
     let http_flags = args.url.is_some() || args.token.is_some() || args.admin_token.is_some();
     match (args.backend, &args.url, &args.token) {
         (BackendName::Http, Some(url), Some(token)) => Ok(Backend::Http(HttpTarget::new(
-            &url.text,
+            url.text(),
             token,
             args.admin_token.as_deref(),
         )?)),

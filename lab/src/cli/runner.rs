@@ -18,8 +18,9 @@ use lab::mcp::{HttpEndpoint, McpTool};
 use lab::runner::{PausePoint, RetryPolicy, Runner, SavedOperation, ServiceCheck, State};
 use lab::{Error, Operation, OperationKey, Payload, Scope, TicketTool};
 
-use super::value::{self, LoopbackUrl};
+use super::value;
 use super::{Finished, file_option};
+use lab::BaseUrl;
 
 /// How long the runner waits to connect to the service, or for its answer to a check.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(5);
@@ -42,11 +43,11 @@ pub struct RunnerArgs {
         required_unless_present = "mcp_url",
         conflicts_with = "mcp_url"
     )]
-    pub url: Option<LoopbackUrl>,
+    pub url: Option<BaseUrl>,
     /// Instead of --url: an MCP server's Streamable HTTP endpoint on loopback (such as the URL
     /// `lab mcp --transport http` prints); the runner calls its create_ticket tool
     #[arg(long, value_name = "URL", value_parser = value::loopback_url)]
-    pub mcp_url: Option<LoopbackUrl>,
+    pub mcp_url: Option<BaseUrl>,
     /// The caller's bearer token
     #[arg(long, value_name = "TOKEN", value_parser = value::token)]
     pub token: String,
@@ -134,8 +135,8 @@ fn again_command(args: &RunnerArgs) -> String {
     let mut words: Vec<String> = vec!["lab".into(), "runner".into(), "--database".into()];
     words.push(args.database.to_string_lossy().into_owned());
     match (&args.url, &args.mcp_url) {
-        (Some(url), _) => words.extend(["--url".into(), url.text.clone()]),
-        (None, Some(url)) => words.extend(["--mcp-url".into(), url.text.clone()]),
+        (Some(url), _) => words.extend(["--url".into(), url.text().to_owned()]),
+        (None, Some(url)) => words.extend(["--mcp-url".into(), url.text().to_owned()]),
         (None, None) => {}
     }
     words.extend(["--token".into(), args.token.clone()]);
@@ -172,12 +173,12 @@ fn tool_and_check(args: &RunnerArgs) -> lab::Result<(Box<dyn TicketTool + Send>,
     };
     let tool: Box<dyn TicketTool + Send> = match protocol {
         Protocol::Http => Box::new(HttpTool::new(HttpTarget::new(
-            &url.text,
+            url.text(),
             &args.token,
             None,
         )?)),
         Protocol::Mcp => Box::new(McpTool::over_http(&HttpEndpoint {
-            url: url.text.clone(),
+            url: url.text().to_owned(),
             token: args.token.clone(),
             admin_token: None,
         })?),
@@ -276,7 +277,7 @@ enum Protocol {
 /// Tells the runner whether the service it was given can be reached, and whether it takes the
 /// token, without sending anything that could create a ticket.
 struct ServiceAt {
-    url: LoopbackUrl,
+    url: BaseUrl,
     token: String,
     protocol: Protocol,
     /// The lab's HTTP client, for the checks only (the tool has its own connections).
@@ -293,7 +294,7 @@ impl ServiceCheck for ServiceAt {
         let why = self.client.accepts_connections().err()?;
         Some(format!(
             "nothing accepts connections at {} ({why}): start the service, or fix {}",
-            self.url.text,
+            self.url.text(),
             self.url_option()
         ))
     }
@@ -319,8 +320,8 @@ impl ServiceCheck for ServiceAt {
 }
 
 impl ServiceAt {
-    fn new(url: LoopbackUrl, token: String, protocol: Protocol) -> lab::Result<ServiceAt> {
-        let client = BlockingClient::new(&url.authority, CHECK_TIMEOUT)?;
+    fn new(url: BaseUrl, token: String, protocol: Protocol) -> lab::Result<ServiceAt> {
+        let client = BlockingClient::new(&url.authority(), CHECK_TIMEOUT)?;
         Ok(ServiceAt {
             url,
             token,
@@ -341,40 +342,40 @@ impl ServiceAt {
             format!(
                 "the service at {} refuses the token given with --token (status {status}): fix \
                  --token",
-                self.url.text
+                self.url.text()
             )
         })
     }
 
     fn http_refusal(&self) -> Option<String> {
         // Ask for ticket 0, which never exists: a known token gets 404, an unknown one 401.
-        let tickets = format!("{}/tickets/0", self.url.path);
+        let tickets = format!("{}/tickets/0", self.url.path());
         let status = self.status_of("GET", &tickets, "")?;
         if let Some(reason) = self.token_refused(status) {
             return Some(reason);
         }
         // A ticket service serves its contract; anything else at --url is the wrong address
         // (such as a path before /tickets that the service does not have).
-        let contract = format!("{}/openapi.json", self.url.path);
+        let contract = format!("{}/openapi.json", self.url.path());
         match self.status_of("GET", &contract, "")? {
             200 => None,
             status => Some(format!(
                 "no ticket service answers at {} (GET {contract} got status {status}): fix --url",
-                self.url.text
+                self.url.text()
             )),
         }
     }
 
     fn mcp_refusal(&self) -> Option<String> {
-        let path = if self.url.path.is_empty() {
+        let path = if self.url.path().is_empty() {
             "/"
         } else {
-            &self.url.path
+            self.url.path()
         };
         let Some(status) = self.status_of("POST", path, MCP_PROBE) else {
             return Some(format!(
                 "the MCP server at {} did not answer an initialize: start it, or fix --mcp-url",
-                self.url.text
+                self.url.text()
             ));
         };
         if let Some(reason) = self.token_refused(status) {
@@ -385,7 +386,7 @@ impl ServiceAt {
             200 => None,
             status => Some(format!(
                 "no MCP server answers at {} (an initialize got status {status}): fix --mcp-url",
-                self.url.text
+                self.url.text()
             )),
         }
     }
@@ -396,7 +397,7 @@ impl ServiceAt {
         let request = Request::builder()
             .method(method)
             .uri(path)
-            .header("host", &self.url.authority)
+            .header("host", &self.url.authority())
             .header("authorization", format!("Bearer {}", self.token))
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")

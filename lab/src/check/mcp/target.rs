@@ -470,32 +470,10 @@ fn headers(map: BTreeMap<String, String>, field: &str) -> Checked<Vec<(String, S
 
 /// An `http://` URL on loopback (or anywhere, with `allow_remote`); `field` names it.
 pub(crate) fn http_url(url: &str, field: &str, allow_remote: bool) -> Checked<()> {
-    let rest = url.strip_prefix("http://").ok_or_else(|| {
-        format!(
-            "{field}: {url:?}: expected http://HOST:PORT/PATH (https is not spoken by the check)"
-        )
-    })?;
-    let authority = rest.split('/').next().unwrap_or_default();
-    let host = if let Some(v6) = authority.strip_prefix('[') {
-        v6.split(']').next().unwrap_or_default().to_owned()
-    } else {
-        authority
-            .rsplit_once(':')
-            .map_or(authority, |(host, _)| host)
-            .to_owned()
-    };
-    if host.is_empty() || host.contains('@') {
+    let parsed = crate::BaseUrl::parse(url).map_err(|problem| format!("{field}: {problem}"))?;
+    if !parsed.is_loopback() && !allow_remote {
         return Err(format!(
-            "{field}: {url:?}: no host (and no user info) expected"
-        ));
-    }
-    let loopback = host == "localhost"
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback());
-    if !loopback && !allow_remote {
-        return Err(format!(
-            "{field}: {url:?} is not a loopback address (127.0.0.1, ::1, localhost); the check \
+            "{field}: {url:?} is not a loopback address (localhost, 127.x.x.x, [::1]); the check \
              creates real effects, so another host needs --allow-remote"
         ));
     }
