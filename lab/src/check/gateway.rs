@@ -177,3 +177,44 @@ impl Drop for Gateway {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::target::{Overrides, Target};
+
+    #[test]
+    fn a_gateway_on_an_ipv6_loopback_is_dialled_with_brackets() {
+        let text = r#"
+[service]
+base_url = "http://[::1]:8000/api"
+command = ["gateway"]
+[create]
+path = "/tickets"
+[key]
+form = "sf-string"
+[identity]
+json_pointer = "/id"
+[[callers]]
+name = "alice"
+headers = { Authorization = "Bearer a" }
+[[callers]]
+name = "bob"
+headers = { Authorization = "Bearer b" }
+[count]
+request = { path = "/tickets", json_pointer = "/count" }
+"#;
+        let target = Target::parse(text, Path::new("t.toml"), &Overrides::default()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let gateway = Gateway::new(&target.service, dir.path().to_owned(), None, dir.path());
+        assert_eq!(gateway.address, "[::1]:8000");
+        let target = Target::parse(
+            &text.replace("[::1]", "127.0.0.1"),
+            Path::new("t.toml"),
+            &Overrides::default(),
+        )
+        .unwrap();
+        let gateway = Gateway::new(&target.service, dir.path().to_owned(), None, dir.path());
+        assert_eq!(gateway.address, "127.0.0.1:8000");
+    }
+}
