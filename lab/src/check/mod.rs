@@ -103,19 +103,27 @@ impl TargetFile {
 /// reset runs first, then the calibration; a file that does not describe the service stops
 /// there, before any point.
 ///
+/// The runtime a check runs on: two worker threads, timers and sockets.
+///
 /// # Errors
-/// [`Error::Io`] when the check's own runtime cannot start; [`Error::TargetMismatch`] when the
-/// reset, the calibration or the whole run shows that the file does not describe the service
-/// (nothing is graded then: [`points::file_at_fault`]); [`Error::Http`] when the service does not answer them.
-pub fn run(target: Target) -> Result<Report> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+/// [`Error::Io`] when it cannot start.
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .map_err(|source| Error::Io {
             action: "starting the check's runtime".to_owned(),
             source,
-        })?;
+        })
+}
+
+/// # Errors
+/// [`Error::Io`] when the check's own runtime cannot start; [`Error::TargetMismatch`] when the
+/// reset, the calibration or the whole run shows that the file does not describe the service
+/// (nothing is graded then: [`points::file_at_fault`]); [`Error::Http`] when the service does not answer them.
+pub fn run(target: Target) -> Result<Report> {
+    let runtime = runtime()?;
     let file = target.path.display().to_string();
     let base_url = target.service.base_url.clone();
     let (probe, points, calibration) = runtime.block_on(async {

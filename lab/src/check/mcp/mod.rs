@@ -42,14 +42,7 @@ its rules carried from the header to the tool's key argument), the MCP specifica
 /// command that cannot be started, or the calibration shows that it does not describe the
 /// server (nothing is graded then); [`Error::Mcp`] when the server cannot be reached.
 pub fn run(target: McpTarget) -> Result<Report> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|source| Error::Io {
-            action: "starting the check's runtime".to_owned(),
-            source,
-        })?;
+    let runtime = super::runtime()?;
     let file = target.path.display().to_string();
     let place = target.describe();
     let (points, elapsed, (history, counts), calibration) = runtime.block_on(async {
