@@ -185,26 +185,11 @@ mod tests {
 
     #[test]
     fn a_gateway_on_an_ipv6_loopback_is_dialled_with_brackets() {
-        let text = r#"
-[service]
-base_url = "http://[::1]:8000/api"
-command = ["gateway"]
-[create]
-path = "/tickets"
-[key]
-form = "sf-string"
-[identity]
-json_pointer = "/id"
-[[callers]]
-name = "alice"
-headers = { Authorization = "Bearer a" }
-[[callers]]
-name = "bob"
-headers = { Authorization = "Bearer b" }
-[count]
-request = { path = "/tickets", json_pointer = "/count" }
-"#;
-        let target = Target::parse(text, Path::new("t.toml"), &Overrides::default()).unwrap();
+        let text = crate::check::target::tests::GOOD.replace(
+            "base_url = \"http://127.0.0.1:8000\"",
+            "base_url = \"http://[::1]:8000/api\"\ncommand = [\"gateway\"]",
+        );
+        let target = Target::parse(&text, Path::new("t.toml"), &Overrides::default()).unwrap();
         let dir = tempfile::tempdir().unwrap();
         let gateway = Gateway::new(&target.service, dir.path().to_owned(), None, dir.path());
         assert_eq!(gateway.address, "[::1]:8000");

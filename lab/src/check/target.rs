@@ -1847,10 +1847,11 @@ fn declared_route(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    const GOOD: &str = r#"
+    /// A valid target file, for the tests of the check's other files too.
+    pub(crate) const GOOD: &str = r#"
 [service]
 base_url = "http://127.0.0.1:8000"
 [create]
