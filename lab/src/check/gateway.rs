@@ -44,11 +44,7 @@ impl Gateway {
                 .map(|(name, value)| (name.clone(), fill(value)))
                 .collect(),
             folder,
-            address: if service.host.contains(':') {
-                format!("[{}]:{}", service.host, service.port)
-            } else {
-                format!("{}:{}", service.host, service.port)
-            },
+            address: service.url.authority(),
             log: dir.join("service.log"),
             child: Mutex::new(None),
         }

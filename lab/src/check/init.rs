@@ -409,7 +409,7 @@ mod tests {
     fn the_starting_file_parses_as_it_is() {
         let text = starting_file("http://127.0.0.1:8000", &KeyGuess::untold("x".to_owned()));
         let target = Target::parse(&text, Path::new("init.toml"), &Overrides::default()).unwrap();
-        assert_eq!(target.service.port, 8000);
+        assert_eq!(target.service.url.port(), 8000);
         assert!(target.errors.validation_given);
         assert!(!target.create.vary.is_empty());
         // The commented [read] and the list of server errors parse once uncommented.

@@ -213,9 +213,9 @@ impl Probe {
     pub fn new(target: Target) -> Probe {
         let service = &target.service;
         let wire = Wire::new(
-            &service.host,
-            service.port,
-            &service.prefix,
+            service.url.host(),
+            service.url.port(),
+            service.url.path(),
             service.timeout,
         );
         // Keys and field values carry the run's tag, so two runs against one service never
@@ -445,7 +445,7 @@ impl Probe {
     pub async fn send_without_prefix(&self, point: &'static str, call: &Call) -> Seen {
         let (outgoing, sent) = self.outgoing(point, call);
         let service = &self.target.service;
-        let root = Wire::new(&service.host, service.port, "", service.timeout);
+        let root = Wire::new(service.url.host(), service.url.port(), "", service.timeout);
         let at = Instant::now();
         let answer = root.send(&outgoing).await;
         let id = self.history.record(sent, recorded(answer.clone()), at);

@@ -58,14 +58,9 @@ pub struct Target {
 pub struct Service {
     /// The base URL as written (`http://127.0.0.1:8000`), or as `--url` replaced it.
     pub base_url: String,
-    /// Host and port to connect to.
-    pub host: String,
-    /// The port.
-    pub port: u16,
-    /// A path prefix every request path is appended to (empty, or `/api`).
-    pub prefix: String,
-    /// Whether the host is a loopback address.
-    pub loopback: bool,
+    /// The base URL read: the host and port to connect to, the path prefix every request path
+    /// is appended to (empty, or `/api`), and whether the host is loopback.
+    pub url: crate::BaseUrl,
     /// A request that resets the service's state before the run.
     pub reset: Option<Endpoint>,
     /// A command that resets the service's state before the run.
@@ -977,15 +972,7 @@ fn service(file: ServiceFile, overrides: &Overrides) -> Checked<Service> {
             "service.base_url",
         ),
     };
-    let url = crate::BaseUrl::parse(&base_url).map_err(|e| format!("{field}: {e}"))?;
-    let loopback = url.is_loopback();
-    if !loopback && !overrides.allow_remote {
-        return Err(format!(
-            "{field}: {base_url:?} is not a loopback address (localhost, 127.x.x.x, [::1]); the \
-             check creates real effects, so another host needs --allow-remote"
-        ));
-    }
-    let (host, port, prefix) = (url.host().to_owned(), url.port(), url.path().to_owned());
+    let url = base_url_in(&base_url, field, overrides.allow_remote)?;
     let reset = file
         .reset
         .map(|r| endpoint(r, "service.reset"))
@@ -1005,7 +992,7 @@ fn service(file: ServiceFile, overrides: &Overrides) -> Checked<Service> {
         if command.first().is_none_or(String::is_empty) {
             return Err("service.command: an argv list whose first word is the program".into());
         }
-        if !loopback {
+        if !url.is_loopback() {
             return Err(format!(
                 "service.command: the check starts the service on this machine, so \
                  {field} must be a loopback address, not {base_url:?}"
@@ -1017,10 +1004,7 @@ fn service(file: ServiceFile, overrides: &Overrides) -> Checked<Service> {
     }
     Ok(Service {
         base_url,
-        host,
-        port,
-        prefix,
-        loopback,
+        url,
         reset,
         reset_command: file.reset_command,
         timeout: Duration::from_millis(timeout_ms),
@@ -1063,6 +1047,19 @@ fn check_upstream_use(target: Target) -> Checked<Target> {
 }
 
 /// `http://HOST[:PORT][/PREFIX]` into its parts.
+/// A base URL the file (or `--url`) gives at `field`: on loopback, or anywhere with
+/// `allow_remote`.
+pub(crate) fn base_url_in(url: &str, field: &str, allow_remote: bool) -> Checked<crate::BaseUrl> {
+    let parsed = crate::BaseUrl::parse(url).map_err(|problem| format!("{field}: {problem}"))?;
+    if !parsed.is_loopback() && !allow_remote {
+        return Err(format!(
+            "{field}: {url:?} is not a loopback address (localhost, 127.x.x.x, [::1]); the check \
+             creates real effects, so another host needs --allow-remote"
+        ));
+    }
+    Ok(parsed)
+}
+
 fn method(value: Option<String>, field: &str, default: &str) -> Checked<String> {
     let method = value.unwrap_or_else(|| default.to_owned());
     if method.is_empty() || !method.bytes().all(|b| b.is_ascii_uppercase()) {
@@ -1881,7 +1878,7 @@ request = { path = "/tickets", json_pointer = "/tickets" }
     fn a_complete_file_is_read_with_its_defaults() {
         let target = parse(GOOD).unwrap();
         assert_eq!(target.create.method, "POST");
-        assert_eq!(target.service.port, 8000);
+        assert_eq!(target.service.url.port(), 8000);
         assert_eq!(target.key.header, "Idempotency-Key");
         assert_eq!(target.replay, Replay::Inferred);
         assert_eq!(target.statuses.conflict, vec![422]);
@@ -2088,6 +2085,6 @@ request = { path = "/tickets", json_pointer = "/tickets" }
             ..Overrides::default()
         };
         let target = Target::parse(&text, Path::new("t.toml"), &overrides).unwrap();
-        assert!(!target.service.loopback);
+        assert!(!target.service.url.is_loopback());
     }
 }

@@ -153,9 +153,9 @@ impl<'p> Counter<'p> {
         Counter {
             probe,
             wire: Wire::new(
-                &service.host,
-                service.port,
-                &service.prefix,
+                service.url.host(),
+                service.url.port(),
+                service.url.path(),
                 service.timeout,
             ),
             listed: std::sync::Mutex::new(None),

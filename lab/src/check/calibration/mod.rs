@@ -468,7 +468,7 @@ async fn prefix_at_fault(probe: &Probe, stop: Stop) -> Stop {
     // The exchange only: the path's advice would send the user to the wrong field.
     let problem = problem.split(": is ").next().unwrap_or(problem);
     let service = &probe.target.service;
-    let prefix = service.prefix.trim_end_matches('/');
+    let prefix = service.url.path();
     let base = service.base_url.trim_end_matches('/');
     let root = base.strip_suffix(prefix).unwrap_or(base);
     if !prefix.is_empty()
@@ -512,7 +512,7 @@ async fn answered_at_root(probe: &Probe, counting: bool) -> Option<usize> {
         let service = &probe.target.service;
         let root = Counter::over(
             probe,
-            Wire::new(&service.host, service.port, "", service.timeout),
+            Wire::new(service.url.host(), service.url.port(), "", service.timeout),
         );
         return root.by_request().await.ok()?.1.last().copied();
     }

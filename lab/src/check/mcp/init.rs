@@ -39,7 +39,7 @@ impl Server {
             ));
         }
         if text.starts_with("http://") {
-            super::target::http_url(text, "--init-mcp", allow_remote)?;
+            crate::check::target::base_url_in(text, "--init-mcp", allow_remote)?;
             return Ok(Server::Url(text.to_owned()));
         }
         let words = shell_words(text)?;

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 pub use super::super::target::{CreateRoute, UPSTREAM_PLACEHOLDER, Upstream, UpstreamKeyForm};
-use super::super::target::{Overrides, Vary, folder_of, placeholders, vary};
+use super::super::target::{Overrides, Vary, base_url_in, folder_of, placeholders, vary};
 use super::super::target::{UpstreamFile, upstream};
 
 /// A validated MCP target.
@@ -388,7 +388,7 @@ impl McpFile {
                     Some(url) => (url.clone(), "--url"),
                     None => (required(self.url.take(), "mcp.url")?, "mcp.url"),
                 };
-                http_url(&url, field, overrides.allow_remote)?;
+                base_url_in(&url, field, overrides.allow_remote)?;
                 McpTransport::Http {
                     url,
                     headers: headers(std::mem::take(&mut self.headers), "mcp.headers")?,
@@ -466,18 +466,6 @@ fn headers(map: BTreeMap<String, String>, field: &str) -> Checked<Vec<(String, S
             Ok((name, value))
         })
         .collect()
-}
-
-/// An `http://` URL on loopback (or anywhere, with `allow_remote`); `field` names it.
-pub(crate) fn http_url(url: &str, field: &str, allow_remote: bool) -> Checked<()> {
-    let parsed = crate::BaseUrl::parse(url).map_err(|problem| format!("{field}: {problem}"))?;
-    if !parsed.is_loopback() && !allow_remote {
-        return Err(format!(
-            "{field}: {url:?} is not a loopback address (localhost, 127.x.x.x, [::1]); the check \
-             creates real effects, so another host needs --allow-remote"
-        ));
-    }
-    Ok(())
 }
 
 fn tool(file: ToolFile) -> Checked<CreateTool> {
