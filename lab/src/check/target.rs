@@ -1870,6 +1870,27 @@ headers = { Authorization = "Bearer b" }
 request = { path = "/tickets", json_pointer = "/tickets" }
 "#;
 
+    #[test]
+    fn every_base_url_of_a_target_file_is_read_by_the_same_rules() {
+        // Before one reader: service.base_url took the port +80, and mcp.url and --init-mcp
+        // took any port at all.
+        for (url, problem) in [
+            ("http://127.0.0.1:+80", "port \"+80\""),
+            ("http://127.0.0.1:99999/mcp", "port \"99999\""),
+            ("http://10.0.0.1:80", "is not a loopback address"),
+        ] {
+            for field in ["service.base_url", "mcp.url", "--init-mcp"] {
+                let err = base_url_in(url, field, false).unwrap_err();
+                assert!(
+                    err.starts_with(field) && err.contains(problem),
+                    "{url}: {err}"
+                );
+            }
+        }
+        assert!(base_url_in("http://127.0.0.2:8000", "mcp.url", false).is_ok());
+        assert!(base_url_in("http://10.0.0.1:80", "mcp.url", true).is_ok());
+    }
+
     fn parse(text: &str) -> std::result::Result<Target, String> {
         Target::parse(text, Path::new("t.toml"), &Overrides::default()).map_err(|e| e.to_string())
     }
