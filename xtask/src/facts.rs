@@ -61,7 +61,7 @@ pub const FACTS: &[Fact] = &[
     Fact {
         chapter: "src/http-boundary.md",
         sentence: "`Idempotent-Replayed`, is the name Stripe's API uses for it",
-        source: "lab/src/http/contract.rs",
+        source: "lab/src/http/wire.rs",
         code: "marks a replayed response (the name Stripe uses)",
     },
     Fact {

@@ -22,8 +22,8 @@ use super::probe::{Change, same_effect};
 use super::report::{Calibration, Checks, Grade, POINT, PointReport, Step as CalibrationStep};
 use super::target::Upstream;
 use super::upstream::{Fault, UpstreamApi, UpstreamRequest, carries, ticket_id};
-use crate::http::contract::{ProblemType, problem as contract};
 use crate::http::proxy::Fate;
+use crate::http::wire::{ProblemType, problem as problem_type};
 
 /// A create's fields, by name.
 pub type Fields = std::collections::BTreeMap<String, Value>;
@@ -1290,7 +1290,12 @@ async fn upstream_retries<F: Front>(front: &F, api: &UpstreamApi) -> PointReport
     }
     let mut checks = Checks::new();
     let cases = [
-        (503, Some(contract::OVERLOADED), "Service Unavailable", "0"),
+        (
+            503,
+            Some(problem_type::OVERLOADED),
+            "Service Unavailable",
+            "0",
+        ),
         (429, None, "Too Many Requests", "1"),
     ];
     if let Some(timeout) = api.spec.wrapper_timeout {
@@ -1572,7 +1577,7 @@ async fn errors<F: Front>(front: &F, api: &UpstreamApi) -> PointReport {
             "content-type".to_owned(),
             "application/problem+json".to_owned(),
         )],
-        body: problem(409, Some(contract::IN_FLIGHT), ""),
+        body: problem(409, Some(problem_type::IN_FLIGHT), ""),
         name: "in progress".to_owned(),
     });
     let call = front.keyed_call(

@@ -16,9 +16,9 @@ use serde_json::Value;
 use super::report::Stop;
 use super::target::{CREATE_PATH, DeclaredRoute, Upstream, UpstreamKeyForm};
 use crate::http::blocking;
-use crate::http::contract::IDEMPOTENCY_KEY;
 use crate::http::proxy::{Decision, DroppingProxy, Fate, Hold, Tap};
 use crate::http::server::{ServeOptions, TicketServer};
+use crate::http::wire::IDEMPOTENCY_KEY;
 use crate::service::CallerToken;
 
 impl DeclaredRoute {
@@ -698,7 +698,7 @@ impl UpstreamApi {
             .map_err(|err| format!("the API the lab serves: {err}"))?;
         let request = hyper::Request::get("/admin/tickets")
             .header("host", &address)
-            .header(crate::http::contract::ADMIN_TOKEN, &self.admin_token)
+            .header(crate::http::wire::ADMIN_TOKEN, &self.admin_token)
             .body(Full::new(Bytes::new()))
             .map_err(|err| err.to_string())?;
         let response = sender

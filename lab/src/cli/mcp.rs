@@ -5,9 +5,9 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 use lab::http::{CallerToken, StopSignals};
-use lab::mcp::contract::KeySource;
 use lab::mcp::grader::{Calls, ClientGrader, Delay, GradeOptions, Schedule};
 use lab::mcp::server::serve_stdio;
+use lab::mcp::wire::KeySource;
 use lab::mcp::{McpOptions, McpServer, Transport};
 
 use super::value;

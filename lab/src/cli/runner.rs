@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use clap::Args;
 use lab::http::blocking::{BlockingClient, Request};
-use lab::http::{HttpTarget, HttpTool, contract};
+use lab::http::{HttpTarget, HttpTool, wire};
 use lab::mcp::{HttpEndpoint, McpTool};
 use lab::runner::{PausePoint, RetryPolicy, Runner, SavedOperation, ServiceCheck, State};
 use lab::{Error, Operation, OperationKey, Payload, Scope, TicketTool};
@@ -97,7 +97,7 @@ pub fn exec(args: RunnerArgs) -> lab::Result<Finished> {
     let first_send_fault = lab::runner::first_send_fault_from_environment()?;
     let new_operation = match args.key.clone().zip(args.payload.clone()) {
         Some((operation_key, payload)) => Some(Operation {
-            scope: Scope::new(args.caller.as_str(), contract::CREATE_TICKET)?,
+            scope: Scope::new(args.caller.as_str(), wire::CREATE_TICKET)?,
             operation_key,
             payload,
         }),
@@ -122,7 +122,7 @@ pub fn exec(args: RunnerArgs) -> lab::Result<Finished> {
         refuse_another_payload(&runner, operation, &args.database)?;
     }
     if !args.resend.is_empty() {
-        let scope = Scope::new(args.caller.as_str(), contract::CREATE_TICKET)?;
+        let scope = Scope::new(args.caller.as_str(), wire::CREATE_TICKET)?;
         runner.reopen(&scope, &args.resend)?;
     }
     run_and_report(&runner, new_operation.as_ref(), &again_command(&args))

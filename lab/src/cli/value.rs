@@ -1,7 +1,7 @@
 //! Parsers for option values, run by clap while it reads the arguments, so a bad value is refused
 //! (exit status 2, one line naming the option) before a command opens a file or sends anything.
 
-use lab::http::contract;
+use lab::http::wire;
 use lab::{BaseUrl, OperationKey, Payload, Scope};
 
 /// Parses `--url` and `--upstream`: a base URL on loopback, by the lab's one set of rules
@@ -30,7 +30,7 @@ pub fn token(text: &str) -> Result<String, String> {
 /// # Errors
 /// The rule the name broke.
 pub fn caller(text: &str) -> Result<String, String> {
-    Scope::new(text, contract::CREATE_TICKET)
+    Scope::new(text, wire::CREATE_TICKET)
         .map(|scope| scope.caller().to_owned())
         .map_err(|err| err.to_string())
 }
@@ -50,10 +50,10 @@ pub fn operation_key(text: &str) -> Result<OperationKey, String> {
 pub fn payload(text: &str) -> Result<Payload, String> {
     let payload = Payload::from_json_text(text).map_err(|err| err.to_string())?;
     let length = payload.canonical().len() as u64;
-    if length > contract::MAX_BODY_BYTES {
+    if length > wire::MAX_BODY_BYTES {
         return Err(format!(
             "{length} bytes in canonical form; the service takes at most {}",
-            contract::MAX_BODY_BYTES
+            wire::MAX_BODY_BYTES
         ));
     }
     Ok(payload)

@@ -8,8 +8,8 @@ use axum::http::{Method, Request, Uri};
 use serde_json::Value;
 
 use super::blocking::{Answer, BlockingClient, NoAnswer};
-use super::contract::{self, problem};
 use super::sf;
+use super::wire::{self, problem};
 use crate::error::{Error, Result};
 use crate::key::{OperationKey, Scope};
 use crate::tool::{CreateRequest, Fault, Outcome, OwnScope, TicketId, TicketTool};
@@ -180,10 +180,10 @@ impl HttpTool {
         };
         let mut headers = vec![("content-type", "application/json".to_owned())];
         if let Some(key) = request.key {
-            headers.push((contract::IDEMPOTENCY_KEY, sf::serialize_key(key)));
+            headers.push((wire::IDEMPOTENCY_KEY, sf::serialize_key(key)));
         }
-        if let Some(fault) = contract::fault_header_value(request.fault) {
-            headers.push((contract::FAULT_HEADER, fault));
+        if let Some(fault) = wire::fault_header_value(request.fault) {
+            headers.push((wire::FAULT_HEADER, fault));
         }
         // The server closes the connection instead of answering a lost reply; never reuse it.
         let keep = request.fault != Fault::LoseReply;
@@ -194,7 +194,7 @@ impl HttpTool {
             // Shed before the request went out (a 503 written on accepting the connection):
             // nothing happened yet; wait as for a 503.
             Err(NoAnswer::NotSent(_)) => {
-                return Sent::InFlight(Duration::from_secs(contract::RETRY_AFTER_SECONDS));
+                return Sent::InFlight(Duration::from_secs(wire::RETRY_AFTER_SECONDS));
             }
             // The request may have reached the service and committed: only a retry with the same
             // key can tell.
@@ -211,7 +211,7 @@ impl HttpTool {
     /// What the answer to a create means, by its status and problem type.
     fn classify(&self, path: &str, key: Option<String>, answer: &Answer) -> Sent {
         let status = answer.status;
-        let replayed = answer.header(contract::IDEMPOTENT_REPLAYED) == Some("true");
+        let replayed = answer.header(wire::IDEMPOTENT_REPLAYED) == Some("true");
         let body = String::from_utf8_lossy(&answer.body);
         let parsed: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
         // Errors are matched on their problem type, never on their text.
@@ -219,7 +219,7 @@ impl HttpTool {
         let wait = || {
             answer
                 .retry_after()
-                .unwrap_or(Duration::from_secs(contract::RETRY_AFTER_SECONDS))
+                .unwrap_or(Duration::from_secs(wire::RETRY_AFTER_SECONDS))
         };
         Sent::Answer(match (status, kind) {
             (409, Some(problem::IN_FLIGHT)) => return Sent::InFlight(wait()),
@@ -265,9 +265,9 @@ impl HttpTool {
                 problem: "the inspection hooks need the admin token (--admin-token)".to_owned(),
             });
         };
-        let mut headers = vec![(contract::ADMIN_TOKEN, admin_token.clone())];
+        let mut headers = vec![(wire::ADMIN_TOKEN, admin_token.clone())];
         if let Some(key) = key {
-            headers.push((contract::IDEMPOTENCY_KEY, sf::serialize_key(key)));
+            headers.push((wire::IDEMPOTENCY_KEY, sf::serialize_key(key)));
         }
         let verb = Method::from_bytes(method.as_bytes()).unwrap_or(Method::GET);
         let answer = self

@@ -4,11 +4,11 @@
 
 pub mod blocking;
 pub mod client;
-pub mod contract;
 pub mod problem;
 pub mod proxy;
 pub mod server;
 pub mod sf;
+pub mod wire;
 
 pub use crate::service::retention;
 pub use client::{HttpTarget, HttpTool};

@@ -9,7 +9,7 @@ use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use super::contract::{self, ProblemType, problem};
+use super::wire::{self, ProblemType, problem};
 use crate::service::Refusal;
 
 /// One error answer: its problem type, what happened this time, and any extra headers.
@@ -35,10 +35,8 @@ impl Problem {
             problem = problem.with_header(header::WWW_AUTHENTICATE, "Bearer");
         }
         if kind == problem::IN_FLIGHT {
-            problem = problem.with_header(
-                header::RETRY_AFTER,
-                &contract::RETRY_AFTER_SECONDS.to_string(),
-            );
+            problem =
+                problem.with_header(header::RETRY_AFTER, &wire::RETRY_AFTER_SECONDS.to_string());
         }
         problem
     }
@@ -94,7 +92,7 @@ impl IntoResponse for Problem {
         let headers = response.headers_mut();
         headers.insert(
             header::CONTENT_TYPE,
-            HeaderValue::from_static(contract::PROBLEM_JSON),
+            HeaderValue::from_static(wire::PROBLEM_JSON),
         );
         if self.kind.is_described_by_link() {
             let link = format!("<{}>; rel=\"describedby\"", self.kind.uri());

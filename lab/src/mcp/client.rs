@@ -19,10 +19,10 @@ use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
-use super::contract::{self, code};
 use super::http_client::LoopbackHttpClient;
+use super::wire::{self, code};
 use crate::error::{Error, Result};
-use crate::http::contract::fault_header_value;
+use crate::http::wire::fault_header_value;
 use crate::key::{OperationKey, Scope};
 use crate::tool::{CreateRequest, Fault, Outcome, OwnScope, TicketId, TicketTool};
 
@@ -237,7 +237,7 @@ impl McpTool {
         timeout: Duration,
     ) -> Result<CallToolResult> {
         let key = arguments
-            .get(contract::OPERATION_KEY)
+            .get(wire::OPERATION_KEY)
             .and_then(Value::as_str)
             .map(str::to_owned);
         let request = CallToolRequestParams::new(name).with_arguments(arguments);
@@ -273,7 +273,7 @@ impl McpTool {
             self.shared.admin_token.clone().ok_or_else(|| {
                 mcp_error(name, "the inspection hooks need the server's admin token")
             })?;
-        arguments.insert(contract::ADMIN_TOKEN.to_owned(), Value::String(token));
+        arguments.insert(wire::ADMIN_TOKEN.to_owned(), Value::String(token));
         let result = self.call(name, arguments, CALL_TIMEOUT)?;
         let content = result.structured_content.unwrap_or(Value::Null);
         if result.is_error == Some(true) {
@@ -287,8 +287,7 @@ impl McpTool {
     /// # Errors
     /// As [`McpTool::call`]; [`Error::Adapter`] when the server refuses the admin token.
     pub fn reset(&self) -> Result<()> {
-        self.admin(contract::ADMIN_RESET, JsonObject::new())
-            .map(drop)
+        self.admin(wire::ADMIN_RESET, JsonObject::new()).map(drop)
     }
 
     /// Prunes every replay record on the server now, as retention would after its window (the
@@ -297,25 +296,25 @@ impl McpTool {
     /// # Errors
     /// As [`McpTool::reset`].
     pub fn expire_records(&self) -> Result<u64> {
-        let content = self.admin(contract::ADMIN_EXPIRE_RECORDS, JsonObject::new())?;
+        let content = self.admin(wire::ADMIN_EXPIRE_RECORDS, JsonObject::new())?;
         content["expired"]
             .as_u64()
-            .ok_or_else(|| mcp_error(contract::ADMIN_EXPIRE_RECORDS, content))
+            .ok_or_else(|| mcp_error(wire::ADMIN_EXPIRE_RECORDS, content))
     }
 
     fn create_once(&self, request: &CreateRequest<'_>) -> Result<Option<Outcome>> {
         let mut arguments = request.payload.as_object().clone();
         let tool = match request.key {
             Some(key) => {
-                arguments.insert(contract::OPERATION_KEY.to_owned(), json!(key.as_str()));
-                contract::CREATE_TICKET
+                arguments.insert(wire::OPERATION_KEY.to_owned(), json!(key.as_str()));
+                wire::CREATE_TICKET
             }
             // The naive baseline, served only by a server with faults on.
-            None => contract::UNKEYED_CREATE_TICKET,
+            None => wire::UNKEYED_CREATE_TICKET,
         };
         let key_text = request.key.map(ToString::to_string).unwrap_or_default();
         if let Some(fault) = fault_header_value(request.fault) {
-            arguments.insert(contract::FAULT.to_owned(), json!(fault));
+            arguments.insert(wire::FAULT.to_owned(), json!(fault));
         }
         let timeout = if request.fault == Fault::LoseReply {
             LOST_REPLY_TIMEOUT
@@ -359,27 +358,27 @@ impl TicketTool for McpTool {
     }
 
     fn ticket_ids(&self) -> Result<Vec<TicketId>> {
-        let content = self.admin(contract::ADMIN_TICKET_IDS, JsonObject::new())?;
+        let content = self.admin(wire::ADMIN_TICKET_IDS, JsonObject::new())?;
         serde_json::from_value(content["ticket_ids"].clone())
-            .map_err(|err| mcp_error(contract::ADMIN_TICKET_IDS, err))
+            .map_err(|err| mcp_error(wire::ADMIN_TICKET_IDS, err))
     }
 
     fn count_records(&self) -> Result<u64> {
-        let content = self.admin(contract::ADMIN_COUNT_RECORDS, JsonObject::new())?;
+        let content = self.admin(wire::ADMIN_COUNT_RECORDS, JsonObject::new())?;
         content["records"]
             .as_u64()
-            .ok_or_else(|| mcp_error(contract::ADMIN_COUNT_RECORDS, content))
+            .ok_or_else(|| mcp_error(wire::ADMIN_COUNT_RECORDS, content))
     }
 
     fn forget_record(&self, scope: &Scope, key: &OperationKey) -> Result<bool> {
         self.speaks_for(scope)?;
         // The scope on the server is the session's caller.
         let mut arguments = JsonObject::new();
-        arguments.insert(contract::OPERATION_KEY.to_owned(), json!(key.as_str()));
-        let content = self.admin(contract::ADMIN_FORGET_RECORD, arguments)?;
+        arguments.insert(wire::OPERATION_KEY.to_owned(), json!(key.as_str()));
+        let content = self.admin(wire::ADMIN_FORGET_RECORD, arguments)?;
         content["forgotten"]
             .as_bool()
-            .ok_or_else(|| mcp_error(contract::ADMIN_FORGET_RECORD, content))
+            .ok_or_else(|| mcp_error(wire::ADMIN_FORGET_RECORD, content))
     }
 
     fn connect(&self) -> Result<McpTool> {

@@ -3,10 +3,10 @@
 //! client adapter that runs the suite through them.
 
 pub mod client;
-pub mod contract;
 pub mod grader;
 pub mod http_client;
 pub mod server;
+pub mod wire;
 
 pub use client::{HttpEndpoint, McpTool};
 pub use server::{McpOptions, McpServer, Transport};

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use lab::http::contract::problem;
+use lab::http::wire::problem;
 use lab::serde_json::{self, Value};
 
 /// A `lab serve` child process, killed when dropped.

@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lab::http::contract::{self, problem};
+use lab::http::wire::{self, problem};
 use lab::http::{CallerToken, Limits, ServeOptions, TicketServer};
 use lab::serde_json::{self, Value};
 
@@ -213,7 +213,7 @@ fn a_content_length_of_a_petabyte_is_answered_413_without_reading_and_the_server
                    Idempotency-Key: \"huge\"\r\nContent-Length: 1099511627776000\r\n\r\n";
     let reply = exchange(&server.url, request);
     assert_eq!(reply.status, 413, "{reply:?}");
-    assert_eq!(reply.header("content-type"), Some(contract::PROBLEM_JSON));
+    assert_eq!(reply.header("content-type"), Some(wire::PROBLEM_JSON));
     assert_eq!(reply.json()["type"], problem::TOO_LARGE.uri());
     assert_alive(&server.url);
     assert_eq!(records(&server.url), 0);
@@ -728,7 +728,7 @@ fn the_published_openapi_names_the_fault_header_and_unkeyed_endpoint_only_under_
         let server = LabServer::start(flags);
         let reply = exchange(&server.url, &get("/openapi.json"));
         let text = String::from_utf8_lossy(&reply.body).to_string();
-        assert_eq!(text.contains(contract::FAULT_HEADER), shown, "{flags:?}");
+        assert_eq!(text.contains(wire::FAULT_HEADER), shown, "{flags:?}");
         assert_eq!(text.contains("/unkeyed-tickets"), shown, "{flags:?}");
         assert!(text.contains("/tickets/{id}"));
     }
@@ -934,7 +934,7 @@ fn in_flight_then_created(
             reader.read_exact(&mut vec![0; length]).unwrap();
             let (status, extra, body) = if answer == 0 {
                 first = Some(Instant::now());
-                let kind = lab::http::contract::problem::IN_FLIGHT;
+                let kind = lab::http::wire::problem::IN_FLIGHT;
                 let body = format!(r#"{{"type":"{}","status":409}}"#, kind.uri());
                 (
                     "409 Conflict",

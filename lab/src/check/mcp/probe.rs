@@ -242,12 +242,12 @@ impl McpProbe {
         let Some(api) = &self.upstream else {
             return false;
         };
-        let kind = crate::http::contract::problem::INVALID_REQUEST;
+        let kind = crate::http::wire::problem::INVALID_REQUEST;
         api.fault_next(super::super::upstream::Fault::Answer {
             status: kind.status,
             headers: vec![(
                 "content-type".to_owned(),
-                crate::http::contract::PROBLEM_JSON.to_owned(),
+                crate::http::wire::PROBLEM_JSON.to_owned(),
             )],
             body: serde_json::json!({
                 "type": kind.uri(),

@@ -16,7 +16,7 @@ use tokio::sync::{Semaphore, watch};
 use tower::ServiceExt;
 
 use super::Limits;
-use crate::http::contract::problem;
+use crate::http::wire::problem;
 use crate::service::LostReply;
 
 /// Accepts connections until `stop` turns true, then waits (at most `limits.shutdown_grace`) for
@@ -111,7 +111,7 @@ async fn shed(mut stream: TcpStream) {
     let reply = format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: {}\r\nretry-after: 1\r\n\
          connection: close\r\ncontent-length: {}\r\n\r\n{body}",
-        crate::http::contract::PROBLEM_JSON,
+        crate::http::wire::PROBLEM_JSON,
         body.len()
     );
     // Bounded, so a peer that never reads cannot hold the task. After the answer, only the

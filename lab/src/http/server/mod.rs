@@ -3,7 +3,7 @@
 //! A tokio runtime with two threads runs the connections; the synchronous store runs on its own
 //! threads, each owning one connection ([`store_threads`]). The limits that hold for every
 //! request, authenticated or not, are hyper settings and tower layers around the router, set in
-//! one place ([`Limits`]); the handlers only speak the contract ([`super::contract`]), which is
+//! one place ([`Limits`]); the handlers only speak the contract ([`super::wire`]), which is
 //! also served, for machines, as OpenAPI at `GET /openapi.json`.
 
 mod listener;
@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::contract;
+use super::wire;
 use crate::error::{Error, Result};
 use crate::service::retention::{Clock, Pruned, Retention};
 use crate::service::{ServiceOptions, ServiceStore, StoreThreads, TicketService};
@@ -361,7 +361,7 @@ fn published_openapi(faults: bool) -> String {
                     .and_then(serde_json::Value::as_array_mut)
                 {
                     parameters.retain(|parameter| {
-                        parameter["name"] != contract::FAULT_HEADER
+                        parameter["name"] != wire::FAULT_HEADER
                             && parameter["$ref"] != "#/components/parameters/LabFault"
                     });
                 }

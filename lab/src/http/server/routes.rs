@@ -18,9 +18,9 @@ use tower_http::timeout::{RequestBodyTimeoutLayer, TimeoutLayer};
 
 use super::Limits;
 use crate::error::Result;
-use crate::http::contract::{self, problem};
 use crate::http::problem::{self as problem_response, Problem};
 use crate::http::sf;
+use crate::http::wire::{self, problem};
 use crate::key::{OperationKey, Scope};
 use crate::payload::Payload;
 use crate::service::{
@@ -53,7 +53,7 @@ pub(super) fn router(app: App, limits: &Limits) -> Router {
             .route("/admin/reset", post(admin_reset))
             .route("/admin/prune", post(admin_prune));
     }
-    let max_body = usize::try_from(contract::MAX_BODY_BYTES).unwrap_or(usize::MAX);
+    let max_body = usize::try_from(wire::MAX_BODY_BYTES).unwrap_or(usize::MAX);
     routes
         .fallback(no_endpoint)
         .with_state(app)
@@ -75,7 +75,7 @@ async fn bare_status_as_problem(response: Response) -> Response {
     let is_problem = response
         .headers()
         .get(header::CONTENT_TYPE)
-        .is_some_and(|value| value.as_bytes() == contract::PROBLEM_JSON.as_bytes());
+        .is_some_and(|value| value.as_bytes() == wire::PROBLEM_JSON.as_bytes());
     let status = response.status();
     if is_problem || !(status.is_client_error() || status.is_server_error()) {
         return response;
@@ -86,7 +86,7 @@ async fn bare_status_as_problem(response: Response) -> Response {
     let detail = match status.as_u16() {
         405 => "see the Allow header for the methods this path takes".to_owned(),
         408 => "the request did not arrive, or was not answered, in time".to_owned(),
-        413 => format!("the body is over {} bytes", contract::MAX_BODY_BYTES),
+        413 => format!("the body is over {} bytes", wire::MAX_BODY_BYTES),
         _ => kind.title.to_owned(),
     };
     let (parts, _) = response.into_parts();
@@ -132,7 +132,7 @@ async fn openapi(State(app): State<App>) -> Response {
 fn single<'h>(
     headers: &'h HeaderMap,
     name: &str,
-    kind: contract::ProblemType,
+    kind: wire::ProblemType,
 ) -> Result<Option<&'h HeaderValue>, Problem> {
     let mut values = headers.get_all(name).iter();
     let first = values.next();
@@ -171,10 +171,10 @@ impl FromRequestParts<App> for Admin {
 
     async fn from_request_parts(parts: &mut Parts, app: &App) -> Result<Admin, Problem> {
         let refused = || {
-            let detail = format!("send {} with the admin token", contract::ADMIN_TOKEN);
+            let detail = format!("send {} with the admin token", wire::ADMIN_TOKEN);
             Problem::new(problem::UNAUTHORIZED, detail)
         };
-        let value = single(&parts.headers, contract::ADMIN_TOKEN, problem::UNAUTHORIZED)?
+        let value = single(&parts.headers, wire::ADMIN_TOKEN, problem::UNAUTHORIZED)?
             .ok_or_else(refused)?;
         if app.service.is_admin(value.as_bytes()) {
             Ok(Admin)
@@ -191,7 +191,7 @@ impl<S: Sync> FromRequestParts<S> for Key {
     type Rejection = Problem;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Key, Problem> {
-        let name = contract::IDEMPOTENCY_KEY;
+        let name = wire::IDEMPOTENCY_KEY;
         let Some(value) = single(&parts.headers, name, problem::INVALID_KEY)? else {
             let detail = format!("send an {name} header, such as {name}: \"8e03978e-40d5\"");
             return Err(Problem::new(problem::MISSING_KEY, detail));
@@ -216,7 +216,7 @@ impl FromRequestParts<App> for FaultField {
     type Rejection = Problem;
 
     async fn from_request_parts(parts: &mut Parts, app: &App) -> Result<FaultField, Problem> {
-        let name = contract::FAULT_HEADER;
+        let name = wire::FAULT_HEADER;
         let Some(value) = single(&parts.headers, name, problem::INVALID_REQUEST)? else {
             return Ok(FaultField(Fault::None));
         };
@@ -227,7 +227,7 @@ impl FromRequestParts<App> for FaultField {
         value
             .to_str()
             .ok()
-            .and_then(contract::parse_fault_header)
+            .and_then(wire::parse_fault_header)
             .map(FaultField)
             .ok_or_else(|| {
                 let detail = format!("unknown {name} value {value:?}");
@@ -264,7 +264,7 @@ async fn read_body(body: Body) -> Result<Bytes, Problem> {
             let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&err);
             while let Some(error) = cause {
                 if error.is::<http_body_util::LengthLimitError>() {
-                    let detail = format!("the body is over {} bytes", contract::MAX_BODY_BYTES);
+                    let detail = format!("the body is over {} bytes", wire::MAX_BODY_BYTES);
                     return Err(Problem::new(problem::TOO_LARGE, detail));
                 }
                 if error.is::<tower_http::timeout::TimeoutError>() {
@@ -338,7 +338,7 @@ fn refused(refusal: Refusal) -> Problem {
             let detail = format!(
                 "a request with key {:?} is being processed; retry after {} s with the same key",
                 key.as_str(),
-                contract::RETRY_AFTER_SECONDS
+                wire::RETRY_AFTER_SECONDS
             );
             Problem::new(problem::IN_FLIGHT, detail)
         }
@@ -365,10 +365,9 @@ fn created_response(text: String, replayed: bool) -> Response {
     )
         .into_response();
     if replayed {
-        response.headers_mut().insert(
-            contract::IDEMPOTENT_REPLAYED,
-            HeaderValue::from_static("true"),
-        );
+        response
+            .headers_mut()
+            .insert(wire::IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
     }
     response
 }
@@ -521,7 +520,7 @@ mod tests {
 
     #[test]
     fn the_key_header_is_read_as_one_sf_string_or_refused_with_its_problem() {
-        let name = contract::IDEMPOTENCY_KEY;
+        let name = wire::IDEMPOTENCY_KEY;
         assert_eq!(key_of(&[(name, "\"ticket-7\"")]), Ok("ticket-7".to_owned()));
         assert_eq!(key_of(&[]), Err(problem::MISSING_KEY.anchor));
         // A bare token-shaped value is read as the key; an unterminated string, a bare value
@@ -594,18 +593,10 @@ mod tests {
         let text = r#"{"ticket_id": 1}"#.to_owned();
         let created = created_response(text.clone(), false);
         assert_eq!(created.status(), StatusCode::CREATED);
-        assert!(
-            created
-                .headers()
-                .get(contract::IDEMPOTENT_REPLAYED)
-                .is_none()
-        );
+        assert!(created.headers().get(wire::IDEMPOTENT_REPLAYED).is_none());
         let replayed = created_response(text, true);
         assert_eq!(
-            replayed
-                .headers()
-                .get(contract::IDEMPOTENT_REPLAYED)
-                .unwrap(),
+            replayed.headers().get(wire::IDEMPOTENT_REPLAYED).unwrap(),
             "true"
         );
         assert_eq!(body_of(replayed)["ticket_id"], 1);

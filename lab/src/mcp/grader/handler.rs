@@ -18,8 +18,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::journal::{self, Arrival, Journal, Settled};
 use super::schedule::{Fate, Schedule};
-use crate::mcp::contract::{self, KeySource};
 use crate::mcp::server::TicketTools;
+use crate::mcp::wire::{self, KeySource};
 use crate::payload::Payload;
 
 /// What every session of one grader shares: the journal, the schedule, the design served, and
@@ -240,8 +240,8 @@ fn summarize(answer: &Result<CallToolResponse, ErrorData>) -> Settled {
 /// The ticket's fields: every argument but the key and the fault, as canonical JSON.
 pub(crate) fn fields_of(arguments: &JsonObject) -> String {
     let mut fields = arguments.clone();
-    fields.remove(contract::OPERATION_KEY);
-    fields.remove(contract::FAULT);
+    fields.remove(wire::OPERATION_KEY);
+    fields.remove(wire::FAULT);
     let value = Value::Object(fields);
     match Payload::new(value.clone()) {
         Ok(payload) => payload.canonical().to_owned(),
@@ -255,11 +255,11 @@ impl Graded {
     fn tools(&self, mut tools: Vec<Tool>) -> Vec<Tool> {
         let source = self.grader.key_source;
         for tool in &mut tools {
-            if tool.name == contract::CREATE_TICKET {
+            if tool.name == wire::CREATE_TICKET {
                 tool.description = Some(source.create_description().into());
                 let mut schema = (*tool.input_schema).clone();
                 if let Some(Value::Object(properties)) = schema.get_mut("properties")
-                    && let Some(Value::Object(key)) = properties.get_mut(contract::OPERATION_KEY)
+                    && let Some(Value::Object(key)) = properties.get_mut(wire::OPERATION_KEY)
                 {
                     key.insert(
                         "description".to_owned(),
@@ -271,8 +271,8 @@ impl Graded {
         }
         if source == KeySource::Prepare {
             let mut prepare = Tool::new(
-                contract::PREPARE_TICKET,
-                contract::PREPARE_TICKET_DESCRIPTION,
+                wire::PREPARE_TICKET,
+                wire::PREPARE_TICKET_DESCRIPTION,
                 match json!({"type": "object", "properties": {}}) {
                     Value::Object(map) => map,
                     _ => JsonObject::new(),
@@ -344,7 +344,7 @@ impl Graded {
             client,
             request_id: serde_json::to_string(&context.id).unwrap_or_default(),
             operation_key: arguments
-                .get(contract::OPERATION_KEY)
+                .get(wire::OPERATION_KEY)
                 .and_then(Value::as_str)
                 .map(str::to_owned),
             arguments: Value::Object(arguments.clone()).to_string(),
@@ -552,7 +552,7 @@ impl ServerHandler for Graded {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        if request.name != contract::CREATE_TICKET {
+        if request.name != wire::CREATE_TICKET {
             let session = self.session_of(&context);
             self.grader.request(&session);
             // A ticket this request names is the client acting on a reply that told it of
@@ -571,11 +571,11 @@ impl ServerHandler for Graded {
             self.grader.announce(&session);
         }
         match request.name.as_ref() {
-            contract::CREATE_TICKET => self.create(request, context).await,
-            contract::PREPARE_TICKET if self.grader.key_source == KeySource::Prepare => {
+            wire::CREATE_TICKET => self.create(request, context).await,
+            wire::PREPARE_TICKET if self.grader.key_source == KeySource::Prepare => {
                 let issued = self.grader.prepared.fetch_add(1, Ordering::SeqCst) + 1;
                 let key = format!("prepared-{}-{issued}", std::process::id());
-                Ok(CallToolResult::structured(json!({ contract::OPERATION_KEY: key })).into())
+                Ok(CallToolResult::structured(json!({ wire::OPERATION_KEY: key })).into())
             }
             _ => self.inner.call_tool(request, context).await,
         }

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::{ClientGrader, GradeOptions, Report, Schedule};
 use crate::error::{Error, Result};
-use crate::mcp::contract::{self, KeySource};
+use crate::mcp::wire::{self, KeySource};
 use crate::sim::AgentLoop;
 use crate::suite::Operation;
 
@@ -116,7 +116,7 @@ fn arguments(key: &str, payload: &Value) -> JsonObject {
         _ => JsonObject::new(),
     };
     arguments.insert(
-        contract::OPERATION_KEY.to_owned(),
+        wire::OPERATION_KEY.to_owned(),
         Value::String(key.to_owned()),
     );
     arguments
@@ -134,7 +134,7 @@ fn is_conflict(result: &Option<CallToolResult>) -> bool {
             && r.structured_content
                 .as_ref()
                 .and_then(|c| c["code"].as_str())
-                == Some(contract::code::CONFLICT)
+                == Some(wire::code::CONFLICT)
     })
 }
 
@@ -155,7 +155,7 @@ async fn drive(scripted: ScriptedLoop, grader: &ClientGrader) -> Result<()> {
                     AgentLoop::SavedKeyOnTimeout => task.operation_key.as_str().to_owned(),
                 };
                 if ticket_reached(
-                    &send(&client, contract::CREATE_TICKET, arguments(&key, &payload)).await,
+                    &send(&client, wire::CREATE_TICKET, arguments(&key, &payload)).await,
                 ) {
                     break;
                 }
@@ -165,7 +165,7 @@ async fn drive(scripted: ScriptedLoop, grader: &ClientGrader) -> Result<()> {
             let key = "approved-ticket-7f3a";
             let mut planned = payload.clone();
             for _ in 1..=SENDS {
-                let answer = send(&client, contract::CREATE_TICKET, arguments(key, &planned)).await;
+                let answer = send(&client, wire::CREATE_TICKET, arguments(key, &planned)).await;
                 if ticket_reached(&answer) {
                     break;
                 }
@@ -185,7 +185,7 @@ async fn drive(scripted: ScriptedLoop, grader: &ClientGrader) -> Result<()> {
             for purpose in purposes {
                 let key = format!("ticket-T-1042-{purpose}");
                 if ticket_reached(
-                    &send(&client, contract::CREATE_TICKET, arguments(&key, &payload)).await,
+                    &send(&client, wire::CREATE_TICKET, arguments(&key, &payload)).await,
                 ) {
                     break;
                 }
@@ -195,17 +195,17 @@ async fn drive(scripted: ScriptedLoop, grader: &ClientGrader) -> Result<()> {
         }
         ScriptedLoop::PrepareReplan => {
             for _ in 1..=SENDS {
-                let prepared = send(&client, contract::PREPARE_TICKET, JsonObject::new()).await;
+                let prepared = send(&client, wire::PREPARE_TICKET, JsonObject::new()).await;
                 let key = prepared
                     .and_then(|r| r.structured_content)
-                    .and_then(|c| c[contract::OPERATION_KEY].as_str().map(str::to_owned))
+                    .and_then(|c| c[wire::OPERATION_KEY].as_str().map(str::to_owned))
                     .ok_or_else(|| {
                         Error::from(Box::<dyn std::error::Error + Send + Sync>::from(
                             "prepare_ticket returned no key",
                         ))
                     })?;
                 if ticket_reached(
-                    &send(&client, contract::CREATE_TICKET, arguments(&key, &payload)).await,
+                    &send(&client, wire::CREATE_TICKET, arguments(&key, &payload)).await,
                 ) {
                     break;
                 }

@@ -30,8 +30,8 @@ use self::handler::{Connection, Graded, Grader};
 use self::journal::Journal;
 pub use self::report::{Report, Verdict};
 pub use self::schedule::{Calls, Delay, Schedule};
-use super::contract::KeySource;
 use super::server::{self, McpOptions, Transport};
+use super::wire::KeySource;
 use crate::error::{Error, Result};
 use crate::sqlite::SqliteStore;
 

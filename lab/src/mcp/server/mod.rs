@@ -89,7 +89,7 @@ fn shared(options: &McpOptions) -> Result<Arc<Shared>> {
     let (callers, stdio_caller) = match &options.transport {
         Transport::Stdio { caller } => (
             None,
-            Some(Scope::new(caller.as_str(), super::contract::CREATE_TICKET)?),
+            Some(Scope::new(caller.as_str(), super::wire::CREATE_TICKET)?),
         ),
         Transport::Http { callers, .. } => (Some(callers.as_slice()), None),
     };

@@ -16,9 +16,9 @@ use serde_json::{Value, json};
 
 use super::Shared;
 use crate::error::Result;
-use crate::http::contract::parse_fault_header;
+use crate::http::wire::parse_fault_header;
 use crate::key::{OperationKey, Scope};
-use crate::mcp::contract::{self, code};
+use crate::mcp::wire::{self, code};
 use crate::payload::Payload;
 use crate::service::retention::Retention;
 use crate::service::{Created, LostReply, Refusal, ServiceStore, TicketService};
@@ -77,24 +77,24 @@ fn tools(faults: bool, admin: bool) -> Vec<Tool> {
     // ANCHOR_END: mcp_annotations
     let mut tools = vec![
         tool(
-            contract::CREATE_TICKET,
-            contract::CREATE_TICKET_DESCRIPTION,
-            contract::create_ticket_input(faults),
-            Some(contract::create_ticket_output()),
+            wire::CREATE_TICKET,
+            wire::CREATE_TICKET_DESCRIPTION,
+            wire::create_ticket_input(faults),
+            Some(wire::create_ticket_output()),
             create,
         ),
         tool(
-            contract::GET_TICKET,
-            contract::GET_TICKET_DESCRIPTION,
-            contract::get_ticket_input(),
-            Some(contract::ticket_output()),
+            wire::GET_TICKET,
+            wire::GET_TICKET_DESCRIPTION,
+            wire::get_ticket_input(),
+            Some(wire::ticket_output()),
             read("Read one of your tickets"),
         ),
         tool(
-            contract::LIST_TICKETS,
-            contract::LIST_TICKETS_DESCRIPTION,
-            contract::list_tickets_input(),
-            Some(contract::list_tickets_output()),
+            wire::LIST_TICKETS,
+            wire::LIST_TICKETS_DESCRIPTION,
+            wire::list_tickets_input(),
+            Some(wire::list_tickets_output()),
             read("List your tickets"),
         ),
     ];
@@ -112,15 +112,15 @@ fn test_only_tools(faults: bool, admin: bool) -> Vec<Tool> {
             .idempotent(false)
             .open_world(false);
         tools.push(tool(
-            contract::UNKEYED_CREATE_TICKET,
+            wire::UNKEYED_CREATE_TICKET,
             "Test only: the naive create. Every call makes a new ticket, retries included.",
-            contract::unkeyed_create_ticket_input(),
-            Some(contract::create_ticket_output()),
+            wire::unkeyed_create_ticket_input(),
+            Some(wire::create_ticket_output()),
             annotations,
         ));
     }
     if admin {
-        for name in contract::ADMIN_TOOLS {
+        for name in wire::ADMIN_TOOLS {
             let annotations = ToolAnnotations::with_title("Test only")
                 .read_only(false)
                 .destructive(true)
@@ -128,7 +128,7 @@ fn test_only_tools(faults: bool, admin: bool) -> Vec<Tool> {
             tools.push(tool(
                 name,
                 "Test only: the lab's inspection hooks, with the admin token.",
-                contract::admin_input(name == contract::ADMIN_FORGET_RECORD),
+                wire::admin_input(name == wire::ADMIN_FORGET_RECORD),
                 None,
                 annotations,
             ));
@@ -213,7 +213,7 @@ impl TicketTools {
     ) -> std::result::Result<std::result::Result<CreateCall, CallToolResult>, ErrorData> {
         let scope = self.caller(context)?;
         let key_text = if keyed {
-            string_argument(&arguments, contract::OPERATION_KEY, true)?.map(str::to_owned)
+            string_argument(&arguments, wire::OPERATION_KEY, true)?.map(str::to_owned)
         } else {
             None
         };
@@ -229,8 +229,8 @@ impl TicketTools {
             Ok(key) => key,
             Err(err) => return Ok(Err(failure(code::INVALID_KEY, &err.to_string()))),
         };
-        arguments.remove(contract::OPERATION_KEY);
-        arguments.remove(contract::FAULT);
+        arguments.remove(wire::OPERATION_KEY);
+        arguments.remove(wire::FAULT);
         let payload =
             Payload::new(Value::Object(arguments)).map_err(|err| bad_arguments(err.to_string()))?;
         Ok(Ok(CreateCall {
@@ -243,14 +243,14 @@ impl TicketTools {
 
     /// The test-only fault a create asks for.
     fn fault(&self, arguments: &JsonObject) -> std::result::Result<Fault, ErrorData> {
-        match string_argument(arguments, contract::FAULT, false)? {
+        match string_argument(arguments, wire::FAULT, false)? {
             None => Ok(Fault::None),
             Some(_) if !self.shared.service.faults() => Err(bad_arguments(format!(
                 "{} is test-only: start the server with --faults",
-                contract::FAULT
+                wire::FAULT
             ))),
             Some(value) => parse_fault_header(value)
-                .ok_or_else(|| bad_arguments(format!("unknown {} {value:?}", contract::FAULT))),
+                .ok_or_else(|| bad_arguments(format!("unknown {} {value:?}", wire::FAULT))),
         }
     }
 
@@ -356,24 +356,23 @@ impl TicketTools {
         arguments: JsonObject,
         context: RequestContext<RoleServer>,
     ) -> Answer {
-        let presented =
-            string_argument(&arguments, contract::ADMIN_TOKEN, true)?.unwrap_or_default();
+        let presented = string_argument(&arguments, wire::ADMIN_TOKEN, true)?.unwrap_or_default();
         if !self.shared.service.is_admin(presented.as_bytes()) {
             return Ok(failure(code::UNAUTHORIZED, "the admin token is wrong"));
         }
         let service = self.service();
         let done = match name {
-            contract::ADMIN_TICKET_IDS => self
+            wire::ADMIN_TICKET_IDS => self
                 .on_store(|store| store.ticket_ids())
                 .await
                 .map(|ids| json!({"ticket_ids": ids})),
-            contract::ADMIN_COUNT_RECORDS => self
+            wire::ADMIN_COUNT_RECORDS => self
                 .on_store(|store| store.count_records())
                 .await
                 .map(|records| json!({"records": records})),
-            contract::ADMIN_FORGET_RECORD => {
+            wire::ADMIN_FORGET_RECORD => {
                 let scope = self.caller(&context)?;
-                let key_text = string_argument(&arguments, contract::OPERATION_KEY, true)?
+                let key_text = string_argument(&arguments, wire::OPERATION_KEY, true)?
                     .unwrap_or_default()
                     .to_owned();
                 let key = match OperationKey::try_from(key_text) {
@@ -384,7 +383,7 @@ impl TicketTools {
                     .await
                     .map(|forgotten| json!({"forgotten": forgotten}))
             }
-            contract::ADMIN_EXPIRE_RECORDS => {
+            wire::ADMIN_EXPIRE_RECORDS => {
                 let window = Retention {
                     records: std::time::Duration::ZERO,
                     tombstones: std::time::Duration::from_secs(24 * 60 * 60),
@@ -425,11 +424,7 @@ fn refused(refusal: Refusal) -> CallToolResult {
         Refusal::InProgress { key } => in_progress_result(key.as_str()),
         Refusal::Expired { key } => failure(
             code::EXPIRED,
-            &format!(
-                "operation_key {:?}: {}",
-                key.as_str(),
-                contract::EXPIRED_ADVICE
-            ),
+            &format!("operation_key {:?}: {}", key.as_str(), wire::EXPIRED_ADVICE),
         ),
         Refusal::Conflict(message) => failure(code::CONFLICT, &message),
         Refusal::InjectedFailure(message) => failure(code::INJECTED_FAILURE, &message),
@@ -489,13 +484,13 @@ impl ServerHandler for TicketTools {
         }
         let admin_enabled = self.shared.service.has_admin();
         let answer = match request.name.as_ref() {
-            contract::CREATE_TICKET => self.create_ticket(arguments, true, context).await,
-            contract::UNKEYED_CREATE_TICKET if self.shared.service.faults() => {
+            wire::CREATE_TICKET => self.create_ticket(arguments, true, context).await,
+            wire::UNKEYED_CREATE_TICKET if self.shared.service.faults() => {
                 self.create_ticket(arguments, false, context).await
             }
-            contract::GET_TICKET => self.get_ticket(arguments, context).await,
-            contract::LIST_TICKETS => self.list_tickets(context).await,
-            name if admin_enabled && contract::ADMIN_TOOLS.contains(&name) => {
+            wire::GET_TICKET => self.get_ticket(arguments, context).await,
+            wire::LIST_TICKETS => self.list_tickets(context).await,
+            name if admin_enabled && wire::ADMIN_TOOLS.contains(&name) => {
                 self.admin(name, arguments, context).await
             }
             name => Err(ErrorData::invalid_params(
@@ -555,10 +550,10 @@ mod tests {
                 .collect()
         };
         assert_eq!(names(false, false).len(), 3);
-        assert!(names(true, false).contains(&contract::UNKEYED_CREATE_TICKET.to_owned()));
+        assert!(names(true, false).contains(&wire::UNKEYED_CREATE_TICKET.to_owned()));
         assert_eq!(
             names(false, true).len(),
-            3 + contract::ADMIN_TOOLS.len(),
+            3 + wire::ADMIN_TOOLS.len(),
             "{:?}",
             names(false, true)
         );

@@ -1,6 +1,6 @@
-//! The HTTP contract both sides share: header names, the test-only fault header, and the problem
-//! types of error bodies. The server and the client adapter read them from here, so they cannot
-//! drift apart.
+//! The HTTP wire format both sides share (the module is `wire`, so that `contract` names the retry
+//! contract alone): header names, the test-only fault header, and the problem types of error
+//! bodies. The server and the client adapter read them from here, so they cannot drift apart.
 
 use crate::tool::{Fault, Step};
 

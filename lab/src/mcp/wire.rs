@@ -1,6 +1,6 @@
-//! The MCP contract both sides share: tool names, argument names, the codes a failed call carries
-//! in its `structuredContent`, the descriptions written for a model, the schemas and the
-//! annotations.
+//! The MCP wire format both sides share (the module is `wire`; `contract` is the retry contract):
+//! tool names, argument names, the codes a failed call carries in its `structuredContent`, the
+//! descriptions written for a model, the schemas and the annotations.
 
 use serde_json::{Map, Value, json};
 
