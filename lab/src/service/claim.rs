@@ -2,6 +2,7 @@
 //! takes, so a key cannot expire between the check and the create.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -18,8 +19,12 @@ pub(crate) struct Claims {
     /// How many requests hold each key now. A key held by a request whose record does not exist
     /// yet is in progress; the others may join once the record exists, since they only read it.
     holders: Mutex<HashMap<Entry, usize>>,
-    /// Signalled whenever a request lets go of its key.
+    /// Signalled whenever a request lets go of its key while another request waits.
     released: Condvar,
+    /// Requests waiting on `released` now. Changed and read only under `holders`' lock, so a
+    /// request that lets go of its key sees every waiter that could miss the change; when there
+    /// is none it skips the signal, which is a system call even with nobody to wake.
+    waiting: AtomicUsize,
     /// How long a request whose key is in progress waits for it before it is told to come back.
     in_progress_wait: Duration,
 }
@@ -46,7 +51,9 @@ impl Drop for Holding<'_> {
                 holders.remove(&self.entry);
             }
         }
-        self.claims.released.notify_all();
+        if self.claims.waiting.load(Ordering::Relaxed) > 0 {
+            self.claims.released.notify_all();
+        }
     }
 }
 
@@ -55,6 +62,7 @@ impl Claims {
         Claims {
             holders: Mutex::new(HashMap::new()),
             released: Condvar::new(),
+            waiting: AtomicUsize::new(0),
             in_progress_wait,
         }
     }
@@ -97,11 +105,13 @@ impl Claims {
             if left.is_zero() {
                 return Ok(Claim::InProgress);
             }
+            self.waiting.fetch_add(1, Ordering::Relaxed);
             holders = self
                 .released
                 .wait_timeout(holders, left)
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
+            self.waiting.fetch_sub(1, Ordering::Relaxed);
         }
         *holders.entry(entry.clone()).or_insert(0) += 1;
         Ok(Claim::Held(Holding {

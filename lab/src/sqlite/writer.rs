@@ -82,13 +82,25 @@ impl RecentKeys {
 
     /// Notes that `call`'s key was sent, and says whether it had been sent lately. A call
     /// without a key has nothing to remember.
+    #[cfg(test)]
     fn sent(&mut self, call: &Call<'_>) -> bool {
-        let Some(key) = call.key else {
-            return false;
-        };
+        self.noted(RecentKeys::hash_of(call))
+    }
+
+    /// The hash [`RecentKeys`] keeps for `call`'s key, if it has one: computed before the queue's
+    /// lock is taken, so callers do not hash while others wait for the lock.
+    fn hash_of(call: &Call<'_>) -> Option<u64> {
+        let key = call.key?;
         let mut hasher = DefaultHasher::new();
         (call.caller, call.operation, key).hash(&mut hasher);
-        let hash = hasher.finish();
+        Some(hasher.finish())
+    }
+
+    /// Notes a key by its [`RecentKeys::hash_of`], and says whether it had been sent lately.
+    fn noted(&mut self, hash: Option<u64>) -> bool {
+        let Some(hash) = hash else {
+            return false;
+        };
         if self.newer.contains(&hash) {
             return true;
         }
@@ -169,8 +181,9 @@ impl Writer {
     /// sent lately, it first reads its record on its own connection, `reader` (a retry whose
     /// record exists needs no queue); then it queues and waits to be served by the next batch.
     pub(super) fn create(&self, call: &Call<'_>, reader: &Connection) -> Result<Outcome> {
+        let hash = RecentKeys::hash_of(call);
         let mut queue = lock(&self.queue);
-        let sent_lately = queue.recent.sent(call);
+        let sent_lately = queue.recent.noted(hash);
         if !queue.leading && queue.waiting.is_empty() {
             queue.leading = true;
             drop(queue);
