@@ -379,7 +379,7 @@ pub struct PointReport {
     /// What it checks, as a sentence.
     pub title: &'static str,
     /// The contract's promises it covers (ids of [`crate::contract`]), set by [`Report::new`].
-    pub promises: &'static [&'static str],
+    pub promises: &'static [crate::contract::PromiseId],
     /// Whether it could be checked.
     #[serde(flatten)]
     pub coverage: Coverage,
@@ -574,7 +574,7 @@ impl fmt::Display for Report {
         self.summary_table(f)?;
         writeln!(f)?;
         for point in &self.points {
-            let ids = format!("[{}]", point.promises.join(", "));
+            let ids = crate::contract::bracketed(point.promises);
             writeln!(f, "{} {}: {} {ids}", point.verdict, point.name, point.title)?;
             if let Coverage::NotCovered { reason } = &point.coverage {
                 writeln!(f, "  {reason}")?;

@@ -5,6 +5,8 @@
 //! renamed, added or removed there fails here until its table says what it covers.
 
 use super::Checker;
+use super::PromiseId;
+use super::PromiseId as P;
 
 /// One checker's table.
 #[derive(Clone, Copy, Debug)]
@@ -12,9 +14,9 @@ pub struct Coverage {
     /// Which checker.
     pub checker: Checker,
     /// Each of its points, by the checker's own name, and the promise ids it covers.
-    pub points: &'static [(&'static str, &'static [&'static str])],
+    pub points: &'static [(&'static str, &'static [PromiseId])],
     /// Each promise none of its points covers, and why it cannot.
-    pub not_checked: &'static [(&'static str, &'static str)],
+    pub not_checked: &'static [(PromiseId, &'static str)],
 }
 
 /// The table of `checker`.
@@ -41,41 +43,41 @@ the published retention is too long to wait out in a run";
 const SUITE: Coverage = Coverage {
     checker: Checker::Suite,
     points: &[
-        ("naive_retry", &["no-key"]),
-        ("stable_key_retry", &["lost-reply", "replay"]),
-        ("changed_payload", &["conflict"]),
-        ("failure_before_commit", &["atomic"]),
-        ("concurrent_same_key", &["one-effect"]),
-        ("new_key_same_payload", &["new-key"]),
-        ("deleted_replay_record", &["retention"]),
+        ("naive_retry", &[P::NoKey]),
+        ("stable_key_retry", &[P::LostReply, P::Replay]),
+        ("changed_payload", &[P::Conflict]),
+        ("failure_before_commit", &[P::Atomic]),
+        ("concurrent_same_key", &[P::OneEffect]),
+        ("new_key_same_payload", &[P::NewKey]),
+        ("deleted_replay_record", &[P::Retention]),
     ],
     not_checked: &[
         (
-            "canonical",
+            P::Canonical,
             "the scenarios send one payload in one form; the conformance point compares forms",
         ),
         (
-            "scope",
+            P::Scope,
             "every scenario acts for one caller and one operation",
         ),
         (
-            "key-intact",
+            P::KeyIntact,
             "the scenarios call the trait with an already valid key: no wire to alter it",
         ),
         (
-            "error-frees-key",
+            P::ErrorFreesKey,
             "no scenario provokes a handled error before a corrected retry",
         ),
         (
-            "durable",
+            P::Durable,
             "nothing in a scenario crashes or restarts; lab/tests/it/crash.rs kills the runner",
         ),
         (
-            "keep-key",
+            P::KeepKey,
             "the scenarios are the caller and script their keys",
         ),
         (
-            "honest-verdict",
+            P::HonestVerdict,
             "the scenarios report what the store holds, not a caller's verdict",
         ),
     ],
@@ -84,96 +86,96 @@ const SUITE: Coverage = Coverage {
 const CONFORMANCE: Coverage = Coverage {
     checker: Checker::Conformance,
     points: &[
-        ("scenario_naive_retry", &["no-key"]),
-        ("scenario_stable_key_retry", &["lost-reply", "replay"]),
-        ("scenario_changed_payload", &["conflict"]),
-        ("scenario_failure_before_commit", &["atomic"]),
-        ("scenario_concurrent_same_key", &["one-effect"]),
-        ("scenario_new_key_same_payload", &["new-key"]),
-        ("scenario_deleted_replay_record", &["retention"]),
+        ("scenario_naive_retry", &[P::NoKey]),
+        ("scenario_stable_key_retry", &[P::LostReply, P::Replay]),
+        ("scenario_changed_payload", &[P::Conflict]),
+        ("scenario_failure_before_commit", &[P::Atomic]),
+        ("scenario_concurrent_same_key", &[P::OneEffect]),
+        ("scenario_new_key_same_payload", &[P::NewKey]),
+        ("scenario_deleted_replay_record", &[P::Retention]),
         (
             "a_lost_reply_leaves_the_ticket_committed",
-            &["lost-reply", "replay"],
+            &[P::LostReply, P::Replay],
         ),
         (
             "a_lost_reply_on_a_replay_changes_nothing",
-            &["lost-reply", "replay"],
+            &[P::LostReply, P::Replay],
         ),
-        ("keys_are_scoped_by_caller_and_operation", &["scope"]),
+        ("keys_are_scoped_by_caller_and_operation", &[P::Scope]),
         (
             "payloads_are_compared_in_canonical_form",
-            &["canonical", "conflict"],
+            &[P::Canonical, P::Conflict],
         ),
-        ("each_replay_returns_its_own_ticket", &["replay"]),
-        ("calls_without_a_key_are_never_merged", &["no-key"]),
+        ("each_replay_returns_its_own_ticket", &[P::Replay]),
+        ("calls_without_a_key_are_never_merged", &[P::NoKey]),
         (
             "a_failure_at_any_step_leaves_nothing",
-            &["atomic", "error-frees-key"],
+            &[P::Atomic, P::ErrorFreesKey],
         ),
         (
             "a_forgotten_record_lets_the_key_create_again",
-            &["retention"],
+            &[P::Retention],
         ),
         (
             "callers_released_together_converge_on_fresh_keys",
-            &["one-effect"],
+            &[P::OneEffect],
         ),
         (
             "callers_released_together_replay_completed_keys",
-            &["one-effect", "replay"],
+            &[P::OneEffect, P::Replay],
         ),
     ],
     not_checked: &[
         (
-            "key-intact",
+            P::KeyIntact,
             "the trait takes an OperationKey that is already valid; an adapter's own \
           wire is checked from outside by the HTTP or MCP check",
         ),
         (
-            "durable",
+            P::Durable,
             "the check cannot crash the tool's process or database (see `lab check`'s \
           list of what a pass does not cover)",
         ),
-        ("keep-key", CHECK_IS_THE_CALLER),
-        ("honest-verdict", CHECK_IS_THE_CALLER),
+        (P::KeepKey, CHECK_IS_THE_CALLER),
+        (P::HonestVerdict, CHECK_IS_THE_CALLER),
     ],
 };
 
 const HTTP: Coverage = Coverage {
     checker: Checker::Http,
     points: &[
-        ("replay", &["replay"]),
-        ("lost-reply", &["lost-reply", "replay"]),
-        ("hang-up", &["lost-reply", "one-effect"]),
-        ("changed-payload", &["conflict"]),
-        ("reordered-fields", &["canonical"]),
-        ("new-key", &["new-key"]),
-        ("concurrent-fresh-key", &["one-effect"]),
-        ("concurrent-completed-key", &["one-effect", "replay"]),
-        ("scope", &["scope"]),
-        ("other-endpoint", &["scope"]),
-        ("key-forms", &["key-intact", "no-key"]),
-        ("error-then-corrected", &["error-frees-key"]),
-        ("server-error-then-corrected", &["error-frees-key"]),
-        ("fault-between-effect-and-record", &["atomic"]),
+        ("replay", &[P::Replay]),
+        ("lost-reply", &[P::LostReply, P::Replay]),
+        ("hang-up", &[P::LostReply, P::OneEffect]),
+        ("changed-payload", &[P::Conflict]),
+        ("reordered-fields", &[P::Canonical]),
+        ("new-key", &[P::NewKey]),
+        ("concurrent-fresh-key", &[P::OneEffect]),
+        ("concurrent-completed-key", &[P::OneEffect, P::Replay]),
+        ("scope", &[P::Scope]),
+        ("other-endpoint", &[P::Scope]),
+        ("key-forms", &[P::KeyIntact, P::NoKey]),
+        ("error-then-corrected", &[P::ErrorFreesKey]),
+        ("server-error-then-corrected", &[P::ErrorFreesKey]),
+        ("fault-between-effect-and-record", &[P::Atomic]),
         // Always reported not covered: it names the gap, it checks nothing.
         ("crash", &[]),
         // The hop points, with `[upstream]`: the service is a gateway, the API's caller, so the
         // caller's promises are checked on it.
-        ("hop-key", &["key-intact", "no-key"]),
-        ("hop-payload", &["keep-key"]),
-        ("hop-retry", &["keep-key", "lost-reply"]),
-        ("hop-api-lost", &["lost-reply", "honest-verdict"]),
-        ("hop-restart", &["keep-key"]),
-        ("hop-new-intention", &["new-key"]),
-        ("hop-concurrent", &["keep-key", "one-effect"]),
-        ("hop-upstream-retry", &["keep-key"]),
-        ("hop-errors", &["conflict", "honest-verdict"]),
+        ("hop-key", &[P::KeyIntact, P::NoKey]),
+        ("hop-payload", &[P::KeepKey]),
+        ("hop-retry", &[P::KeepKey, P::LostReply]),
+        ("hop-api-lost", &[P::LostReply, P::HonestVerdict]),
+        ("hop-restart", &[P::KeepKey]),
+        ("hop-new-intention", &[P::NewKey]),
+        ("hop-concurrent", &[P::KeepKey, P::OneEffect]),
+        ("hop-upstream-retry", &[P::KeepKey]),
+        ("hop-errors", &[P::Conflict, P::HonestVerdict]),
     ],
     not_checked: &[
-        ("retention", CANNOT_WAIT_OUT_RETENTION),
+        (P::Retention, CANNOT_WAIT_OUT_RETENTION),
         (
-            "durable",
+            P::Durable,
             "a black box cannot crash the service at a chosen step (its `crash` point \
           reports this as not covered)",
         ),
@@ -183,46 +185,46 @@ const HTTP: Coverage = Coverage {
 const MCP: Coverage = Coverage {
     checker: Checker::Mcp,
     points: &[
-        ("key", &["no-key"]),
+        ("key", &[P::NoKey]),
         // Reported as the hints they are, never a pass or a failure.
         ("annotations", &[]),
-        ("replay", &["replay"]),
-        ("lost-result", &["lost-reply", "replay"]),
-        ("cancelled", &["lost-reply"]),
-        ("reconnect", &["lost-reply"]),
-        ("changed-payload", &["conflict"]),
-        ("new-key", &["new-key"]),
-        ("concurrent", &["one-effect"]),
-        ("concurrent-distinct", &["new-key"]),
-        ("scope", &["scope"]),
-        ("key-forms", &["key-intact", "no-key"]),
-        ("error-then-corrected", &["error-frees-key"]),
+        ("replay", &[P::Replay]),
+        ("lost-result", &[P::LostReply, P::Replay]),
+        ("cancelled", &[P::LostReply]),
+        ("reconnect", &[P::LostReply]),
+        ("changed-payload", &[P::Conflict]),
+        ("new-key", &[P::NewKey]),
+        ("concurrent", &[P::OneEffect]),
+        ("concurrent-distinct", &[P::NewKey]),
+        ("scope", &[P::Scope]),
+        ("key-forms", &[P::KeyIntact, P::NoKey]),
+        ("error-then-corrected", &[P::ErrorFreesKey]),
         // The hop points, with `[upstream]`: the wrapper is the API's caller, so the caller's
         // promises are checked on it.
-        ("hop-key", &["key-intact", "no-key"]),
-        ("hop-payload", &["keep-key"]),
-        ("hop-retry", &["keep-key", "lost-reply"]),
-        ("hop-api-lost", &["lost-reply", "honest-verdict"]),
-        ("hop-restart", &["keep-key"]),
-        ("hop-new-intention", &["new-key"]),
-        ("hop-concurrent", &["keep-key", "one-effect"]),
-        ("hop-upstream-retry", &["keep-key"]),
-        ("hop-errors", &["conflict", "honest-verdict"]),
+        ("hop-key", &[P::KeyIntact, P::NoKey]),
+        ("hop-payload", &[P::KeepKey]),
+        ("hop-retry", &[P::KeepKey, P::LostReply]),
+        ("hop-api-lost", &[P::LostReply, P::HonestVerdict]),
+        ("hop-restart", &[P::KeepKey]),
+        ("hop-new-intention", &[P::NewKey]),
+        ("hop-concurrent", &[P::KeepKey, P::OneEffect]),
+        ("hop-upstream-retry", &[P::KeepKey]),
+        ("hop-errors", &[P::Conflict, P::HonestVerdict]),
     ],
     not_checked: &[
         (
-            "canonical",
+            P::Canonical,
             "not yet: no MCP point sends the arguments reordered (a gap, not a limit: \
           the HTTP check's reordered-fields point shows how)",
         ),
         (
-            "atomic",
+            P::Atomic,
             "the MCP target file has no fault hook between the effect and its record, so \
           no point can fail the service there",
         ),
-        ("retention", CANNOT_WAIT_OUT_RETENTION),
+        (P::Retention, CANNOT_WAIT_OUT_RETENTION),
         (
-            "durable",
+            P::Durable,
             "a black box cannot crash the server at a chosen step; the reconnect point \
           restarts the session, not the store",
         ),
@@ -236,29 +238,29 @@ client's calls; the service's promises are checked by the suite and the checks";
 const GRADER: Coverage = Coverage {
     checker: Checker::Grader,
     points: &[
-        ("PASS", &["keep-key", "lost-reply"]),
-        ("FAIL", &["keep-key", "one-effect"]),
-        ("UNRESOLVED", &["honest-verdict"]),
+        ("PASS", &[P::KeepKey, P::LostReply]),
+        ("FAIL", &[P::KeepKey, P::OneEffect]),
+        ("UNRESOLVED", &[P::HonestVerdict]),
         // No reply of the intention was lost or late: nothing was tested.
         ("NOT EXERCISED", &[]),
     ],
     not_checked: &[
-        ("replay", GRADER_SERVES_THE_LAB),
-        ("conflict", GRADER_SERVES_THE_LAB),
-        ("canonical", GRADER_SERVES_THE_LAB),
+        (P::Replay, GRADER_SERVES_THE_LAB),
+        (P::Conflict, GRADER_SERVES_THE_LAB),
+        (P::Canonical, GRADER_SERVES_THE_LAB),
         (
-            "new-key",
+            P::NewKey,
             "a call with a new key and the same fields joins the earlier intention; the \
           grader cannot tell a wanted second ticket from a re-plan (it says so in every report)",
         ),
-        ("scope", GRADER_SERVES_THE_LAB),
-        ("key-intact", GRADER_SERVES_THE_LAB),
-        ("no-key", GRADER_SERVES_THE_LAB),
-        ("atomic", GRADER_SERVES_THE_LAB),
-        ("error-frees-key", GRADER_SERVES_THE_LAB),
-        ("retention", GRADER_SERVES_THE_LAB),
+        (P::Scope, GRADER_SERVES_THE_LAB),
+        (P::KeyIntact, GRADER_SERVES_THE_LAB),
+        (P::NoKey, GRADER_SERVES_THE_LAB),
+        (P::Atomic, GRADER_SERVES_THE_LAB),
+        (P::ErrorFreesKey, GRADER_SERVES_THE_LAB),
+        (P::Retention, GRADER_SERVES_THE_LAB),
         (
-            "durable",
+            P::Durable,
             "the client's own state is out of sight: whether it saved the key durably \
           before sending",
         ),
@@ -270,30 +272,30 @@ const SIMULATOR: Coverage = Coverage {
     points: &[
         (
             "duplicate ticket",
-            &["one-effect", "retention", "durable", "keep-key"],
+            &[P::OneEffect, P::Retention, P::Durable, P::KeepKey],
         ),
-        ("divergent success", &["replay", "lost-reply"]),
-        ("visible across scopes", &["scope"]),
-        ("conflict changed the original", &["conflict"]),
-        ("same payload rejected as a conflict", &["canonical"]),
-        ("changed payload accepted", &["conflict"]),
-        ("ticket and record not paired", &["atomic"]),
-        ("unknown outcome left unresolved", &["honest-verdict"]),
-        ("ticket nobody asked for", &["one-effect"]),
+        ("divergent success", &[P::Replay, P::LostReply]),
+        ("visible across scopes", &[P::Scope]),
+        ("conflict changed the original", &[P::Conflict]),
+        ("same payload rejected as a conflict", &[P::Canonical]),
+        ("changed payload accepted", &[P::Conflict]),
+        ("ticket and record not paired", &[P::Atomic]),
+        ("unknown outcome left unresolved", &[P::HonestVerdict]),
+        ("ticket nobody asked for", &[P::OneEffect]),
     ],
     not_checked: &[
         (
-            "new-key",
+            P::NewKey,
             "every generated intention has its own payload, so merging by content \
           cannot show",
         ),
         (
-            "key-intact",
+            P::KeyIntact,
             "the simulator calls the trait with keys that are already valid",
         ),
-        ("no-key", "every simulated intention carries a key"),
+        (P::NoKey, "every simulated intention carries a key"),
         (
-            "error-frees-key",
+            P::ErrorFreesKey,
             "generated payloads are all valid; faults fail the create, and the \
           retry after one is judged by the duplicate and unresolved invariants",
         ),
@@ -305,43 +307,43 @@ const MODEL: Coverage = Coverage {
     points: &[
         (
             "at most one effect per intention",
-            &["one-effect", "retention", "durable", "keep-key"],
+            &[P::OneEffect, P::Retention, P::Durable, P::KeepKey],
         ),
         (
             "a replay names the original effect",
-            &["replay", "lost-reply", "scope"],
+            &[P::Replay, P::LostReply, P::Scope],
         ),
-        ("a rejected payload changes nothing", &["conflict"]),
+        ("a rejected payload changes nothing", &[P::Conflict]),
         (
             "a retry with its own payload is never rejected",
-            &["canonical"],
+            &[P::Canonical],
         ),
         (
             "an unknown outcome is never reported as nothing happened",
-            &["honest-verdict"],
+            &[P::HonestVerdict],
         ),
         (
             "every intention ends with a final answer",
-            &["honest-verdict"],
+            &[P::HonestVerdict],
         ),
     ],
     not_checked: &[
         (
-            "new-key",
+            P::NewKey,
             "no two intents of the model share a payload under different keys",
         ),
         (
-            "key-intact",
+            P::KeyIntact,
             "keys are abstract values in the model: there is no wire to alter them",
         ),
-        ("no-key", "every runner in the model sends a key"),
+        (P::NoKey, "every runner in the model sends a key"),
         (
-            "atomic",
+            P::Atomic,
             "the service's create is one step of the model: assumed, not checked (the \
           check-then-write variant shows what breaks when it is two)",
         ),
         (
-            "error-frees-key",
+            P::ErrorFreesKey,
             "the model has no validation or server errors",
         ),
     ],

@@ -10,10 +10,11 @@
 //! reports and the checks cannot drift apart.
 //!
 //! ```
-//! use lab::contract::{self, Checker};
+//! use lab::contract::{self, Checker, PromiseId};
 //!
-//! assert_eq!(contract::promise("conflict").map(|p| p.name), Some("A changed payload is refused"));
-//! assert!(contract::promises_of(Checker::Suite, "changed_payload").contains(&"conflict"));
+//! assert_eq!(contract::promise(PromiseId::Conflict).name, "A changed payload is refused");
+//! assert_eq!(PromiseId::parse("conflict"), Some(PromiseId::Conflict));
+//! assert!(contract::promises_of(Checker::Suite, "changed_payload").contains(&PromiseId::Conflict));
 //! ```
 //!
 //! The ids are stable: reports, configuration and the book use them, so a promise is renamed by
@@ -26,6 +27,8 @@ pub use coverage::{Coverage, coverage};
 pub use render::{matrix_markdown, promises_markdown};
 
 use std::fmt;
+
+use serde::Serialize;
 
 /// How strongly a promise is required, and by whom.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,11 +59,107 @@ impl fmt::Display for Level {
     }
 }
 
+/// A promise's short stable id, as reports, configuration and the book print it (`lost-reply`).
+/// Coverage tables and reports hold these, not strings, so a misspelt id does not compile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PromiseId {
+    /// `replay`
+    Replay,
+    /// `lost-reply`
+    LostReply,
+    /// `one-effect`
+    OneEffect,
+    /// `conflict`
+    Conflict,
+    /// `canonical`
+    Canonical,
+    /// `new-key`
+    NewKey,
+    /// `scope`
+    Scope,
+    /// `key-intact`
+    KeyIntact,
+    /// `no-key`
+    NoKey,
+    /// `atomic`
+    Atomic,
+    /// `error-frees-key`
+    ErrorFreesKey,
+    /// `retention`
+    Retention,
+    /// `durable`
+    Durable,
+    /// `keep-key`
+    KeepKey,
+    /// `honest-verdict`
+    HonestVerdict,
+}
+
+impl PromiseId {
+    /// Every id, in the order the book states the promises.
+    pub const ALL: [PromiseId; 15] = [
+        PromiseId::Replay,
+        PromiseId::LostReply,
+        PromiseId::OneEffect,
+        PromiseId::Conflict,
+        PromiseId::Canonical,
+        PromiseId::NewKey,
+        PromiseId::Scope,
+        PromiseId::KeyIntact,
+        PromiseId::NoKey,
+        PromiseId::Atomic,
+        PromiseId::ErrorFreesKey,
+        PromiseId::Retention,
+        PromiseId::Durable,
+        PromiseId::KeepKey,
+        PromiseId::HonestVerdict,
+    ];
+
+    /// The id as printed: lowercase words joined by hyphens.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            PromiseId::Replay => "replay",
+            PromiseId::LostReply => "lost-reply",
+            PromiseId::OneEffect => "one-effect",
+            PromiseId::Conflict => "conflict",
+            PromiseId::Canonical => "canonical",
+            PromiseId::NewKey => "new-key",
+            PromiseId::Scope => "scope",
+            PromiseId::KeyIntact => "key-intact",
+            PromiseId::NoKey => "no-key",
+            PromiseId::Atomic => "atomic",
+            PromiseId::ErrorFreesKey => "error-frees-key",
+            PromiseId::Retention => "retention",
+            PromiseId::Durable => "durable",
+            PromiseId::KeepKey => "keep-key",
+            PromiseId::HonestVerdict => "honest-verdict",
+        }
+    }
+
+    /// The id `text` names, if any.
+    pub fn parse(text: &str) -> Option<PromiseId> {
+        PromiseId::ALL.into_iter().find(|id| id.as_str() == text)
+    }
+}
+
+impl fmt::Display for PromiseId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Ids as reports print them beside a point's name: `[replay, lost-reply]`, or `[]`.
+pub fn bracketed(ids: &[PromiseId]) -> String {
+    let words: Vec<&str> = ids.iter().map(|id| id.as_str()).collect();
+    format!("[{}]", words.join(", "))
+}
+
 /// One promise of the retry contract.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Promise {
     /// The short stable id reports print (`replay`).
-    pub id: &'static str,
+    pub id: PromiseId,
     /// A name of a few words.
     pub name: &'static str,
     /// The promise, in one sentence.
@@ -79,7 +178,7 @@ pub const DRAFT: &str = "draft-ietf-httpapi-idempotency-key-header-06";
 /// Every promise of the contract, in the order the book states them.
 pub const PROMISES: &[Promise] = &[
     Promise {
-        id: "replay",
+        id: PromiseId::Replay,
         name: "A retry replays",
         statement: "A retry with a completed key and the same payload gets the original result, \
                     the same ticket, and writes nothing.",
@@ -88,7 +187,7 @@ pub const PROMISES: &[Promise] = &[
         why: "A caller that retries after any doubt must get back what it asked for, not a copy.",
     },
     Promise {
-        id: "lost-reply",
+        id: PromiseId::LostReply,
         name: "A lost reply loses only the answer",
         statement: "When the reply is lost after the commit (a dropped answer, a hang-up, a \
                     cancelled call, a reconnect), the effect stands and the retry with the same \
@@ -98,7 +197,7 @@ pub const PROMISES: &[Promise] = &[
         why: "This is the failure the key exists for: a timeout can hide a create that happened.",
     },
     Promise {
-        id: "one-effect",
+        id: PromiseId::OneEffect,
         name: "One key, one effect",
         statement: "Callers racing on one key, fresh or completed, converge on one effect, and \
                     every success they are told of names it.",
@@ -108,7 +207,7 @@ pub const PROMISES: &[Promise] = &[
               tickets.",
     },
     Promise {
-        id: "conflict",
+        id: PromiseId::Conflict,
         name: "A changed payload is refused",
         statement: "The same key with another payload is refused and changes nothing; the \
                     original still replays.",
@@ -118,7 +217,7 @@ pub const PROMISES: &[Promise] = &[
               caller's bug.",
     },
     Promise {
-        id: "canonical",
+        id: PromiseId::Canonical,
         name: "Payloads compare in canonical form",
         statement: "Field order and whitespace never make a conflict, and any changed value does; \
                     a retry with its own payload is never refused.",
@@ -128,7 +227,7 @@ pub const PROMISES: &[Promise] = &[
               intention.",
     },
     Promise {
-        id: "new-key",
+        id: PromiseId::NewKey,
         name: "A new key is a new intention",
         statement: "The same payload under a new key is a new effect; the service never merges \
                     intentions by their content.",
@@ -138,7 +237,7 @@ pub const PROMISES: &[Promise] = &[
               its key.",
     },
     Promise {
-        id: "scope",
+        id: PromiseId::Scope,
         name: "A key never grants access",
         statement: "Keys are scoped by caller and operation: another caller's, or another \
                     endpoint's, same key is its own and never replays or reveals the first.",
@@ -147,7 +246,7 @@ pub const PROMISES: &[Promise] = &[
         why: "A guessed or reused key must not leak another caller's result.",
     },
     Promise {
-        id: "key-intact",
+        id: PromiseId::KeyIntact,
         name: "The key arrives intact",
         statement: "A key reaches the store exactly as the caller sent it, or is refused where it \
                     enters; it is never altered, trimmed or truncated.",
@@ -156,7 +255,7 @@ pub const PROMISES: &[Promise] = &[
         why: "An altered key can merge two intentions or split one.",
     },
     Promise {
-        id: "no-key",
+        id: PromiseId::NoKey,
         name: "Without a key, nothing is merged",
         statement: "A create takes a key; a call without one is refused where a key is required, \
                     or creates every time and stores no record.",
@@ -165,7 +264,7 @@ pub const PROMISES: &[Promise] = &[
         why: "Without a key a retry cannot be told from a new call, so nothing may pretend to.",
     },
     Promise {
-        id: "atomic",
+        id: PromiseId::Atomic,
         name: "Effect and record together",
         statement: "The effect and its key's record commit in one transaction, or neither does: \
                     a failure at any step leaves nothing, and the retry creates once.",
@@ -174,7 +273,7 @@ pub const PROMISES: &[Promise] = &[
         why: "An effect without its record is a duplicate waiting for the next retry.",
     },
     Promise {
-        id: "error-frees-key",
+        id: PromiseId::ErrorFreesKey,
         name: "An error does not burn the key",
         statement: "A request answered with a handled error (a 4xx refusal or a 5xx) leaves no \
                     record, so the corrected or repeated request with the same key proceeds.",
@@ -184,7 +283,7 @@ pub const PROMISES: &[Promise] = &[
               can no longer be recognised.",
     },
     Promise {
-        id: "retention",
+        id: PromiseId::Retention,
         name: "Replay while retained",
         statement: "A completed key replays for as long as its record is retained; only after the \
                     published retention may it create again.",
@@ -194,7 +293,7 @@ pub const PROMISES: &[Promise] = &[
               turns a late retry into a duplicate.",
     },
     Promise {
-        id: "durable",
+        id: PromiseId::Durable,
         name: "An acknowledged create survives",
         statement: "An acknowledged create, and a caller's saved key, survive a crash or restart \
                     of the service or of the caller.",
@@ -203,7 +302,7 @@ pub const PROMISES: &[Promise] = &[
         why: "A retry after a restart is the common case, and it must still find the record.",
     },
     Promise {
-        id: "keep-key",
+        id: PromiseId::KeepKey,
         name: "A retry keeps its key",
         statement: "A caller that does not know the outcome retries with the same key and the \
                     same payload; it never mints a new key for the same intention.",
@@ -212,7 +311,7 @@ pub const PROMISES: &[Promise] = &[
         why: "The service can only replay what it can recognise: a new key is a new ticket.",
     },
     Promise {
-        id: "honest-verdict",
+        id: PromiseId::HonestVerdict,
         name: "An unknown outcome stays unknown",
         statement: "An outcome the caller could not learn is resolved by a retry with the same \
                     key or handed to a person, never reported as \"nothing took effect\".",
@@ -223,8 +322,9 @@ pub const PROMISES: &[Promise] = &[
 ];
 
 /// The promise with this id.
-pub fn promise(id: &str) -> Option<&'static Promise> {
-    PROMISES.iter().find(|p| p.id == id)
+pub fn promise(id: PromiseId) -> &'static Promise {
+    // PROMISES lists every id in the enum's order (a test holds this).
+    &PROMISES[id as usize]
 }
 
 /// Every checker of the contract, in the order the matrix shows them.
@@ -285,7 +385,7 @@ impl Checker {
 
 /// The promise ids `checker`'s point (scenario, verdict, invariant, property) named `point`
 /// covers; empty for a point that covers none or that the checker does not have.
-pub fn promises_of(checker: Checker, point: &str) -> &'static [&'static str] {
+pub fn promises_of(checker: Checker, point: &str) -> &'static [PromiseId] {
     coverage(checker)
         .points
         .iter()
@@ -296,7 +396,7 @@ pub fn promises_of(checker: Checker, point: &str) -> &'static [&'static str] {
 /// The ids `checker`'s `point` covers, as reports print them beside the point's name:
 /// `[replay, lost-reply]`, or `[]`.
 pub fn label(checker: Checker, point: &str) -> String {
-    format!("[{}]", promises_of(checker, point).join(", "))
+    bracketed(promises_of(checker, point))
 }
 
 /// How `checker` covers the promise `id`: the points that do, or why none can.
@@ -311,7 +411,7 @@ pub enum Cell {
 }
 
 /// How `checker` covers the promise `id`.
-pub fn cell(checker: Checker, id: &str) -> Cell {
+pub fn cell(checker: Checker, id: PromiseId) -> Cell {
     let table = coverage(checker);
     let points: Vec<&'static str> = table
         .points

@@ -86,7 +86,7 @@ pub struct Intention {
     /// The verdict.
     pub verdict: Verdict,
     /// The contract's promises the verdict judges (ids of [`crate::contract`]).
-    pub promises: &'static [&'static str],
+    pub promises: &'static [crate::contract::PromiseId],
     /// Why, in a sentence.
     pub reason: String,
     /// The calls the verdict rests on, each with its part and what became of it.
