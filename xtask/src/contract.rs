@@ -12,7 +12,11 @@ pub fn expand(name: &str) -> Result<String> {
     match name {
         "promises" => Ok(lab::contract::promises_markdown()),
         "matrix" => Ok(lab::contract::matrix_markdown()),
-        other => bail!("lab-contract takes `promises` or `matrix`, not `{other}`"),
+        "points" => Ok(lab::contract::points_markdown()),
+        "renamed" => Ok(lab::contract::renamed_markdown()),
+        other => {
+            bail!("lab-contract takes `promises`, `matrix`, `points` or `renamed`, not `{other}`")
+        }
     }
 }
 
@@ -36,6 +40,19 @@ mod tests {
                 promise.id
             );
         }
+        let points = expand("points").unwrap();
+        for point in lab::contract::points::ALL {
+            assert!(
+                points.contains(&format!("| `{}` |", point.id)),
+                "{}",
+                point.id
+            );
+        }
+        let renamed = expand("renamed").unwrap();
+        assert!(
+            renamed.contains("| `lost-result` | MCP | `reply-dropped` |"),
+            "{renamed}"
+        );
         let err = expand("table").unwrap_err().to_string();
         assert!(err.contains("`table`"), "{err}");
     }

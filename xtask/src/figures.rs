@@ -11,7 +11,7 @@
 //!   `http`).
 //! - `{{#lab-conformance NAME}}` becomes the report of a conformance run: `sqlite` for the lab's
 //!   store, or the name of a bug switched on in the tests' in-memory adapter.
-//! - `{{#lab-contract promises}}` and `{{#lab-contract matrix}}` become the contract's promises
+//! - `{{#lab-contract promises}}`, `matrix`, `points` and `renamed` become the contract's promises
 //!   and the coverage matrix, from `lab::contract` (see `contract.rs`).
 //! - `{{#lab-check-findings}}` becomes the table of what `lab check --target` found in the
 //!   middleware services, from their `findings.json` (see `check_findings.rs`).
@@ -376,7 +376,7 @@ fn expand_in(text: &str, results: &Results, map: Option<&str>) -> Result<String>
             _ => bail!(
                 "unknown directive `{{{{#lab-{directive}}}}}` (known: lab-output, lab-value PATH, \
                  lab-bench PATH, lab-bench-ratio A / B, lab-plot NAME, lab-table NAME, lab-timeline NAME, \
-                 lab-conformance NAME, lab-contract promises|matrix, lab-grader NAME, lab-model KIND VARIANT, \
+                 lab-conformance NAME, lab-contract promises|matrix|points|renamed, lab-grader NAME, lab-model KIND VARIANT, \
                  lab-shell [status=N] lab ARGS, lab-session NAME, lab-check-report NAME, lab-check-findings, \
                  lab-outside TEXT | SOURCE, lab-rust-version, lab-map, lab-schemathesis-baseline, \
                  lab-conformance-bugs)"

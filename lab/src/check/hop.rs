@@ -17,11 +17,13 @@ use regex::Regex;
 use serde_json::Value;
 
 use super::history::{Answer, History, Sent, WRAPPER_TO_API};
-use super::points::effects;
+use super::points::{Run, effects, run_selected};
 use super::probe::{Change, same_effect};
 use super::report::{Calibration, Checks, Grade, POINT, PointReport, Step as CalibrationStep};
 use super::target::Upstream;
 use super::upstream::{Fault, UpstreamApi, UpstreamRequest, carries, ticket_id};
+use crate::contract::points as registry;
+use crate::contract::points::Selection;
 use crate::http::proxy::Fate;
 use crate::http::wire::{ProblemType, problem as problem_type};
 
@@ -152,21 +154,28 @@ mod section {
 }
 
 /// Every hop point, in order; none without `[upstream]`.
-pub async fn all<F: Front>(front: &F) -> Vec<PointReport> {
+pub async fn all<F: Front>(front: &F, selection: &Selection) -> Vec<PointReport> {
     let Some(api) = front.api() else {
         return Vec::new();
     };
-    vec![
-        key(front, api).await,
-        payload(front, api).await,
-        retry(front, api).await,
-        api_lost(front, api).await,
-        restart(front, api).await,
-        new_intention(front, api).await,
-        concurrent(front, api).await,
-        upstream_retries(front, api).await,
-        errors(front, api).await,
-    ]
+    let runs: Vec<Run<'_>> = vec![
+        (&registry::HOP_KEY, Box::pin(key(front, api))),
+        (&registry::HOP_PAYLOAD, Box::pin(payload(front, api))),
+        (&registry::HOP_RETRY, Box::pin(retry(front, api))),
+        (&registry::HOP_API_LOST, Box::pin(api_lost(front, api))),
+        (&registry::HOP_RESTART, Box::pin(restart(front, api))),
+        (
+            &registry::HOP_NEW_INTENTION,
+            Box::pin(new_intention(front, api)),
+        ),
+        (&registry::HOP_CONCURRENT, Box::pin(concurrent(front, api))),
+        (
+            &registry::HOP_UPSTREAM_RETRY,
+            Box::pin(upstream_retries(front, api)),
+        ),
+        (&registry::HOP_ERRORS, Box::pin(errors(front, api))),
+    ];
+    run_selected(selection, runs).await
 }
 
 /// When the calibration stopped on a wrapper whose creates the API refused (400 or 422): the
@@ -175,6 +184,7 @@ pub async fn all<F: Front>(front: &F) -> Vec<PointReport> {
 pub async fn when_refused<F: Front>(
     front: &F,
     mismatch: &str,
+    selection: &Selection,
 ) -> Option<(Calibration, Vec<PointReport>)> {
     let api = front.api()?;
     let refused: Vec<UpstreamRequest> = api
@@ -204,27 +214,19 @@ pub async fn when_refused<F: Front>(
     let reason = "the calibration could not make a create through the wrapper (the API refused \
                   it), so this point, which needs one, did not run"
         .to_owned();
-    for (name, title) in [
-        (
-            "hop-retry",
-            "A retry after a lost result carries the same key to the API",
-        ),
-        (
-            "hop-api-lost",
-            "The API commits and its reply to the wrapper is lost",
-        ),
-        ("hop-restart", "The wrapper restarts before the retry"),
-        (
-            "hop-concurrent",
-            "Calls in flight together with one key reach the API with that key",
-        ),
-        ("hop-upstream-retry", "The API answers 503 or 429"),
-        (
-            "hop-errors",
-            "The API's 422 and 409 reach the agent as errors",
-        ),
+    for point in [
+        &registry::HOP_RETRY,
+        &registry::HOP_API_LOST,
+        &registry::HOP_RESTART,
+        &registry::HOP_CONCURRENT,
+        &registry::HOP_UPSTREAM_RETRY,
+        &registry::HOP_ERRORS,
     ] {
-        points.push(PointReport::not_covered(name, title, reason.clone()));
+        points.push(PointReport::not_covered(
+            point.id,
+            point.title,
+            reason.clone(),
+        ));
     }
     let calibration = Calibration {
         steps: vec![CalibrationStep {
@@ -246,6 +248,8 @@ pub async fn when_refused<F: Front>(
         ),
         ..Calibration::default()
     };
+    // These points ran to tell whether the wrapper is at fault; the report keeps the selected.
+    points.retain(|point| registry::point(point.name).is_none_or(|p| selection.runs(p)));
     Some((calibration, points))
 }
 
@@ -450,7 +454,7 @@ fn keys_carried(
 /// A tool without a key, called twice with the same arguments as an agent retries: the creates
 /// the API got are the evidence that it cannot be retried safely.
 async fn no_key_evidence<F: Front>(front: &F, api: &UpstreamApi, checks: &mut Checks, before: i64) {
-    let point = "hop-key";
+    let point = registry::HOP_KEY.id;
     let place = api.spec.key_place();
     let fields = front.fresh_fields();
     let call = front.unkeyed_call("the call", &fields);
@@ -491,8 +495,8 @@ async fn no_key_evidence<F: Front>(front: &F, api: &UpstreamApi, checks: &mut Ch
 }
 
 async fn key<F: Front>(front: &F, api: &UpstreamApi) -> PointReport {
-    const NAME: &str = "hop-key";
-    const TITLE: &str = "The agent's key reaches the API, where the API reads it";
+    const NAME: &str = registry::HOP_KEY.id;
+    const TITLE: &str = registry::HOP_KEY.title;
     let mut checks = Checks::new();
     let place = api.spec.key_place();
     let before = count_or_stop!(front, checks, NAME, TITLE);
@@ -554,8 +558,8 @@ fn expected_body<F: Front>(front: &F, api: &UpstreamApi, call: &F::Call) -> Opti
 }
 
 async fn payload<F: Front>(front: &F, api: &UpstreamApi) -> PointReport {
-    const NAME: &str = "hop-payload";
-    const TITLE: &str = "The body reaches the API as the agent sent it, and a retry sends it again";
+    const NAME: &str = registry::HOP_PAYLOAD.id;
+    const TITLE: &str = registry::HOP_PAYLOAD.title;
     if let Some(report) = cannot(front, NAME, TITLE) {
         return report;
     }
@@ -623,9 +627,8 @@ async fn payload<F: Front>(front: &F, api: &UpstreamApi) -> PointReport {
 }
 
 async fn retry<F: Front>(front: &F, api: &UpstreamApi) -> PointReport {
-    const NAME: &str = "hop-retry";
-    const TITLE: &str =
-        "A retry after a lost result carries the same key to the API, which replays it";
+    const NAME: &str = registry::HOP_RETRY.id;
+    const TITLE: &str = registry::HOP_RETRY.title;
     if let Some(report) = cannot(front, NAME, TITLE) {
         return report;
     }
@@ -797,9 +800,8 @@ fn lost_reply_fired(
 }
 
 async fn api_lost<F: Front>(front: &F, api: &UpstreamApi) -> PointReport {
-    const NAME: &str = "hop-api-lost";
-    const TITLE: &str = "The API commits and its reply to the wrapper is lost: the agent is told the truth, and \
-         its retry replays";
+    const NAME: &str = registry::HOP_API_LOST.id;
+    const TITLE: &str = registry::HOP_API_LOST.title;
     if let Some(report) = cannot(front, NAME, TITLE) {
         return report;
     }
@@ -864,7 +866,6 @@ async fn api_lost<F: Front>(front: &F, api: &UpstreamApi) -> PointReport {
 /// end the wrapper's process: an MCP server over HTTP it did not start) a session closed and a
 /// new one opened, said as such, since a key kept in the process survives it.
 struct RestartWords {
-    title: &'static str,
     retry: &'static str,
     fired: &'static str,
     gone: &'static str,
@@ -872,7 +873,6 @@ struct RestartWords {
 }
 
 const PROCESS_RESTART: RestartWords = RestartWords {
-    title: "The wrapper restarts before the retry: the retry carries the same key",
     retry: "the agent's retry on the restarted wrapper",
     fired: "the fault fired: the first call made its effect, then the wrapper ended",
     gone: "one effect, then the wrapper gone",
@@ -880,8 +880,6 @@ const PROCESS_RESTART: RestartWords = RestartWords {
 };
 
 const SESSION_RESTART: RestartWords = RestartWords {
-    title: "The session reconnects before the retry (the wrapper's process, which the check did \
-            not start, lives on): the retry carries the same key",
     retry: "the agent's retry on a new session",
     fired: "the fault fired: the first call made its effect, then its session ended",
     gone: "one effect, then the session closed",
@@ -889,13 +887,13 @@ const SESSION_RESTART: RestartWords = RestartWords {
 };
 
 async fn restart<F: Front>(front: &F, api: &UpstreamApi) -> PointReport {
-    const NAME: &str = "hop-restart";
+    const NAME: &str = registry::HOP_RESTART.id;
     let words = if front.restarts_process() {
         PROCESS_RESTART
     } else {
         SESSION_RESTART
     };
-    let title = words.title;
+    let title = registry::HOP_RESTART.title;
     if let Some(report) = cannot(front, NAME, title) {
         return report;
     }
@@ -956,9 +954,8 @@ async fn restart<F: Front>(front: &F, api: &UpstreamApi) -> PointReport {
 }
 
 async fn new_intention<F: Front>(front: &F, api: &UpstreamApi) -> PointReport {
-    const NAME: &str = "hop-new-intention";
-    const TITLE: &str =
-        "A new intention's key reaches the API as its own: no key fixed for the session";
+    const NAME: &str = registry::HOP_NEW_INTENTION.id;
+    const TITLE: &str = registry::HOP_NEW_INTENTION.title;
     if let Some(report) = cannot(front, NAME, TITLE) {
         return report;
     }
@@ -1096,9 +1093,8 @@ async fn send_held_together<F: Front>(
 }
 
 async fn concurrent<F: Front>(front: &F, api: &UpstreamApi) -> PointReport {
-    const NAME: &str = "hop-concurrent";
-    const TITLE: &str = "Calls in flight together with one key reach the API with that key and make one \
-         effect";
+    const NAME: &str = registry::HOP_CONCURRENT.id;
+    const TITLE: &str = registry::HOP_CONCURRENT.title;
     if let Some(report) = cannot(front, NAME, TITLE) {
         return report;
     }
@@ -1282,9 +1278,8 @@ fn judge_resends<F: Front>(front: &F, checks: &mut Checks, first: &Hop, status: 
 }
 
 async fn upstream_retries<F: Front>(front: &F, api: &UpstreamApi) -> PointReport {
-    const NAME: &str = "hop-upstream-retry";
-    const TITLE: &str = "The API answers 503 or 429, or late past the wrapper's timeout: the wrapper's own \
-         resends keep the key, or the agent is told";
+    const NAME: &str = registry::HOP_UPSTREAM_RETRY.id;
+    const TITLE: &str = registry::HOP_UPSTREAM_RETRY.title;
     if let Some(report) = cannot(front, NAME, TITLE) {
         return report;
     }
@@ -1562,9 +1557,8 @@ async fn conflict_reaches_agent<F: Front>(
 }
 
 async fn errors<F: Front>(front: &F, api: &UpstreamApi) -> PointReport {
-    const NAME: &str = "hop-errors";
-    const TITLE: &str = "The API's 422 (key reused with another payload) and 409 (in progress) reach the agent \
-         as errors";
+    const NAME: &str = registry::HOP_ERRORS.id;
+    const TITLE: &str = registry::HOP_ERRORS.title;
     if let Some(report) = cannot(front, NAME, TITLE) {
         return report;
     }

@@ -348,7 +348,7 @@ in_progress = [409]
 bad_key = [400]
 missing_key = [400]
 
-# Two or more callers, each with credentials the service tells apart (for the scope point).
+# Two or more callers, each with credentials the service tells apart (for the other-caller point).
 [[callers]]
 name = "alice"
 headers = { Authorization = "Bearer alice-token" }

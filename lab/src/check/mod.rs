@@ -40,6 +40,7 @@ pub mod upstream;
 
 use std::sync::Arc;
 
+pub use crate::contract::points::Selection;
 use crate::error::{Error, Result};
 pub use report::Report;
 pub use target::{Overrides, Target};
@@ -90,10 +91,18 @@ impl TargetFile {
     /// # Errors
     /// As [`run`] (or [`mcp::run`]).
     pub fn run(self) -> Result<Report> {
+        self.run_selected(&Selection::default())
+    }
+
+    /// Runs the points `selection` keeps (`--only`, `--skip`); the calibration always runs.
+    ///
+    /// # Errors
+    /// As [`run`] (or [`mcp::run`]).
+    pub fn run_selected(self, selection: &Selection) -> Result<Report> {
         match self {
-            TargetFile::Http(target) => run(*target),
+            TargetFile::Http(target) => run_selected(*target, selection),
             #[cfg(feature = "mcp")]
-            TargetFile::Mcp(target) => mcp::run(*target),
+            TargetFile::Mcp(target) => mcp::run_selected(*target, selection),
         }
     }
 }
@@ -123,6 +132,14 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
 /// reset, the calibration or the whole run shows that the file does not describe the service
 /// (nothing is graded then: [`points::file_at_fault`]); [`Error::Http`] when the service does not answer them.
 pub fn run(target: Target) -> Result<Report> {
+    run_selected(target, &Selection::default())
+}
+
+/// As [`run`], with only the points `selection` keeps.
+///
+/// # Errors
+/// As [`run`].
+pub fn run_selected(target: Target, selection: &Selection) -> Result<Report> {
     let runtime = runtime()?;
     let file = target.path.display().to_string();
     let base_url = target.service.base_url.clone();
@@ -143,7 +160,8 @@ pub fn run(target: Target) -> Result<Report> {
             Err(report::Stop::Mismatch { field, problem }) if probe.upstream.is_some() => {
                 // The API refused the gateway's creates: the hop points show whether the
                 // gateway's key or body is at fault, before the file is blamed.
-                let Some((calibration, points)) = hop::when_refused(probe.as_ref(), &problem).await
+                let Some((calibration, points)) =
+                    hop::when_refused(probe.as_ref(), &problem, selection).await
                 else {
                     let stop = report::Stop::Mismatch { field, problem };
                     return Err(stop.into_error(&file, &base_url));
@@ -152,11 +170,11 @@ pub fn run(target: Target) -> Result<Report> {
             }
             Err(stop) => return Err(stop.into_error(&file, &base_url)),
         };
-        let mut points = points::all(&probe, &calibration).await;
+        let mut points = points::all(&probe, &calibration, selection).await;
         if let Some(stop) = points::file_at_fault(&probe, &points) {
             return Err(stop.into_error(&file, &base_url));
         }
-        points.extend(hop::all(probe.as_ref()).await);
+        points.extend(hop::all(probe.as_ref(), selection).await);
         Ok::<_, Error>((probe, points, calibration))
     })?;
     let elapsed = probe.history.elapsed();

@@ -3,6 +3,8 @@
 //! holding other data can be checked. Every point records every sub-check it made, passed or
 //! not, so a mild symptom never hides a worse one (a collision across callers beside a leak).
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,6 +17,8 @@ use super::http::HangUp;
 use super::probe::{BodyForm, Call, Change, KeyWire, Probe, Read, Seen, same_effect};
 use super::report::{Calibration, Callers, Checks, Grade, PointReport, Stop, SubCheck};
 use super::target::{Endpoint, KeyForm, Provocation, Replay};
+use crate::contract::points as registry;
+use crate::contract::points::Selection;
 
 /// How long after cutting a request off the check retries it.
 const HANG_UP_BACKOFF: Duration = Duration::from_secs(1);
@@ -90,35 +94,82 @@ fn lab26() -> Grade {
     Grade::lab_over_should(section::ENFORCEMENT)
 }
 
-/// Every point, in order; the scope point rests on what `calibration` proved of the callers.
-pub async fn all(probe: &Arc<Probe>, calibration: &Calibration) -> Vec<PointReport> {
-    let mut points = vec![
-        replay(probe).await,
-        lost_reply(probe).await,
-        hang_up(probe).await,
-        changed_payload(probe).await,
-        reordered(probe).await,
-        new_key(probe).await,
-        concurrent_fresh(probe).await,
-        concurrent_completed(probe).await,
-        scope(probe, &calibration.callers).await,
-        other_endpoint(probe).await,
-        key_forms(probe).await,
-        error_then_corrected(probe).await,
-        server_error_then_corrected(probe).await,
-        fault_between(probe).await,
+/// A point of the registry and the run that checks it: a future, so a point the selection leaves
+/// out is never started.
+pub(crate) type Run<'a> = (
+    &'static registry::Point,
+    Pin<Box<dyn Future<Output = PointReport> + 'a>>,
+);
+
+/// Runs, one after another in the order given, the points `selection` keeps.
+pub(crate) async fn run_selected(selection: &Selection, runs: Vec<Run<'_>>) -> Vec<PointReport> {
+    let mut reports = Vec::new();
+    for (point, run) in runs {
+        if selection.runs(point) {
+            reports.push(run.await);
+        }
+    }
+    reports
+}
+
+/// Every point `selection` keeps, in order; the other-caller point rests on what `calibration`
+/// proved of the callers.
+pub async fn all(
+    probe: &Arc<Probe>,
+    calibration: &Calibration,
+    selection: &Selection,
+) -> Vec<PointReport> {
+    let runs: Vec<Run<'_>> = vec![
+        (&registry::RETRY_REPLAYS, Box::pin(replay(probe))),
+        (&registry::REPLY_DROPPED, Box::pin(lost_reply(probe))),
+        (&registry::HANG_UP, Box::pin(hang_up(probe))),
+        (&registry::CHANGED_PAYLOAD, Box::pin(changed_payload(probe))),
+        (&registry::REORDERED_FIELDS, Box::pin(reordered(probe))),
+        (&registry::NEW_KEY_SAME_PAYLOAD, Box::pin(new_key(probe))),
+        (
+            &registry::CONCURRENT_FRESH_KEY,
+            Box::pin(concurrent_fresh(probe)),
+        ),
+        (
+            &registry::CONCURRENT_COMPLETED_KEY,
+            Box::pin(concurrent_completed(probe)),
+        ),
+        (
+            &registry::OTHER_CALLER,
+            Box::pin(scope(probe, &calibration.callers)),
+        ),
+        (&registry::OTHER_ENDPOINT, Box::pin(other_endpoint(probe))),
+        (&registry::KEY_FORMS, Box::pin(key_forms(probe))),
+        (
+            &registry::ERROR_THEN_CORRECTED,
+            Box::pin(error_then_corrected(probe)),
+        ),
+        (
+            &registry::SERVER_ERROR_THEN_CORRECTED,
+            Box::pin(server_error_then_corrected(probe)),
+        ),
+        (
+            &registry::FAULT_BETWEEN_EFFECT_AND_RECORD,
+            Box::pin(fault_between(probe)),
+        ),
+        (&registry::CRASH, Box::pin(async { crash() })),
     ];
+    let mut points = run_selected(selection, runs).await;
     note_an_unseen_replay_mark(probe, &mut points);
-    points.push(PointReport::not_covered(
-        "crash",
-        "A crash of the service between its effect and its answer",
+    points
+}
+
+/// The crash point: always not covered, it names the gap and what would fill it.
+fn crash() -> PointReport {
+    PointReport::not_covered(
+        registry::CRASH.id,
+        registry::CRASH.title,
         "A black box cannot crash the service at a chosen step. For a Rust tool, `lab check \
          --backend ...` stands in for it inside the create: a failure before the commit, and a \
          reply lost after it. A service's own harness can kill it at its dangerous points (as \
-         lab/tests/it/crash.rs does to the runner) and then run this check's replay point."
+         lab/tests/it/crash.rs does to the runner) and then run this check's retry-replays point."
             .to_owned(),
-    ));
-    points
+    )
 }
 
 /// A replay header the file declares that no answer of the whole run carried (or never with
@@ -182,7 +233,9 @@ fn note_an_unseen_replay_mark(probe: &Probe, points: &mut [PointReport]) {
 /// that never replays keeps its findings: the missing mark is then one more of them.
 pub fn file_at_fault(probe: &Probe, points: &[PointReport]) -> Option<Stop> {
     let (field, seen) = unseen_replay_mark(probe)?;
-    let replay = points.iter().find(|p| p.name == "replay")?;
+    let replay = points
+        .iter()
+        .find(|p| p.name == registry::RETRY_REPLAYS.id)?;
     let mark_failed = replay
         .checks
         .iter()
@@ -317,8 +370,8 @@ fn retry_matches(
 }
 
 async fn replay(probe: &Probe) -> PointReport {
-    const NAME: &str = "replay";
-    const TITLE: &str = "A retry of a completed key answers as the first request did";
+    const NAME: &str = registry::RETRY_REPLAYS.id;
+    const TITLE: &str = registry::RETRY_REPLAYS.title;
     let mut checks = Checks::new();
     replay_checks(probe, &mut checks, NAME).await;
     PointReport::covered(NAME, TITLE, checks.0)
@@ -430,9 +483,8 @@ fn immediate_replay(probe: &Probe, checks: &mut Checks, first: (&Seen, &Read), n
 }
 
 async fn lost_reply(probe: &Probe) -> PointReport {
-    const NAME: &str = "lost-reply";
-    const TITLE: &str =
-        "A reply the client lost (read, then thrown away) is recovered by a retry with its key";
+    const NAME: &str = registry::REPLY_DROPPED.id;
+    const TITLE: &str = registry::REPLY_DROPPED.title;
     let mut checks = Checks::new();
     let fields = probe.fresh_fields(false);
     let before = count_or_stop!(probe, checks, NAME, TITLE);
@@ -475,8 +527,8 @@ async fn lost_reply(probe: &Probe) -> PointReport {
 }
 
 async fn hang_up(probe: &Probe) -> PointReport {
-    const NAME: &str = "hang-up";
-    const TITLE: &str = "A client that hangs up before the reply, then retries, gets one effect";
+    const NAME: &str = registry::HANG_UP.id;
+    const TITLE: &str = registry::HANG_UP.title;
     let mut checks = Checks::new();
     for moment in HangUp::ALL {
         if hang_up_at(probe, &mut checks, NAME, moment).await.is_none() {
@@ -601,8 +653,8 @@ async fn retries_after_hang_up(
 }
 
 async fn changed_payload(probe: &Probe) -> PointReport {
-    const NAME: &str = "changed-payload";
-    const TITLE: &str = "The same key with another payload is refused and the first effect stands";
+    const NAME: &str = registry::CHANGED_PAYLOAD.id;
+    const TITLE: &str = registry::CHANGED_PAYLOAD.title;
     let changes = probe.changes(&probe.fresh_fields(false));
     if changes.is_empty() {
         return PointReport::not_covered(
@@ -761,9 +813,8 @@ fn changed_refused(
 }
 
 async fn reordered(probe: &Probe) -> PointReport {
-    const NAME: &str = "reordered-fields";
-    const TITLE: &str =
-        "The same payload with its fields reordered and respaced is the same request";
+    const NAME: &str = registry::REORDERED_FIELDS.id;
+    const TITLE: &str = registry::REORDERED_FIELDS.title;
     let mut checks = Checks::new();
     let key = probe.fresh_key();
     let fields = probe.fresh_fields(false);
@@ -809,8 +860,8 @@ async fn reordered(probe: &Probe) -> PointReport {
 }
 
 async fn new_key(probe: &Probe) -> PointReport {
-    const NAME: &str = "new-key";
-    const TITLE: &str = "A new key with the same payload is a new effect";
+    const NAME: &str = registry::NEW_KEY_SAME_PAYLOAD.id;
+    const TITLE: &str = registry::NEW_KEY_SAME_PAYLOAD.title;
     let mut checks = Checks::new();
     let fields = probe.fresh_fields(false);
     let before = count_or_stop!(probe, checks, NAME, TITLE);
@@ -878,8 +929,8 @@ fn first_ids(list: &[(String, usize)]) -> Vec<usize> {
 }
 
 async fn concurrent_fresh(probe: &Arc<Probe>) -> PointReport {
-    const NAME: &str = "concurrent-fresh-key";
-    const TITLE: &str = "Callers racing on a fresh key make one effect";
+    const NAME: &str = registry::CONCURRENT_FRESH_KEY.id;
+    const TITLE: &str = registry::CONCURRENT_FRESH_KEY.title;
     let mut checks = Checks::new();
     let mut found = Rounds::default();
     for round in 1..=probe.target.load.fresh_rounds {
@@ -1074,8 +1125,8 @@ fn fresh_answers(probe: &Probe, checks: &mut Checks, found: &Rounds) {
 }
 
 async fn concurrent_completed(probe: &Arc<Probe>) -> PointReport {
-    const NAME: &str = "concurrent-completed-key";
-    const TITLE: &str = "Callers racing on a completed key all get its replay";
+    const NAME: &str = registry::CONCURRENT_COMPLETED_KEY.id;
+    const TITLE: &str = registry::CONCURRENT_COMPLETED_KEY.title;
     let mut checks = Checks::new();
     let mut found = Rounds::default();
     for round in 1..=probe.target.load.completed_rounds {
@@ -1223,8 +1274,8 @@ fn completed_verdicts(probe: &Probe, checks: &mut Checks, found: &Rounds) {
 }
 
 async fn scope(probe: &Probe, callers: &Callers) -> PointReport {
-    const NAME: &str = "scope";
-    const TITLE: &str = "Another caller's same key is that caller's own, never the first caller's";
+    const NAME: &str = registry::OTHER_CALLER.id;
+    const TITLE: &str = registry::OTHER_CALLER.title;
     // A reply to the second caller that names the first caller's effect is a leak only when
     // the two are two callers to the service; unproved, it is no evidence either way.
     if let Callers::Unproved(why) = callers {
@@ -1367,8 +1418,8 @@ fn second_caller(
 }
 
 async fn other_endpoint(probe: &Probe) -> PointReport {
-    const NAME: &str = "other-endpoint";
-    const TITLE: &str = "The same key on another endpoint is another operation";
+    const NAME: &str = registry::OTHER_ENDPOINT.id;
+    const TITLE: &str = registry::OTHER_ENDPOINT.title;
     let Some(other) = &probe.target.other_endpoint else {
         return PointReport::not_covered(
             NAME,
@@ -1460,8 +1511,8 @@ async fn left_alone(
 }
 
 async fn key_forms(probe: &Probe) -> PointReport {
-    const NAME: &str = "key-forms";
-    const TITLE: &str = "A missing key, a malformed key, and the key written in the other form";
+    const NAME: &str = registry::KEY_FORMS.id;
+    const TITLE: &str = registry::KEY_FORMS.title;
     let mut checks = Checks::new();
     key_forms_checks(probe, &mut checks, NAME).await;
     PointReport::covered(NAME, TITLE, checks.0)
@@ -1837,8 +1888,8 @@ async fn error_then_corrected(probe: &Probe) -> PointReport {
     let errors = &probe.target.errors;
     error_then_fix(
         probe,
-        "error-then-corrected",
-        "A validation error (4xx) does not burn the key for the corrected request",
+        registry::ERROR_THEN_CORRECTED.id,
+        registry::ERROR_THEN_CORRECTED.title,
         &Provoked {
             provocation: &errors.validation,
             given: errors.validation_given,
@@ -1850,8 +1901,8 @@ async fn error_then_corrected(probe: &Probe) -> PointReport {
 }
 
 async fn server_error_then_corrected(probe: &Probe) -> PointReport {
-    const NAME: &str = "server-error-then-corrected";
-    const TITLE: &str = "A handled server error (5xx) does not burn the key for the retry";
+    const NAME: &str = registry::SERVER_ERROR_THEN_CORRECTED.id;
+    const TITLE: &str = registry::SERVER_ERROR_THEN_CORRECTED.title;
     let provocations = &probe.target.errors.server;
     if provocations.is_empty() {
         return PointReport::not_covered(
@@ -1893,8 +1944,8 @@ fn stayed_without_record(made: i64) -> String {
 }
 
 async fn fault_between(probe: &Probe) -> PointReport {
-    const NAME: &str = "fault-between-effect-and-record";
-    const TITLE: &str = "A failure after the effect and before its record leaves one effect";
+    const NAME: &str = registry::FAULT_BETWEEN_EFFECT_AND_RECORD.id;
+    const TITLE: &str = registry::FAULT_BETWEEN_EFFECT_AND_RECORD.title;
     let Some(hook) = &probe.target.faults.between_effect_and_record else {
         return PointReport::not_covered(
             NAME,

@@ -29,7 +29,7 @@ pub struct Calibration {
     /// whose creates the API it wraps refuses (`[upstream]`). Then the points say why.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wrapper_at_fault: Option<String>,
-    /// Whether the service takes the first two callers for two callers: the scope point
+    /// Whether the service takes the first two callers for two callers: the other-caller point
     /// accuses a leak only on this proof.
     pub callers: Callers,
 }

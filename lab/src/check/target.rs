@@ -813,7 +813,7 @@ fn callers(list: Vec<CallerFile>) -> Checked<Vec<Caller>> {
     if list.len() < 2 {
         return Err(format!(
             "[[callers]]: {} given; name at least two callers, each with its own \
-             credentials, so the scope point can tell them apart",
+             credentials, so the other-caller point can tell them apart",
             list.len()
         ));
     }
@@ -850,7 +850,7 @@ fn callers(list: Vec<CallerFile>) -> Checked<Vec<Caller>> {
         {
             return Err(format!(
                 "callers[{i}].headers: the same credentials as callers[{same}] (header names \
-                 are not case-sensitive); the scope point needs callers the service can tell \
+                 are not case-sensitive); the other-caller point needs callers the service can tell \
                  apart: give each caller its own credentials"
             ));
         }

@@ -7,8 +7,9 @@ use std::path::PathBuf;
 
 use clap::Args;
 use lab::Error;
-use lab::check::{Overrides, TargetFile};
+use lab::check::{Overrides, Selection, TargetFile};
 use lab::conformance::Options;
+use lab::contract::points::Selector;
 
 use super::check_reports::ReportFiles;
 use super::run::{BackendArgs, BackendName, backend};
@@ -73,6 +74,16 @@ pub struct CheckArgs {
     #[arg(long, requires = "target_file")]
     pub json: bool,
 
+    /// With --target: run only the points ID names, a point's name or a promise's id (every
+    /// point that covers that promise); may be given more than once. The calibration always runs
+    #[arg(long, value_name = "ID", requires = "target_file", value_parser = value::selector)]
+    pub only: Vec<Selector>,
+
+    /// With --target: leave out the points ID names, a point's name or a promise's id; may be
+    /// given more than once
+    #[arg(long, value_name = "ID", requires = "target_file", value_parser = value::selector)]
+    pub skip: Vec<Selector>,
+
     /// With --target: also write the report as JUnit XML to PATH, for a CI system's test tab (a
     /// test suite per point, a test case per sub-check); written whole, even when a point fails
     #[arg(long, value_name = "PATH", requires = "target_file")]
@@ -135,9 +146,14 @@ pub fn exec(args: &CheckArgs) -> lab::Result<Finished> {
 
 /// `--init URL`: the starting file, written from the service's answers to a probe of its own.
 fn init(args: &CheckArgs, file: &std::path::Path, url: &str) -> lab::Result<Finished> {
-    if args.json || args.target.url.is_some() || args.upstream_port.is_some() || reports(args) {
+    if args.json
+        || args.target.url.is_some()
+        || args.upstream_port.is_some()
+        || reports(args)
+        || selects(args)
+    {
         return Err(bad_arguments(
-            "--init writes a file and checks nothing: no --json, --url, --junit, --html or \
+            "--init writes a file and checks nothing: no --json, --url, --junit, --html, --only, --skip or \
              --upstream-port",
         ));
     }
@@ -199,7 +215,11 @@ fn check_target(args: &CheckArgs, file: &std::path::Path) -> lab::Result<Finishe
     };
     // Claimed before anything is sent: an unwritable path stops the check first.
     let reports = ReportFiles::claim(args.junit.as_deref(), args.html.as_deref())?;
-    let report = TargetFile::from_file(file, &overrides)?.run()?;
+    let selection = Selection {
+        only: args.only.clone(),
+        skip: args.skip.clone(),
+    };
+    let report = TargetFile::from_file(file, &overrides)?.run_selected(&selection)?;
     if args.json {
         println!("{}", report.to_json());
     } else {
@@ -222,6 +242,11 @@ fn check_target(args: &CheckArgs, file: &std::path::Path) -> lab::Result<Finishe
     })
 }
 
+/// Whether `--only` or `--skip` is given.
+fn selects(args: &CheckArgs) -> bool {
+    !args.only.is_empty() || !args.skip.is_empty()
+}
+
 /// Whether a report file (`--junit`, `--html`) is asked for.
 fn reports(args: &CheckArgs) -> bool {
     args.junit.is_some() || args.html.is_some()
@@ -229,9 +254,10 @@ fn reports(args: &CheckArgs) -> bool {
 
 /// `--init-mcp SERVER`: the `[mcp]` starting file from the server's `tools/list`.
 fn init_mcp(args: &CheckArgs, file: &std::path::Path, server: &str) -> lab::Result<Finished> {
-    if args.json || args.target.url.is_some() || args.upstream_port.is_some() {
+    if args.json || args.target.url.is_some() || args.upstream_port.is_some() || selects(args) {
         return Err(bad_arguments(
-            "--init-mcp writes a file and checks nothing: no --json, no --url, no --upstream-port",
+            "--init-mcp writes a file and checks nothing: no --json, no --url, no \
+             --upstream-port, no --only or --skip",
         ));
     }
     let server =

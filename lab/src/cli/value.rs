@@ -13,6 +13,14 @@ pub fn loopback_url(text: &str) -> Result<BaseUrl, String> {
     BaseUrl::loopback(text)
 }
 
+/// A point's name or a promise's id, for `--only` and `--skip`.
+///
+/// # Errors
+/// Neither, naming the ids there are (or an old point name's new one).
+pub fn selector(text: &str) -> Result<lab::contract::points::Selector, String> {
+    lab::contract::points::Selector::parse(text)
+}
+
 /// Parses a bearer token by the service's one token rule ([`lab::http::check_token`]).
 ///
 /// # Errors

@@ -1,34 +1,63 @@
 //! Each checker's coverage table: for each of its points (by the name the checker itself gives
 //! it), the promises it covers; for each promise it covers with no point, why it cannot.
 //!
-//! The tests below read every checker's point names from the checker's own code, so a point
-//! renamed, added or removed there fails here until its table says what it covers.
+//! The HTTP and MCP checks' tables are derived from the registry of their points
+//! ([`super::points`]); the others are written here, and the tests below compare each with the
+//! names the checker's own code gives (its scenarios, verdicts, invariants, properties).
 
 use super::Checker;
 use super::PromiseId;
 use super::PromiseId as P;
+use super::points::Front;
 
 /// One checker's table.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Coverage {
     /// Which checker.
     pub checker: Checker,
     /// Each of its points, by the checker's own name, and the promise ids it covers.
-    pub points: &'static [(&'static str, &'static [PromiseId])],
+    pub points: Vec<(&'static str, &'static [PromiseId])>,
     /// Each promise none of its points covers, and why it cannot.
     pub not_checked: &'static [(PromiseId, &'static str)],
 }
 
-/// The table of `checker`.
-pub fn coverage(checker: Checker) -> &'static Coverage {
-    match checker {
+/// A checker's table as written here: the checkers whose points are not in the registry.
+struct Table {
+    checker: Checker,
+    points: &'static [(&'static str, &'static [PromiseId])],
+    not_checked: &'static [(PromiseId, &'static str)],
+}
+
+/// The table of `checker`. The HTTP and MCP checks' points come from the registry
+/// ([`super::points`]), each with the promises it lists there.
+pub fn coverage(checker: Checker) -> Coverage {
+    let table = match checker {
+        Checker::Http => return from_registry(checker, Front::Http, HTTP_NOT_CHECKED),
+        Checker::Mcp => return from_registry(checker, Front::Mcp, MCP_NOT_CHECKED),
         Checker::Suite => &SUITE,
         Checker::Conformance => &CONFORMANCE,
-        Checker::Http => &HTTP,
-        Checker::Mcp => &MCP,
         Checker::Grader => &GRADER,
         Checker::Simulator => &SIMULATOR,
         Checker::Model => &MODEL,
+    };
+    Coverage {
+        checker: table.checker,
+        points: table.points.to_vec(),
+        not_checked: table.not_checked,
+    }
+}
+
+fn from_registry(
+    checker: Checker,
+    front: Front,
+    not_checked: &'static [(PromiseId, &'static str)],
+) -> Coverage {
+    Coverage {
+        checker,
+        points: super::points::on(front)
+            .map(|point| (point.id, point.promises))
+            .collect(),
+        not_checked,
     }
 }
 
@@ -40,7 +69,7 @@ judges the service, not the service's callers (the grader, the simulator and the
 const CANNOT_WAIT_OUT_RETENTION: &str = "a black box cannot make the service forget a record, and \
 the published retention is too long to wait out in a run";
 
-const SUITE: Coverage = Coverage {
+const SUITE: Table = Table {
     checker: Checker::Suite,
     points: &[
         ("naive_retry", &[P::NoKey]),
@@ -83,7 +112,7 @@ const SUITE: Coverage = Coverage {
     ],
 };
 
-const CONFORMANCE: Coverage = Coverage {
+const CONFORMANCE: Table = Table {
     checker: Checker::Conformance,
     points: &[
         ("scenario_naive_retry", &[P::NoKey]),
@@ -141,101 +170,41 @@ const CONFORMANCE: Coverage = Coverage {
     ],
 };
 
-const HTTP: Coverage = Coverage {
-    checker: Checker::Http,
-    points: &[
-        ("replay", &[P::Replay]),
-        ("lost-reply", &[P::LostReply, P::Replay]),
-        ("hang-up", &[P::LostReply, P::OneEffect]),
-        ("changed-payload", &[P::Conflict]),
-        ("reordered-fields", &[P::Canonical]),
-        ("new-key", &[P::NewKey]),
-        ("concurrent-fresh-key", &[P::OneEffect]),
-        ("concurrent-completed-key", &[P::OneEffect, P::Replay]),
-        ("scope", &[P::Scope]),
-        ("other-endpoint", &[P::Scope]),
-        ("key-forms", &[P::KeyIntact, P::NoKey]),
-        ("error-then-corrected", &[P::ErrorFreesKey]),
-        ("server-error-then-corrected", &[P::ErrorFreesKey]),
-        ("fault-between-effect-and-record", &[P::Atomic]),
-        // Always reported not covered: it names the gap, it checks nothing.
-        ("crash", &[]),
-        // The hop points, with `[upstream]`: the service is a gateway, the API's caller, so the
-        // caller's promises are checked on it.
-        ("hop-key", &[P::KeyIntact, P::NoKey]),
-        ("hop-payload", &[P::KeepKey]),
-        ("hop-retry", &[P::KeepKey, P::LostReply]),
-        ("hop-api-lost", &[P::LostReply, P::HonestVerdict]),
-        ("hop-restart", &[P::KeepKey]),
-        ("hop-new-intention", &[P::NewKey]),
-        ("hop-concurrent", &[P::KeepKey, P::OneEffect]),
-        ("hop-upstream-retry", &[P::KeepKey]),
-        ("hop-errors", &[P::Conflict, P::HonestVerdict]),
-    ],
-    not_checked: &[
-        (P::Retention, CANNOT_WAIT_OUT_RETENTION),
-        (
-            P::Durable,
-            "a black box cannot crash the service at a chosen step (its `crash` point \
+/// What the HTTP check cannot cover; its points are in the registry.
+const HTTP_NOT_CHECKED: &[(PromiseId, &str)] = &[
+    (P::Retention, CANNOT_WAIT_OUT_RETENTION),
+    (
+        P::Durable,
+        "a black box cannot crash the service at a chosen step (its `crash` point \
           reports this as not covered)",
-        ),
-    ],
-};
+    ),
+];
 
-const MCP: Coverage = Coverage {
-    checker: Checker::Mcp,
-    points: &[
-        ("key", &[P::NoKey]),
-        // Reported as the hints they are, never a pass or a failure.
-        ("annotations", &[]),
-        ("replay", &[P::Replay]),
-        ("lost-result", &[P::LostReply, P::Replay]),
-        ("cancelled", &[P::LostReply]),
-        ("reconnect", &[P::LostReply]),
-        ("changed-payload", &[P::Conflict]),
-        ("new-key", &[P::NewKey]),
-        ("concurrent", &[P::OneEffect]),
-        ("concurrent-distinct", &[P::NewKey]),
-        ("scope", &[P::Scope]),
-        ("key-forms", &[P::KeyIntact, P::NoKey]),
-        ("error-then-corrected", &[P::ErrorFreesKey]),
-        // The hop points, with `[upstream]`: the wrapper is the API's caller, so the caller's
-        // promises are checked on it.
-        ("hop-key", &[P::KeyIntact, P::NoKey]),
-        ("hop-payload", &[P::KeepKey]),
-        ("hop-retry", &[P::KeepKey, P::LostReply]),
-        ("hop-api-lost", &[P::LostReply, P::HonestVerdict]),
-        ("hop-restart", &[P::KeepKey]),
-        ("hop-new-intention", &[P::NewKey]),
-        ("hop-concurrent", &[P::KeepKey, P::OneEffect]),
-        ("hop-upstream-retry", &[P::KeepKey]),
-        ("hop-errors", &[P::Conflict, P::HonestVerdict]),
-    ],
-    not_checked: &[
-        (
-            P::Canonical,
-            "not yet: no MCP point sends the arguments reordered (a gap, not a limit: \
+/// What the MCP check cannot cover; its points are in the registry.
+const MCP_NOT_CHECKED: &[(PromiseId, &str)] = &[
+    (
+        P::Canonical,
+        "not yet: no MCP point sends the arguments reordered (a gap, not a limit: \
           the HTTP check's reordered-fields point shows how)",
-        ),
-        (
-            P::Atomic,
-            "the MCP target file has no fault hook between the effect and its record, so \
+    ),
+    (
+        P::Atomic,
+        "the MCP target file has no fault hook between the effect and its record, so \
           no point can fail the service there",
-        ),
-        (P::Retention, CANNOT_WAIT_OUT_RETENTION),
-        (
-            P::Durable,
-            "a black box cannot crash the server at a chosen step; the reconnect point \
+    ),
+    (P::Retention, CANNOT_WAIT_OUT_RETENTION),
+    (
+        P::Durable,
+        "a black box cannot crash the server at a chosen step; the reconnect point \
           restarts the session, not the store",
-        ),
-    ],
-};
+    ),
+];
 
 /// The grader judges the client, against `lab mcp`'s own service.
 const GRADER_SERVES_THE_LAB: &str = "the grader serves the lab's own service and judges the \
 client's calls; the service's promises are checked by the suite and the checks";
 
-const GRADER: Coverage = Coverage {
+const GRADER: Table = Table {
     checker: Checker::Grader,
     points: &[
         ("PASS", &[P::KeepKey, P::LostReply]),
@@ -267,7 +236,7 @@ const GRADER: Coverage = Coverage {
     ],
 };
 
-const SIMULATOR: Coverage = Coverage {
+const SIMULATOR: Table = Table {
     checker: Checker::Simulator,
     points: &[
         (
@@ -302,7 +271,7 @@ const SIMULATOR: Coverage = Coverage {
     ],
 };
 
-const MODEL: Coverage = Coverage {
+const MODEL: Table = Table {
     checker: Checker::Model,
     points: &[
         (

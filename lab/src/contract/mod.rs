@@ -21,10 +21,11 @@
 //! changing its `name`, never its `id`.
 
 mod coverage;
+pub mod points;
 mod render;
 
 pub use coverage::{Coverage, coverage};
-pub use render::{matrix_markdown, promises_markdown};
+pub use render::{matrix_markdown, points_markdown, promises_markdown, renamed_markdown};
 
 use std::fmt;
 

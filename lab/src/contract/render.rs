@@ -90,3 +90,44 @@ pub fn matrix_markdown() -> String {
     }
     out
 }
+
+/// The black-box check's points as a Markdown table: id, title, fronts, promises.
+pub fn points_markdown() -> String {
+    let mut out = String::from(
+        "| point | what it checks | runs on | promises |\n| --- | --- | --- | --- |\n",
+    );
+    for point in super::points::ALL {
+        let fronts = match (point.http, point.mcp, point.hop) {
+            (true, true, true) => "HTTP and MCP, with `[upstream]`",
+            (true, true, false) => "HTTP and MCP",
+            (true, false, _) => "HTTP",
+            (false, _, _) => "MCP",
+        };
+        let promises: Vec<String> = point.promises.iter().map(|id| format!("`{id}`")).collect();
+        let _ = writeln!(
+            out,
+            "| `{}` | {} | {fronts} | {} |",
+            point.id,
+            point.title,
+            if promises.is_empty() {
+                "none".to_owned()
+            } else {
+                promises.join(", ")
+            }
+        );
+    }
+    out
+}
+
+/// The points renamed when the registry gave each probe one name: old name, front, new name.
+pub fn renamed_markdown() -> String {
+    let mut out = String::from("| old name | check | new name |\n| --- | --- | --- |\n");
+    for (old, front, new) in super::points::RENAMED {
+        let check = match front {
+            super::points::Front::Http => "HTTP",
+            super::points::Front::Mcp => "MCP",
+        };
+        let _ = writeln!(out, "| `{old}` | {check} | `{new}` |");
+    }
+    out
+}

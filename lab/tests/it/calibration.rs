@@ -421,7 +421,7 @@ fn a_replay_mark_no_answer_carries_stops_the_check_once_the_retries_have_replaye
         .as_array()
         .unwrap()
         .iter()
-        .find(|p| p["name"] == "replay")
+        .find(|p| p["name"] == "retry-replays")
         .unwrap();
     assert_eq!(replay["verdict"], json!("FAIL"), "{replay:#}");
     assert!(
@@ -458,8 +458,8 @@ fn a_service_that_ignores_keys_calibrates_and_its_duplicates_are_findings() {
             .find(|p| p["name"] == name)
             .map(|p| p["verdict"].clone())
     };
-    assert_eq!(verdict("replay"), Some(json!("FAIL")));
-    assert_eq!(verdict("lost-reply"), Some(json!("FAIL")));
+    assert_eq!(verdict("retry-replays"), Some(json!("FAIL")));
+    assert_eq!(verdict("reply-dropped"), Some(json!("FAIL")));
     // The calibration's exchanges are in the history, marked as its own.
     let history = report["history"].as_array().unwrap();
     assert!(history.iter().any(|e| e["point"] == "calibration"));

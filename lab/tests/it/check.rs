@@ -91,7 +91,7 @@ fn lab_check_over_http_runs_every_point_against_lab_serve() {
     let output = lab_within(&args, Duration::from_secs(600));
     let stdout = text(&output.stdout);
     assert!(output.status.success(), "{stdout}{}", text(&output.stderr));
-    // One token is one caller, so the scope point is declared, loudly, not covered.
+    // One token is one caller, so the other-caller point is declared, loudly, not covered.
     assert!(
         stdout.contains("NOT COVERED keys_are_scoped_by_caller_and_operation"),
         "{stdout}"

@@ -242,7 +242,11 @@ fn check(content: &str, plant: Plant) -> lab::Result<Report> {
 }
 
 fn scope(report: &Report) -> &lab::check::report::PointReport {
-    report.points.iter().find(|p| p.name == "scope").unwrap()
+    report
+        .points
+        .iter()
+        .find(|p| p.name == "other-caller")
+        .unwrap()
 }
 
 /// Every line the report prints, and its JSON, without the words of an accusation.
@@ -399,7 +403,7 @@ fn a_replay_status_the_service_never_sends_stops_the_check_naming_replay_status(
         other => panic!("expected a mismatch naming replay.status: {other:?}"),
     }
     // A service that replays with a status of its own: the file's other status is named with
-    // the one seen, and the right one calibrates and passes the replay point.
+    // the one seen, and the right one calibrates and passes the retry-replays point.
     let plant = Plant {
         replay_status: Some(200),
         ..Plant::default()
@@ -414,7 +418,11 @@ fn a_replay_status_the_service_never_sends_stops_the_check_naming_replay_status(
     }
     let right = file(TWO, EACH).replace(marked, "[replay]\nstatus = 200");
     let report = check(&right, plant).unwrap();
-    let replay = report.points.iter().find(|p| p.name == "replay").unwrap();
+    let replay = report
+        .points
+        .iter()
+        .find(|p| p.name == "retry-replays")
+        .unwrap();
     assert_eq!(replay.verdict, Verdict::Pass, "{report}");
 }
 

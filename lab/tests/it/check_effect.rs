@@ -338,7 +338,7 @@ fn the_helpdesk_passes_with_its_file_with_or_without_a_read() {
 
 #[test]
 fn an_identity_pointer_at_the_title_is_refused_naming_the_pointer_that_names_the_effect() {
-    // A title tagged per create is unique, so it passed as an identity; the new-key point then
+    // A title tagged per create is unique, so it passed as an identity; the new-key-same-payload point then
     // read two tickets with one payload as one effect.
     let file = HELPDESK_TARGET.replace("json_pointer = \"/id\"", "json_pointer = \"/title\"");
     assert_identity_refused(&file, &["/title", "\"/id\""]);
@@ -378,8 +378,8 @@ fn a_service_that_ignores_keys_still_calibrates_with_the_right_identity() {
     )
     .unwrap();
     let failed: Vec<&str> = report.failed().map(|p| p.name).collect();
-    assert!(failed.contains(&"replay"), "{report}");
-    assert!(failed.contains(&"lost-reply"), "{report}");
+    assert!(failed.contains(&"retry-replays"), "{report}");
+    assert!(failed.contains(&"reply-dropped"), "{report}");
 }
 
 #[test]
@@ -392,13 +392,13 @@ fn a_retry_that_rewrites_the_effect_fails_on_its_content_read_back() {
         },
     )
     .unwrap();
-    let retries = sub_check(&report, "replay", "the retries made no effect");
+    let retries = sub_check(&report, "retry-replays", "the retries made no effect");
     assert_eq!(retries["passed"], json!(false), "{retries:#}");
     assert!(retries.get("not_covered").is_none(), "{retries:#}");
     let observed = retries["observed"].as_str().unwrap();
     assert!(observed.contains("revision"), "{observed}");
     for (point, what) in [
-        ("lost-reply", "the lost reply and its retry"),
+        ("reply-dropped", "the lost reply and its retry"),
         ("reordered-fields", "one effect in all"),
         ("concurrent-completed-key", "the retries made no effect"),
     ] {
@@ -427,8 +427,8 @@ fn without_a_read_an_effect_the_count_cannot_see_is_not_covered_never_ok() {
     ] {
         let report = run(&file, faults).unwrap();
         for (point, what) in [
-            ("replay", "the retries made no effect"),
-            ("lost-reply", "the lost reply and its retry"),
+            ("retry-replays", "the retries made no effect"),
+            ("reply-dropped", "the lost reply and its retry"),
             ("changed-payload", "the changed payload made no effect"),
             ("reordered-fields", "one effect in all"),
             ("concurrent-completed-key", "the retries made no effect"),

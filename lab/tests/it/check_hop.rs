@@ -157,7 +157,7 @@ fn each_planted_wrapper_bug_fails_the_hop_point_that_catches_it_and_the_wrapper_
 /// Issue 46: behind `[upstream]` the lab serves the API, so it sees whose token each create
 /// arrived with. Callers whose creates arrive with two callers' tokens are proved apart and the
 /// scope point is graded; callers whose creates arrive with one token are one caller to the API,
-/// and the scope point is NOT COVERED, saying what arrived, never a leak.
+/// and the other-caller point is NOT COVERED, saying what arrived, never a leak.
 #[test]
 fn the_api_the_lab_serves_proves_the_callers_apart_by_the_tokens_that_arrive() {
     let Some(python) = python(
@@ -167,7 +167,7 @@ fn the_api_the_lab_serves_proves_the_callers_apart_by_the_tokens_that_arrive() {
     };
     let folder = tempfile::tempdir().unwrap();
     let report = planted(&python, "none", folder.path(), &[]);
-    assert_eq!(verdict(&report, "scope"), "PASS", "{report:#}");
+    assert_eq!(verdict(&report, "other-caller"), "PASS", "{report:#}");
     let steps = report["calibration"]["steps"].as_array().unwrap();
     let apart = steps
         .iter()
@@ -202,7 +202,7 @@ fn the_api_the_lab_serves_proves_the_callers_apart_by_the_tokens_that_arrive() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|p| p["name"] == "scope")
+        .find(|p| p["name"] == "other-caller")
         .unwrap();
     assert_eq!(scope["verdict"], "NOT_COVERED", "{report:#}");
     let reason = scope["reason"].as_str().unwrap();

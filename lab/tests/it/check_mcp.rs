@@ -84,17 +84,17 @@ pub(crate) fn verdict<'r>(report: &'r Value, point: &str) -> &'r str {
 
 /// The points the MCP check runs, in order.
 const POINTS: [&str; 13] = [
-    "key",
+    "key-required",
     "annotations",
-    "replay",
-    "lost-result",
+    "retry-replays",
+    "reply-dropped",
     "cancelled",
     "reconnect",
     "changed-payload",
-    "new-key",
-    "concurrent",
+    "new-key-same-payload",
+    "concurrent-fresh-key",
     "concurrent-distinct",
-    "scope",
+    "other-caller",
     "key-forms",
     "error-then-corrected",
 ];
@@ -299,7 +299,7 @@ fn planted(python: &Path, bug: &str, folder: &Path) -> Value {
 /// Issue 46: an identity read at a value each result has of its own (a request id, new on a
 /// replay too) is refused before any point, from `structuredContent` or from the text, naming
 /// the field and the pointer that held still; while a server whose replay names another ticket,
-/// the same one each time, is graded (`replays-other-id` above fails the replay point).
+/// the same one each time, is graded (`replays-other-id` above fails the retry-replays point).
 #[test]
 fn an_mcp_identity_at_a_request_id_is_refused_before_any_point() {
     let Some(python) =
@@ -406,18 +406,18 @@ fn each_planted_bug_fails_the_point_that_should_catch_it_and_the_server_without_
         failed_points(&report)
     ));
     for point in [
-        "replay",
-        "lost-result",
+        "retry-replays",
+        "reply-dropped",
         "reconnect",
-        "concurrent",
+        "concurrent-fresh-key",
         "changed-payload",
     ] {
         assert_eq!(verdict(&report, point), "FAIL", "ignores-key: {point}");
     }
-    assert!(failed_observations(&report, "replay").contains("another effect"));
-    assert!(failed_observations(&report, "replay").contains("2 effects"));
+    assert!(failed_observations(&report, "retry-replays").contains("another effect"));
+    assert!(failed_observations(&report, "retry-replays").contains("2 effects"));
     // A new key is a new ticket either way: that point cannot tell this bug.
-    assert_eq!(verdict(&report, "new-key"), "PASS");
+    assert_eq!(verdict(&report, "new-key-same-payload"), "PASS");
 
     let report = planted(&python, "replays-other-id", folder.path());
     table.push_str(&format!(
@@ -425,8 +425,8 @@ fn each_planted_bug_fails_the_point_that_should_catch_it_and_the_server_without_
         "replays-other-id",
         failed_points(&report)
     ));
-    assert_eq!(verdict(&report, "replay"), "FAIL");
-    let replay = failed_observations(&report, "replay");
+    assert_eq!(verdict(&report, "retry-replays"), "FAIL");
+    let replay = failed_observations(&report, "retry-replays");
     assert!(replay.contains("another effect than the first"), "{replay}");
     // It creates nothing on a replay: the count holds, only the identity is wrong.
     assert!(!replay.contains("2 effects"), "{replay}");
@@ -523,7 +523,7 @@ fn over_streamable_http_with_event_streams_the_sdk_server_passes_and_its_planted
     drop(server);
     for (name, verdict) in verdicts(&report) {
         // One caller: the server acts for the one it was started for.
-        let expected = if name == "scope" {
+        let expected = if name == "other-caller" {
             "NOT_COVERED"
         } else {
             "PASS"
@@ -532,7 +532,7 @@ fn over_streamable_http_with_event_streams_the_sdk_server_passes_and_its_planted
     }
     let server = PlantedHttp::start(&python, "ignores-key");
     let report = check_json(&file, &["--url", &server.url]);
-    assert_eq!(verdict(&report, "replay"), "FAIL");
+    assert_eq!(verdict(&report, "retry-replays"), "FAIL");
     assert_eq!(verdict(&report, "reconnect"), "FAIL");
 }
 
@@ -624,9 +624,9 @@ fn the_official_memory_server_keeps_its_pinned_verdicts() {
     );
     // Confirmed by hand (REPRODUCTION.md): no key, so the first finding; a retry with the same
     // arguments makes no second entity but names none either.
-    assert_eq!(verdict(&report, "key"), "FAIL");
-    assert_eq!(verdict(&report, "lost-result"), "FAIL");
-    assert!(failed_observations(&report, "lost-result").contains("naming no effect"));
+    assert_eq!(verdict(&report, "key-required"), "FAIL");
+    assert_eq!(verdict(&report, "reply-dropped"), "FAIL");
+    assert!(failed_observations(&report, "reply-dropped").contains("naming no effect"));
     // Two creates in flight together: both acknowledged, one kept (by_hand.py pipelined).
     assert_eq!(verdict(&report, "concurrent-distinct"), "FAIL");
     assert!(failed_observations(&report, "concurrent-distinct").contains("acknowledged lost"));
@@ -718,8 +718,8 @@ fn the_shrimp_task_manager_keeps_its_pinned_verdicts() {
     );
     // Confirmed by hand (REPRODUCTION.md): no key (probe 1); a retry with the same arguments
     // makes a second task and names it (probe 3).
-    assert_eq!(verdict(&report, "key"), "FAIL");
-    assert_eq!(verdict(&report, "lost-result"), "FAIL");
+    assert_eq!(verdict(&report, "key-required"), "FAIL");
+    assert_eq!(verdict(&report, "reply-dropped"), "FAIL");
     // Calls in flight together race on tasks.json, with one of two outcomes, each pinned: the
     // rewrites that overlap leave one task of six (probe 4), or, when rewrites of different
     // lengths overlap, a file that is no longer JSON, which every later read fails on (probe

@@ -74,13 +74,97 @@ fn lab_serve_passes_every_point_of_its_shipped_target_file() {
     for point in [
         "server-error-then-corrected",
         "fault-between-effect-and-record",
-        "scope",
+        "other-caller",
     ] {
         assert!(
             stdout.contains(&format!("PASS {point}:")),
             "{point}: {stdout}"
         );
     }
+    // The run reports the registry's HTTP points, no more and no fewer, in its order (the file
+    // has no [upstream], so no hop point runs).
+    let reported: Vec<&str> = stdout
+        .lines()
+        .filter_map(|line| {
+            let rest = ["PASS ", "WARN ", "FAIL ", "NOT COVERED "]
+                .iter()
+                .find_map(|verdict| line.strip_prefix(verdict))?;
+            rest.split_once(": ").map(|(name, _)| name)
+        })
+        .collect();
+    let registry: Vec<&str> = lab::contract::points::on(lab::contract::points::Front::Http)
+        .filter(|point| !point.hop)
+        .map(|point| point.id)
+        .collect();
+    assert_eq!(reported, registry, "{stdout}");
+}
+
+/// The ids of the points a `lab check --target --json` run reported.
+fn reported_points(output: &Output) -> Vec<String> {
+    let report: Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|err| panic!("{err}: {}", text(&output.stderr)));
+    report["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|point| point["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn only_and_skip_run_the_points_an_id_names_and_a_bad_id_is_refused_before_anything_is_sent() {
+    let server = LabServer::spawn(&[
+        "serve",
+        "--port",
+        "0",
+        "--caller",
+        "alice=alice-token",
+        "--caller",
+        "bob=bob-token",
+        "--faults",
+    ]);
+    let target = shipped_target();
+    let target = target.to_str().unwrap();
+    let check = |selection: &[&str]| {
+        let mut args = vec!["check", "--target", target, "--url", &server.url, "--json"];
+        args.extend_from_slice(selection);
+        lab(&args)
+    };
+    // A promise's id names every point that covers it; a point's name names that point.
+    let by_promise = check(&["--only", "lost-reply", "--only", "crash"]);
+    assert_eq!(
+        by_promise.status.code(),
+        Some(0),
+        "{}",
+        text(&by_promise.stderr)
+    );
+    assert_eq!(
+        reported_points(&by_promise),
+        ["reply-dropped", "hang-up", "crash"]
+    );
+    // --skip leaves out what it names, a promise's points included.
+    let skipped = check(&["--only", "scope", "--skip", "other-endpoint"]);
+    assert_eq!(skipped.status.code(), Some(0), "{}", text(&skipped.stderr));
+    assert_eq!(reported_points(&skipped), ["other-caller"]);
+    // A misspelt id, or an old point name, stops before anything is sent: exit 2, naming it.
+    // The URL is a listener of this test's, which must see no connection.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    for (id, said) in [
+        ("repaly", "retry-replays"),
+        ("lost-result", "reply-dropped"),
+    ] {
+        let refused = lab(&["check", "--target", target, "--url", &url, "--skip", id]);
+        let stderr = text(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(id) && stderr.contains(said), "{stderr}");
+        assert!(refused.stdout.is_empty(), "{}", text(&refused.stdout));
+    }
+    assert!(
+        listener.accept().is_err(),
+        "a refused selection connected to the service"
+    );
 }
 
 #[test]
@@ -404,9 +488,9 @@ fn the_correct_service_passes_and_each_planted_bug_fails_its_own_point() {
         unscoped: true,
         ..Bugs::default()
     });
-    assert_eq!(failed(&unscoped), ["scope"], "{unscoped}");
+    assert_eq!(failed(&unscoped), ["other-caller"], "{unscoped}");
     assert!(
-        observed_in(&unscoped, "scope").contains("DATA LEAK"),
+        observed_in(&unscoped, "other-caller").contains("DATA LEAK"),
         "{unscoped}"
     );
 
@@ -434,14 +518,14 @@ fn the_correct_service_passes_and_each_planted_bug_fails_its_own_point() {
         conflict_on_replay: true,
         ..Bugs::default()
     });
-    // Every point that retries a completed key sees the 409; the replay point names it.
-    assert!(failed(&conflict).contains(&"replay"), "{conflict}");
+    // Every point that retries a completed key sees the 409; the retry-replays point names it.
+    assert!(failed(&conflict).contains(&"retry-replays"), "{conflict}");
     assert!(
         failed(&conflict).contains(&"concurrent-completed-key"),
         "{conflict}"
     );
     assert!(
-        observed_in(&conflict, "replay").contains("409"),
+        observed_in(&conflict, "retry-replays").contains("409"),
         "{conflict}"
     );
     assert!(
@@ -464,7 +548,12 @@ fn the_correct_service_passes_and_each_planted_bug_fails_its_own_point() {
         no_key: true,
         ..Bugs::default()
     });
-    for point in ["replay", "lost-reply", "concurrent-fresh-key", "key-forms"] {
+    for point in [
+        "retry-replays",
+        "reply-dropped",
+        "concurrent-fresh-key",
+        "key-forms",
+    ] {
         assert!(failed(&no_key).contains(&point), "{point}: {no_key}");
     }
 }
@@ -477,7 +566,11 @@ fn a_point_reports_every_sub_check_not_only_the_first_failure() {
         unscoped: true,
         ..Bugs::default()
     });
-    let scope = report.points.iter().find(|p| p.name == "scope").unwrap();
+    let scope = report
+        .points
+        .iter()
+        .find(|p| p.name == "other-caller")
+        .unwrap();
     let failures = scope.checks.iter().filter(|c| !c.passed).count();
     assert!(failures >= 3, "{report}");
     assert!(
@@ -524,7 +617,11 @@ fn the_json_report_carries_every_point_and_the_history_and_exit_one_on_a_failure
     let bad = lab(&["check", "--target", file, "--url", &start_shop(leaky)]);
     assert_eq!(bad.status.code(), Some(1));
     assert!(text(&bad.stdout).contains("DATA LEAK"));
-    assert!(text(&bad.stderr).contains("scope"), "{}", text(&bad.stderr));
+    assert!(
+        text(&bad.stderr).contains("other-caller"),
+        "{}",
+        text(&bad.stderr)
+    );
 }
 
 /// A port on 127.0.0.1 that counts the connections made to it.

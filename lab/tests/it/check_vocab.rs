@@ -387,7 +387,7 @@ fn a_replay_answered_409_with_the_stored_body_is_described_by_replay_status() {
         failed_points(&report),
         pretty(&report["points"])
     );
-    assert_eq!(point(&report, "replay")["verdict"], "PASS");
+    assert_eq!(point(&report, "retry-replays")["verdict"], "PASS");
 }
 
 #[test]
@@ -549,7 +549,7 @@ fn a_fault_hook_that_answers_201_where_no_key_is_kept_is_not_covered() {
         return;
     };
     // Every retry makes a new ticket, with the hook or without: whether the hook did anything
-    // cannot be told, so its point grades nothing (the replay point has the duplicate).
+    // cannot be told, so its point grades nothing (the retry-replays point has the duplicate).
     let hook = "\n[faults]\nbetween_effect_and_record = { headers = { X-Record-Fails = \"1\" } }\n";
     let report = check(&service, &[], hook);
     let point = point(&report, "fault-between-effect-and-record");
@@ -561,7 +561,7 @@ fn a_fault_hook_that_answers_201_where_no_key_is_kept_is_not_covered() {
         "{}",
         pretty(point)
     );
-    assert_eq!(self::point(&report, "replay")["verdict"], "FAIL");
+    assert_eq!(self::point(&report, "retry-replays")["verdict"], "FAIL");
 }
 
 #[test]

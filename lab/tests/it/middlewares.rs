@@ -51,8 +51,8 @@ pub(crate) const ASGI: Service = Service {
     package: "asgi-idempotency-header 0.2.0 (PyPI)",
     framework: "FastAPI 0.165.0",
     confirmed: &[
-        ("replay", "PASS"),                          // probe 8
-        ("scope", "FAIL"),                           // probe 1: the data leak
+        ("retry-replays", "PASS"),                   // probe 8
+        ("other-caller", "FAIL"),                    // probe 1: the data leak
         ("changed-payload", "FAIL"),                 // probe 2
         ("reordered-fields", "PASS"),                // probe 3
         ("concurrent-fresh-key", "PASS"),            // probe 4
@@ -72,12 +72,12 @@ const DJANGO: Service = Service {
     package: "django-idempotency-key 1.3.0 (PyPI)",
     framework: "Django 4.2.30",
     confirmed: &[
-        ("replay", "FAIL"),                          // probe 8: the replay is answered 409
-        ("changed-payload", "FAIL"),                 // probe 2: a second ticket
-        ("reordered-fields", "FAIL"),                // probe 3: a second ticket
-        ("concurrent-fresh-key", "FAIL"),            // probe 4: several tickets for one key
+        ("retry-replays", "FAIL"),        // probe 8: the replay is answered 409
+        ("changed-payload", "FAIL"),      // probe 2: a second ticket
+        ("reordered-fields", "FAIL"),     // probe 3: a second ticket
+        ("concurrent-fresh-key", "FAIL"), // probe 4: several tickets for one key
         ("fault-between-effect-and-record", "FAIL"), // probe 11: two tickets
-        ("key-forms", "FAIL"),                       // probes 13, 14
+        ("key-forms", "FAIL"),            // probes 13, 14
     ],
 };
 
@@ -88,8 +88,8 @@ const EXPRESS: Service = Service {
     package: "express-idempotency 1.0.6 (npm)",
     framework: "Express 4.21.2",
     confirmed: &[
-        ("replay", "PASS"),                          // probe 8
-        ("scope", "FAIL"),                           // probe 1: the data leak
+        ("retry-replays", "PASS"),                   // probe 8
+        ("other-caller", "FAIL"),                    // probe 1: the data leak
         ("changed-payload", "PASS_WITH_WARNINGS"),   // probe 2: refused, with 417 not 422
         ("reordered-fields", "PASS"),                // probe 3
         ("concurrent-fresh-key", "PASS"),            // probe 4
@@ -109,8 +109,8 @@ const NESTJS: Service = Service {
     package: "@node-idempotency/nestjs 1.0.4 (npm)",
     framework: "NestJS 10.4.9",
     confirmed: &[
-        ("replay", "PASS"),                          // probe 8
-        ("scope", "FAIL"),                           // probe 1: the data leak
+        ("retry-replays", "PASS"),                   // probe 8
+        ("other-caller", "FAIL"),                    // probe 1: the data leak
         ("changed-payload", "PASS"),                 // probe 2
         ("reordered-fields", "FAIL"),                // probe 3: refused as a changed payload
         ("concurrent-fresh-key", "PASS"),            // probe 4
@@ -131,8 +131,8 @@ const DRF: Service = Service {
     package: "djangorestframework-idempotency-key 1.0.3 (PyPI)",
     framework: "Django REST Framework 3.17.2",
     confirmed: &[
-        ("replay", "PASS"),                                 // probe 8
-        ("scope", "FAIL"),                                  // probe 1: the data leak
+        ("retry-replays", "PASS"),                          // probe 8
+        ("other-caller", "FAIL"),                           // probe 1: the data leak
         ("changed-payload", "PASS_WITH_WARNINGS"),          // probe 2: refused with 409
         ("reordered-fields", "FAIL"),                       // probe 3: refused with 409
         ("concurrent-fresh-key", "PASS"),                   // probe 4, race.sh
@@ -153,19 +153,19 @@ const DUPLICATE: Service = Service {
     package: "duplicate-requests 1.1.2 (npm)",
     framework: "Express 4.21.2",
     confirmed: &[
-        ("replay", "FAIL"),                          // probe 8: 429, no ticket in it
-        ("lost-reply", "FAIL"),                      // probe 8
-        ("hang-up", "FAIL"),                         // probe 12: the next retry 429
-        ("changed-payload", "FAIL"),                 // probes 2, 8: 429, then 429
-        ("reordered-fields", "FAIL"),                // probe 3
-        ("new-key", "PASS"),                         // every probe's first request
-        ("concurrent-fresh-key", "FAIL"),            // probes 4, 8: its retry 429
-        ("concurrent-completed-key", "FAIL"),        // probe 8
-        ("scope", "FAIL"),                           // probe 1: bob refused
-        ("other-endpoint", "FAIL"),                  // probe 10: refused with 429
-        ("key-forms", "FAIL"),                       // probes 9, 13, 14
-        ("error-then-corrected", "FAIL"),            // probe 6: the key is burned
-        ("server-error-then-corrected", "FAIL"),     // probe 7
+        ("retry-replays", "FAIL"),               // probe 8: 429, no ticket in it
+        ("reply-dropped", "FAIL"),               // probe 8
+        ("hang-up", "FAIL"),                     // probe 12: the next retry 429
+        ("changed-payload", "FAIL"),             // probes 2, 8: 429, then 429
+        ("reordered-fields", "FAIL"),            // probe 3
+        ("new-key-same-payload", "PASS"),        // every probe's first request
+        ("concurrent-fresh-key", "FAIL"),        // probes 4, 8: its retry 429
+        ("concurrent-completed-key", "FAIL"),    // probe 8
+        ("other-caller", "FAIL"),                // probe 1: bob refused
+        ("other-endpoint", "FAIL"),              // probe 10: refused with 429
+        ("key-forms", "FAIL"),                   // probes 9, 13, 14
+        ("error-then-corrected", "FAIL"),        // probe 6: the key is burned
+        ("server-error-then-corrected", "FAIL"), // probe 7
         ("fault-between-effect-and-record", "FAIL"), // probe 11
     ],
 };
@@ -489,8 +489,8 @@ fn a_planted_unscoped_key_in_the_django_service_is_caught_by_the_scope_point() {
     assert_eq!(report["passed"], false);
     let scope = report["points"]
         .as_array()
-        .and_then(|points| points.iter().find(|p| p["name"] == "scope"))
-        .expect("the report has a scope point");
+        .and_then(|points| points.iter().find(|p| p["name"] == "other-caller"))
+        .expect("the report has a other-caller point");
     assert_eq!(scope["verdict"], "FAIL", "{scope:#}");
     let committed: Value = serde_json::from_str(
         &std::fs::read_to_string(blackbox_folder().join(DJANGO.name).join("findings.json"))
@@ -499,9 +499,9 @@ fn a_planted_unscoped_key_in_the_django_service_is_caught_by_the_scope_point() {
     .unwrap();
     let unplanted_failed: Vec<&Value> = committed["points"]
         .as_array()
-        .and_then(|points| points.iter().find(|p| p["name"] == "scope"))
+        .and_then(|points| points.iter().find(|p| p["name"] == "other-caller"))
         .and_then(|p| p["failed"].as_array())
-        .expect("the committed Django findings have a scope point")
+        .expect("the committed Django findings have a other-caller point")
         .iter()
         .map(|c| &c["what"])
         .collect();

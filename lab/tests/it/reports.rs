@@ -179,7 +179,7 @@ fn a_failing_run_writes_junit_and_html_that_match_its_json_report() {
     assert_junit_names_unique(&xml);
     assert_passed_observed_says_no_failure(&report);
     let failed = points_with(&report, "FAIL");
-    assert!(failed.contains(&"scope".to_owned()), "{failed:?}");
+    assert!(failed.contains(&"other-caller".to_owned()), "{failed:?}");
     assert!(failed.contains(&"changed-payload".to_owned()), "{failed:?}");
     let points = report["points"].as_array().unwrap();
     // A suite per point and one for the calibration.

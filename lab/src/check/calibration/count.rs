@@ -274,7 +274,7 @@ impl<'p> Counter<'p> {
                      caller in [[callers]] credentials of its own that the service tells apart \
                      (its own token, in the header the service reads); if the service has no \
                      callers of its own, count as one caller (count.request.caller = \
-                     \"{name}\"), and the scope point is not covered",
+                     \"{name}\"), and the other-caller point is not covered",
                     created.identity
                 ),
             ));

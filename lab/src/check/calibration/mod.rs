@@ -950,7 +950,7 @@ async fn replay_marks(probe: &Probe, calibration: &mut Calibration, first: &Crea
         !rewritten && probe.identity_in(&seen.answer).as_deref() == Some(first.identity.as_str());
     let mark = read.marked_replay == Some(true);
     // A mark the first answer carries as well marks nothing, unless it is a value the file
-    // names: a first answer marked with it is the service's finding (the replay point's).
+    // names: a first answer marked with it is the service's finding (the retry-replays point's).
     let shared = first_read.marked_replay == Some(true)
         && !matches!(probe.target.replay, Replay::Header { value: Some(_), .. });
     if mark && !(replayed && shared) {

@@ -99,9 +99,9 @@ async fn each_session(probe: &McpProbe) -> Proved<Vec<i64>> {
 }
 
 /// Whether the first caller's create shows in its own session's list alone (the server tells
-/// its callers apart: the scope point may accuse a leak), or in another caller's as well (one
+/// its callers apart: the other-caller point may accuse a leak), or in another caller's as well (one
 /// caller to the server under two names: the file's mistake, named). Without lists per session,
-/// nothing the file describes tells them apart, and the scope point is not covered.
+/// nothing the file describes tells them apart, and the other-caller point is not covered.
 async fn callers_apart(
     probe: &McpProbe,
     calibration: &mut Calibration,
@@ -152,7 +152,7 @@ async fn callers_apart(
 
 /// When the sessions' own lists did not tell the first two callers apart: the proof the API the
 /// lab serves gives (`[upstream]`: the two callers' creates arrived with two callers' tokens),
-/// or the scope point's reason to stay uncovered. `marks` bound the second caller's creates in
+/// or the other-caller point's reason to stay uncovered. `marks` bound the second caller's creates in
 /// the API's record.
 fn unproved_callers(
     probe: &McpProbe,

@@ -610,12 +610,12 @@ fn rest(
     );
     match server {
         Server::Url(_) => out.push_str(
-            "# Callers, told apart by their headers (two for the scope point).\n[[mcp.callers]]\n\
+            "# Callers, told apart by their headers (two for the other-caller point).\n[[mcp.callers]]\n\
              name = \"agent\"\n# headers = { Authorization = \"Bearer TOKEN\" }\n\n",
         ),
         Server::Command(_) => out.push_str(
             "# Callers, told apart by the words added to the command and their environment\n\
-             # (two for the scope point).\n[[mcp.callers]]\nname = \"agent\"\n# args = [\"--caller\", \"agent\"]\n\n",
+             # (two for the other-caller point).\n[[mcp.callers]]\nname = \"agent\"\n# args = [\"--caller\", \"agent\"]\n\n",
         ),
     }
     if wrapper.is_some() {

@@ -24,6 +24,7 @@ pub mod target;
 
 use std::sync::Arc;
 
+use super::Selection;
 use super::report::Stop;
 use super::report::{DRAFT, Report};
 use crate::error::{Error, Result};
@@ -42,6 +43,14 @@ its rules carried from the header to the tool's key argument), the MCP specifica
 /// command that cannot be started, or the calibration shows that it does not describe the
 /// server (nothing is graded then); [`Error::Mcp`] when the server cannot be reached.
 pub fn run(target: McpTarget) -> Result<Report> {
+    run_selected(target, &Selection::default())
+}
+
+/// As [`run`], with only the points `selection` keeps.
+///
+/// # Errors
+/// As [`run`].
+pub fn run_selected(target: McpTarget, selection: &Selection) -> Result<Report> {
     let runtime = super::runtime()?;
     let file = target.path.display().to_string();
     let place = target.describe();
@@ -62,7 +71,7 @@ pub fn run(target: McpTarget) -> Result<Report> {
                 if probe.upstream.is_some() && !field.starts_with("upstream.key_") =>
             {
                 let Some((calibration, points)) =
-                    super::hop::when_refused(probe.as_ref(), &problem).await
+                    super::hop::when_refused(probe.as_ref(), &problem, selection).await
                 else {
                     if let Ok(probe) = Arc::try_unwrap(probe) {
                         probe.finish().await;
@@ -83,8 +92,8 @@ pub fn run(target: McpTarget) -> Result<Report> {
                 return Err(mcp_error(stop, &file, &place));
             }
         };
-        let mut points = points::all(&probe, &calibration).await;
-        points.extend(super::hop::all(probe.as_ref()).await);
+        let mut points = points::all(&probe, &calibration, selection).await;
+        points.extend(super::hop::all(probe.as_ref(), selection).await);
         let elapsed = probe.history.elapsed();
         let history = (probe.history.exchanges(), probe.history.counts());
         if let Ok(probe) = Arc::try_unwrap(probe) {

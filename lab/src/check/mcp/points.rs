@@ -9,11 +9,13 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::super::points::{count_until_risen, effects};
+use super::super::points::{Run, count_until_risen, effects, run_selected};
 use super::super::probe::same_effect;
 use super::super::report::{Calibration, Callers, Checks};
 use super::super::report::{Grade, Level, PointReport};
 use super::probe::{KeyArg, McpProbe, Seen, ToolCall};
+use crate::contract::points as registry;
+use crate::contract::points::Selection;
 
 /// The draft's sections the grades cite, their rule carried from a header to an argument.
 mod section {
@@ -61,23 +63,40 @@ macro_rules! count_or_stop {
     };
 }
 
-/// Every point, in order; the key point first, since without a key nothing else is safe.
-pub async fn all(probe: &Arc<McpProbe>, calibration: &Calibration) -> Vec<PointReport> {
-    vec![
-        key(probe),
-        annotations(probe),
-        replay(probe).await,
-        lost_result(probe).await,
-        cancelled(probe).await,
-        reconnect(probe).await,
-        changed_payload(probe).await,
-        new_key(probe).await,
-        concurrent(probe).await,
-        concurrent_distinct(probe).await,
-        scope(probe, &calibration.callers).await,
-        key_forms(probe).await,
-        error_then_corrected(probe).await,
-    ]
+/// Every point, in order; the key-required point first, since without a key nothing else is safe.
+pub async fn all(
+    probe: &Arc<McpProbe>,
+    calibration: &Calibration,
+    selection: &Selection,
+) -> Vec<PointReport> {
+    let runs: Vec<Run<'_>> = vec![
+        (&registry::KEY_REQUIRED, Box::pin(async { key(probe) })),
+        (
+            &registry::ANNOTATIONS,
+            Box::pin(async { annotations(probe) }),
+        ),
+        (&registry::RETRY_REPLAYS, Box::pin(replay(probe))),
+        (&registry::REPLY_DROPPED, Box::pin(lost_result(probe))),
+        (&registry::CANCELLED, Box::pin(cancelled(probe))),
+        (&registry::RECONNECT, Box::pin(reconnect(probe))),
+        (&registry::CHANGED_PAYLOAD, Box::pin(changed_payload(probe))),
+        (&registry::NEW_KEY_SAME_PAYLOAD, Box::pin(new_key(probe))),
+        (&registry::CONCURRENT_FRESH_KEY, Box::pin(concurrent(probe))),
+        (
+            &registry::CONCURRENT_DISTINCT,
+            Box::pin(concurrent_distinct(probe)),
+        ),
+        (
+            &registry::OTHER_CALLER,
+            Box::pin(scope(probe, &calibration.callers)),
+        ),
+        (&registry::KEY_FORMS, Box::pin(key_forms(probe))),
+        (
+            &registry::ERROR_THEN_CORRECTED,
+            Box::pin(error_then_corrected(probe)),
+        ),
+    ];
+    run_selected(selection, runs).await
 }
 
 /// A key-dependent point on a tool without a key: why it cannot pass.
@@ -101,9 +120,8 @@ fn cannot(probe: &McpProbe, name: &'static str, title: &'static str) -> Option<P
 }
 
 fn key(probe: &McpProbe) -> PointReport {
-    const NAME: &str = "key";
-    const TITLE: &str =
-        "The create tool takes an operation key, so a retry can be told from a new call";
+    const NAME: &str = registry::KEY_REQUIRED.id;
+    const TITLE: &str = registry::KEY_REQUIRED.title;
     let mut checks = Checks::new();
     let tool = &probe.target.tool;
     let listed = probe.tools.iter().find(|t| t.name == tool.name.as_str());
@@ -177,9 +195,8 @@ fn key(probe: &McpProbe) -> PointReport {
 }
 
 fn annotations(probe: &McpProbe) -> PointReport {
-    const NAME: &str = "annotations";
-    const TITLE: &str =
-        "The tool's annotations, reported as the hints they are (never a pass on their strength)";
+    const NAME: &str = registry::ANNOTATIONS.id;
+    const TITLE: &str = registry::ANNOTATIONS.title;
     let mut checks = Checks::new();
     let grade = Grade::mcp(Level::Should, rule::ANNOTATIONS);
     let tool = &probe.target.tool;
@@ -224,7 +241,7 @@ fn annotations(probe: &McpProbe) -> PointReport {
                  it and make a second effect"
             )
         } else {
-            format!("{stated}; the replay points, not the hint, show what a retry does")
+            format!("{stated}; the points that retry, not the hint, show what a retry does")
         },
         &[],
     );
@@ -280,8 +297,8 @@ fn retry_matches(
 }
 
 async fn replay(probe: &McpProbe) -> PointReport {
-    const NAME: &str = "replay";
-    const TITLE: &str = "A retry with the same key and arguments gets the first result";
+    const NAME: &str = registry::RETRY_REPLAYS.id;
+    const TITLE: &str = registry::RETRY_REPLAYS.title;
     if let Some(report) = cannot(probe, NAME, TITLE) {
         return report;
     }
@@ -374,8 +391,8 @@ async fn judge_retry(
 }
 
 async fn lost_result(probe: &McpProbe) -> PointReport {
-    const NAME: &str = "lost-result";
-    const TITLE: &str = "A result lost on its way back: the check discards it and calls again";
+    const NAME: &str = registry::REPLY_DROPPED.id;
+    const TITLE: &str = registry::REPLY_DROPPED.title;
     let mut checks = Checks::new();
     let before = count_or_stop!(probe, checks, NAME, TITLE);
     let call = probe.call(
@@ -407,9 +424,8 @@ async fn lost_result(probe: &McpProbe) -> PointReport {
 }
 
 async fn cancelled(probe: &McpProbe) -> PointReport {
-    const NAME: &str = "cancelled";
-    const TITLE: &str =
-        "A call cancelled (notifications/cancelled) after its work finished, then retried";
+    const NAME: &str = registry::CANCELLED.id;
+    const TITLE: &str = registry::CANCELLED.title;
     let mut checks = Checks::new();
     let before = count_or_stop!(probe, checks, NAME, TITLE);
     let call = probe.call(
@@ -474,9 +490,8 @@ async fn cancelled(probe: &McpProbe) -> PointReport {
 }
 
 async fn reconnect(probe: &McpProbe) -> PointReport {
-    const NAME: &str = "reconnect";
-    const TITLE: &str =
-        "A reconnect (a new process over stdio, a new session over HTTP) before the retry";
+    const NAME: &str = registry::RECONNECT.id;
+    const TITLE: &str = registry::RECONNECT.title;
     let mut checks = Checks::new();
     let before = count_or_stop!(probe, checks, NAME, TITLE);
     let call = probe.call(
@@ -539,8 +554,8 @@ async fn reconnect(probe: &McpProbe) -> PointReport {
 }
 
 async fn changed_payload(probe: &McpProbe) -> PointReport {
-    const NAME: &str = "changed-payload";
-    const TITLE: &str = "The same key with other arguments is refused and changes nothing";
+    const NAME: &str = registry::CHANGED_PAYLOAD.id;
+    const TITLE: &str = registry::CHANGED_PAYLOAD.title;
     if let Some(report) = cannot(probe, NAME, TITLE) {
         return report;
     }
@@ -574,7 +589,7 @@ async fn changed_payload_once(
     checks: &mut Checks,
     change: &super::super::probe::Change,
 ) -> Option<()> {
-    const NAME: &str = "changed-payload";
+    const NAME: &str = registry::CHANGED_PAYLOAD.id;
     // The plain change keeps the sentences the pinned findings name; a loose pair names itself.
     let pair = if change.loose {
         format!(" ({}, values a loose comparison merges)", change.what)
@@ -651,8 +666,8 @@ async fn changed_payload_once(
 }
 
 async fn new_key(probe: &McpProbe) -> PointReport {
-    const NAME: &str = "new-key";
-    const TITLE: &str = "The same arguments under a new key are a new intention";
+    const NAME: &str = registry::NEW_KEY_SAME_PAYLOAD.id;
+    const TITLE: &str = registry::NEW_KEY_SAME_PAYLOAD.title;
     if let Some(report) = cannot(probe, NAME, TITLE) {
         return report;
     }
@@ -693,8 +708,8 @@ async fn new_key(probe: &McpProbe) -> PointReport {
 }
 
 async fn concurrent(probe: &Arc<McpProbe>) -> PointReport {
-    const NAME: &str = "concurrent";
-    const TITLE: &str = "Calls in flight together with one key converge on one effect";
+    const NAME: &str = registry::CONCURRENT_FRESH_KEY.id;
+    const TITLE: &str = registry::CONCURRENT_FRESH_KEY.title;
     if let Some(report) = cannot(probe, NAME, TITLE) {
         return report;
     }
@@ -749,7 +764,7 @@ async fn concurrent(probe: &Arc<McpProbe>) -> PointReport {
     PointReport::covered(NAME, TITLE, checks.0)
 }
 
-/// What the rounds of the concurrent point found.
+/// What the rounds of the concurrent-fresh-key point found.
 #[derive(Default)]
 struct Race {
     /// Every exchange of every round.
@@ -805,8 +820,8 @@ async fn race_round(probe: &Arc<McpProbe>, name: &'static str, round: usize, fou
 }
 
 async fn concurrent_distinct(probe: &Arc<McpProbe>) -> PointReport {
-    const NAME: &str = "concurrent-distinct";
-    const TITLE: &str = "Calls in flight together for different intentions each keep their effect";
+    const NAME: &str = registry::CONCURRENT_DISTINCT.id;
+    const TITLE: &str = registry::CONCURRENT_DISTINCT.title;
     let mut checks = Checks::new();
     let calls = probe.target.load.calls;
     let before = count_or_stop!(probe, checks, NAME, TITLE);
@@ -872,8 +887,8 @@ async fn concurrent_distinct(probe: &Arc<McpProbe>) -> PointReport {
 }
 
 async fn scope(probe: &McpProbe, proved: &Callers) -> PointReport {
-    const NAME: &str = "scope";
-    const TITLE: &str = "Another caller's same key is that caller's own, never the first caller's";
+    const NAME: &str = registry::OTHER_CALLER.id;
+    const TITLE: &str = registry::OTHER_CALLER.title;
     if let Some(report) = cannot(probe, NAME, TITLE) {
         return report;
     }
@@ -949,9 +964,8 @@ async fn scope(probe: &McpProbe, proved: &Callers) -> PointReport {
 }
 
 async fn key_forms(probe: &McpProbe) -> PointReport {
-    const NAME: &str = "key-forms";
-    const TITLE: &str =
-        "A call without the key, with an empty key, and with a key that is not a string";
+    const NAME: &str = registry::KEY_FORMS.id;
+    const TITLE: &str = registry::KEY_FORMS.title;
     if let Some(report) = cannot(probe, NAME, TITLE) {
         return report;
     }
@@ -1056,9 +1070,8 @@ fn refused_as_told(
 }
 
 async fn error_then_corrected(probe: &McpProbe) -> PointReport {
-    const NAME: &str = "error-then-corrected";
-    const TITLE: &str =
-        "A refused call creates nothing, and its key then serves the corrected call";
+    const NAME: &str = registry::ERROR_THEN_CORRECTED.id;
+    const TITLE: &str = registry::ERROR_THEN_CORRECTED.title;
     let mut checks = Checks::new();
     let before = count_or_stop!(probe, checks, NAME, TITLE);
     let fields = probe.fresh_fields();

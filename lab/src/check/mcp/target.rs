@@ -152,7 +152,7 @@ pub enum McpCount {
 /// `[mcp.load]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct McpLoad {
-    /// Rounds of the concurrent point.
+    /// Rounds of the concurrent-fresh-key point.
     pub rounds: usize,
     /// Calls released together in each round.
     pub calls: usize,
@@ -267,7 +267,7 @@ fn required<T>(value: Option<T>, field: &str) -> Checked<T> {
     value.ok_or_else(|| format!("{field}: missing (required)"))
 }
 
-/// The most rounds the concurrent point may run.
+/// The most rounds the concurrent-fresh-key point may run.
 pub const MAX_ROUNDS: usize = 100;
 /// The most calls released together.
 pub const MAX_CALLS: usize = 64;
@@ -711,7 +711,8 @@ fn count(file: CountFile, callers: &[McpCaller]) -> Checked<McpCount> {
 fn callers(list: Vec<CallerFile>, http: bool) -> Checked<Vec<McpCaller>> {
     if list.is_empty() {
         return Err(
-            "[[mcp.callers]]: none given; name at least one (two for the scope point)".into(),
+            "[[mcp.callers]]: none given; name at least one (two for the other-caller point)"
+                .into(),
         );
     }
     let mut callers: Vec<McpCaller> = Vec::new();
@@ -746,7 +747,7 @@ fn callers(list: Vec<CallerFile>, http: bool) -> Checked<Vec<McpCaller>> {
             (&c.args, &c.env, &c.headers) == (&caller.args, &caller.env, &caller.headers)
         }) {
             return Err(format!(
-                "{field}: the same {} as mcp.callers[{same}]; the scope point needs callers \
+                "{field}: the same {} as mcp.callers[{same}]; the other-caller point needs callers \
                  the server can tell apart",
                 if http { "headers" } else { "args and env" }
             ));

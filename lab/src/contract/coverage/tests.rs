@@ -99,27 +99,6 @@ fn promise_ids_are_unique_short_and_lowercase() {
     }
 }
 
-/// The names of the HTTP or MCP check's points, read from its `points.rs`: every `const NAME`
-/// and every point name passed as a literal (`"crash",` on its own line after
-/// `PointReport::not_covered(`, or after `probe,` in a shared helper's call).
-fn names_in_source(source: &str) -> BTreeSet<String> {
-    let mut names = BTreeSet::new();
-    let mut previous = "";
-    for line in source.lines().map(str::trim).filter(|l| !l.is_empty()) {
-        if let Some(rest) = line.strip_prefix("const NAME: &str = \"") {
-            names.insert(rest.trim_end_matches("\";").to_owned());
-        } else if let Some(name) = line.strip_prefix('"').and_then(|l| l.strip_suffix("\","))
-            && !name.is_empty()
-            && name.chars().all(|c| c.is_ascii_lowercase() || c == '-')
-            && (previous.ends_with("not_covered(") || previous == "probe,")
-        {
-            names.insert(name.to_owned());
-        }
-        previous = line;
-    }
-    names
-}
-
 /// Compares a checker's table with the names its code gives its points, both ways.
 fn assert_table_matches(checker: Checker, actual: BTreeSet<String>) {
     let table: Vec<&str> = coverage(checker).points.iter().map(|(n, _)| *n).collect();
@@ -158,31 +137,26 @@ fn the_conformance_table_names_every_contract_point() {
     assert_table_matches(Checker::Conformance, actual);
 }
 
+/// The HTTP and MCP checks' tables are the registry's points for each front (a run's report
+/// lists exactly those: `check::lab_check_over_http_*` and `check_mcp::*` compare them).
 #[test]
-fn the_http_table_names_every_point_of_the_black_box_check() {
-    let mut actual = names_in_source(include_str!("../../check/points.rs"));
+fn the_http_and_mcp_tables_are_the_registrys_points_for_their_front() {
+    use super::super::points::{self, Front};
+    for (checker, front) in [(Checker::Http, Front::Http), (Checker::Mcp, Front::Mcp)] {
+        let table: Vec<&str> = coverage(checker).points.iter().map(|(n, _)| *n).collect();
+        let registry: Vec<&str> = points::on(front).map(|p| p.id).collect();
+        assert_eq!(table, registry, "{}", checker.name());
+    }
+    let http: Vec<&str> = coverage(Checker::Http)
+        .points
+        .iter()
+        .map(|(n, _)| *n)
+        .collect();
     assert!(
-        actual.contains("crash"),
-        "the reader lost the not-covered point: {actual:?}"
+        http.contains(&"crash") && http.contains(&"hop-key"),
+        "{http:?}"
     );
-    // With `[upstream]`, the service is a gateway and the hop points run after these.
-    actual.extend(names_in_source(include_str!("../../check/hop.rs")));
-    assert_table_matches(Checker::Http, actual);
-}
-
-#[test]
-fn the_mcp_table_names_every_point_of_the_mcp_check() {
-    let mut names = names_in_source(include_str!("../../check/mcp/points.rs"));
-    names.extend(names_in_source(include_str!("../../check/hop.rs")));
-    assert_table_matches(Checker::Mcp, names);
-}
-
-#[test]
-fn the_source_reader_finds_constants_and_literal_names_only() {
-    let source = "const NAME: &str = \"one\";\n  PointReport::not_covered(\n  \"two\",\n \
-                  x(\n \"sent\",\n error_then_fix(\n probe,\n \"three\",";
-    let found: Vec<String> = names_in_source(source).into_iter().collect();
-    assert_eq!(found, ["one", "three", "two"]);
+    assert!(!http.contains(&"cancelled"), "{http:?}");
 }
 
 #[cfg(feature = "mcp")]
@@ -259,7 +233,7 @@ fn the_model_table_names_every_property() {
 #[test]
 fn reports_look_up_the_ids_of_a_point_and_nothing_for_an_unknown_one() {
     assert_eq!(
-        super::super::label(Checker::Http, "lost-reply"),
+        super::super::label(Checker::Http, "reply-dropped"),
         "[lost-reply, replay]"
     );
     assert_eq!(super::super::label(Checker::Http, "no-such-point"), "[]");
@@ -286,7 +260,7 @@ fn a_check_report_names_each_points_promises_by_its_own_checkers_table() {
     use crate::check::report::{PointReport, Report};
     let points = vec![
         PointReport::covered("key-forms", "title", Vec::new()),
-        PointReport::covered("key", "title", Vec::new()),
+        PointReport::covered("key-required", "title", Vec::new()),
     ];
     let mut report = Report::new(
         "t.toml".into(),
@@ -295,7 +269,7 @@ fn a_check_report_names_each_points_promises_by_its_own_checkers_table() {
         std::time::Duration::ZERO,
         Vec::new(),
     );
-    // An HTTP report by default: `key` is no point of the HTTP check.
+    // An HTTP report by default: `key-required` is no point of the HTTP check.
     assert_eq!(
         report.points[0].promises,
         [PromiseId::KeyIntact, PromiseId::NoKey]
@@ -306,7 +280,7 @@ fn a_check_report_names_each_points_promises_by_its_own_checkers_table() {
     let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
     assert_eq!(json["points"][1]["promises"], serde_json::json!(["no-key"]));
     assert!(
-        report.to_string().contains("PASS key: title [no-key]"),
+        report.to_string().contains("PASS key-required: title [no-key]"),
         "{report}"
     );
 }

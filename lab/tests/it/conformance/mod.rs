@@ -217,7 +217,7 @@ fn one_failure_does_not_hide_another() {
     let _cores = one_at_a_time();
     let report = conformance::run(|| Ok(Memory::new(Bug::GlobalKeys)));
     let failed = failed_points(&report);
-    // Only the scope point fails: the other points all use one caller, so they still pass.
+    // Only the point on scoped keys fails: the other points all use one caller, so they still pass.
     assert_eq!(
         failed,
         ["keys_are_scoped_by_caller_and_operation"],
