@@ -200,8 +200,8 @@ fn fastmcp_over_streamable_http_runs_every_hop_point_with_the_verdicts_of_its_st
 
 /// hop-restart over HTTP keeps the stdio run's verdict, but it is not a restart: the check did
 /// not start this wrapper and cannot end its process, so it closes the session and opens a new
-/// one on the same process, and says so in the point's title and its first sub-check (over stdio
-/// they say the wrapper ended). Whatever a wrapper keeps in its process survives here, so this
+/// one on the same process, and says so in its sub-checks (over stdio they say the wrapper ended
+/// and the retry went to the restarted wrapper). Whatever a wrapper keeps in its process survives here, so this
 /// PASS says that a new session keeps the key, not that a restart does.
 fn restart_was_a_new_session(report: &Value, context: &dyn Fn() -> String) {
     let restart = report["points"]
@@ -226,10 +226,17 @@ fn restart_was_a_new_session(report: &Value, context: &dyn Fn() -> String) {
         "{ended}: {}",
         context()
     );
-    let title = restart["title"].as_str().unwrap_or_default();
+    // The title is the registry's, which names both ways; the sub-checks say which it was.
+    let said: Vec<&str> = restart["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["what"].as_str())
+        .collect();
     assert!(
-        title.starts_with("The session reconnects before the retry"),
-        "the point says it reconnected, not restarted: {title}"
+        said.iter().any(|w| w.contains("on the new session"))
+            && !said.iter().any(|w| w.contains("restarted wrapper")),
+        "the point says it reconnected, not restarted: {said:?}"
     );
 }
 
