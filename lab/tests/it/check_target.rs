@@ -35,9 +35,9 @@ fn shipped_target() -> std::path::PathBuf {
     crate::repository_root().join("lab/targets/lab-serve.toml")
 }
 
-#[test]
-fn lab_serve_passes_every_point_of_its_shipped_target_file() {
-    let server = LabServer::spawn(&[
+/// `lab serve` as its shipped target file describes it: two callers, the fault hooks on.
+fn serve_with_faults() -> LabServer {
+    LabServer::spawn(&[
         "serve",
         "--port",
         "0",
@@ -46,7 +46,12 @@ fn lab_serve_passes_every_point_of_its_shipped_target_file() {
         "--caller",
         "bob=bob-token",
         "--faults",
-    ]);
+    ])
+}
+
+#[test]
+fn lab_serve_passes_every_point_of_its_shipped_target_file() {
+    let server = serve_with_faults();
     let target = shipped_target();
     let output = lab(&[
         "check",
@@ -113,16 +118,7 @@ fn reported_points(output: &Output) -> Vec<String> {
 
 #[test]
 fn only_and_skip_run_the_points_an_id_names_and_a_bad_id_is_refused_before_anything_is_sent() {
-    let server = LabServer::spawn(&[
-        "serve",
-        "--port",
-        "0",
-        "--caller",
-        "alice=alice-token",
-        "--caller",
-        "bob=bob-token",
-        "--faults",
-    ]);
+    let server = serve_with_faults();
     let target = shipped_target();
     let target = target.to_str().unwrap();
     let check = |selection: &[&str]| {
