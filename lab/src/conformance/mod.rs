@@ -133,14 +133,14 @@ where
         let mut fresh = Fresh::new(&mut connect);
         // A panicking adapter fails its point; the other points still run.
         let verdict = match catch_unwind(AssertUnwindSafe(|| (point.check)(&mut fresh))) {
-            Ok(Ok(())) => Verdict::Passed,
+            Ok(Ok(())) => Verdict::Pass,
             Ok(Err(failure)) => match failure.unsupported() {
                 Some(reason) => Verdict::NotCovered {
                     reason: reason.to_owned(),
                 },
-                None => Verdict::Failed(failure),
+                None => Verdict::Fail(failure),
             },
-            Err(panic) => Verdict::Failed(Failure::new(
+            Err(panic) => Verdict::Fail(Failure::new(
                 "the tool to answer without panicking",
                 format!("a panic: {}", panic_text(&panic)),
                 "the adapter panicked (an unwrap on an error, or a poisoned lock)",

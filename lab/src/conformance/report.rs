@@ -69,9 +69,9 @@ impl fmt::Display for Failure {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Verdict {
     /// The tool kept the contract at this point.
-    Passed,
+    Pass,
     /// The tool broke it.
-    Failed(Failure),
+    Fail(Failure),
     /// The tool declared that it cannot do what the point needs ([`Error::Unsupported`]); the
     /// point says nothing about the tool, and the report says so.
     NotCovered {
@@ -96,12 +96,12 @@ pub struct PointReport {
 impl PointReport {
     /// True when the tool kept this point.
     pub fn passed(&self) -> bool {
-        self.verdict == Verdict::Passed
+        self.verdict == Verdict::Pass
     }
 
     /// True when the tool broke this point (a point not covered is not broken).
     pub fn failed(&self) -> bool {
-        matches!(self.verdict, Verdict::Failed(_))
+        matches!(self.verdict, Verdict::Fail(_))
     }
 }
 
@@ -147,7 +147,7 @@ impl Report {
     /// The points that failed, with how.
     pub fn failures(&self) -> impl Iterator<Item = (&PointReport, &Failure)> {
         self.points.iter().filter_map(|point| match &point.verdict {
-            Verdict::Failed(failure) => Some((point, failure)),
+            Verdict::Fail(failure) => Some((point, failure)),
             _ => None,
         })
     }
@@ -184,12 +184,12 @@ impl fmt::Display for Report {
             // The contract's promise ids beside the point's own name, so reports line up.
             let ids = crate::contract::label(crate::contract::Checker::Conformance, point.name);
             match &point.verdict {
-                Verdict::Passed => writeln!(f, "PASS {} {ids}", point.name)?,
+                Verdict::Pass => writeln!(f, "PASS {} {ids}", point.name)?,
                 Verdict::NotCovered { reason } => {
                     writeln!(f, "NOT COVERED {} {ids}: {}", point.name, point.promise)?;
                     writeln!(f, "     the tool says: {reason}")?;
                 }
-                Verdict::Failed(failure) => {
+                Verdict::Fail(failure) => {
                     writeln!(f, "FAIL {} {ids}: {}", point.name, point.promise)?;
                     writeln!(f, "     expected {}", failure.expected)?;
                     writeln!(f, "     observed {}", failure.observed)?;

@@ -79,9 +79,9 @@ pub struct Allowed {
     pub retention_boundary: usize,
 }
 
-/// The checker's verdict on one history.
+/// The checker's findings on one history.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Verdict {
+pub struct Findings {
     /// Broken invariants, most serious first.
     pub violations: Vec<Violation>,
     /// Allowed outcomes worth counting.
@@ -100,8 +100,8 @@ struct KeyLog<'h> {
 
 // ANCHOR: check
 /// Checks every invariant over `history`.
-pub fn check(history: &History) -> Verdict {
-    let mut verdict = Verdict::default();
+pub fn check(history: &History) -> Findings {
+    let mut findings = Findings::default();
     let retention = history.plan.retention;
     let by_tag: BTreeMap<String, usize> = history
         .intents
@@ -137,7 +137,7 @@ pub fn check(history: &History) -> Verdict {
     for ticket in &history.end.tickets {
         let intent = tag_of(&ticket.payload).and_then(|tag| by_tag.get(&tag).copied());
         let Some(intent) = intent else {
-            verdict.violations.push(violation(
+            findings.violations.push(violation(
                 ViolationKind::UnexpectedTicket,
                 format!("ticket {} belongs to no intent of this history", ticket.id),
             ));
@@ -146,7 +146,7 @@ pub fn check(history: &History) -> Verdict {
         let info = &history.intents[intent];
         owner.insert(ticket.id.clone(), intent);
         if info.end == IntentEnd::NeverSaved {
-            verdict.violations.push(violation(
+            findings.violations.push(violation(
                 ViolationKind::UnexpectedTicket,
                 format!(
                     "ticket {} is for {}, which was never saved and so never sent",
@@ -156,7 +156,7 @@ pub fn check(history: &History) -> Verdict {
             ));
         }
         if ticket.caller != info.caller_name {
-            verdict.violations.push(violation(
+            findings.violations.push(violation(
                 ViolationKind::CrossScope,
                 format!(
                     "ticket {} for {} is stored under caller {}",
@@ -173,12 +173,12 @@ pub fn check(history: &History) -> Verdict {
     }
     for ((caller, key), log) in &keys {
         let who = format!("key {key} of {}", history.plan.callers[*caller].name);
-        check_key(history, &who, log, &owner, retention, &mut verdict);
+        check_key(history, &who, log, &owner, retention, &mut findings);
     }
-    check_pairs(history, &keys, &mut verdict);
-    check_resolution(history, &mut verdict);
-    verdict.violations.sort_by_key(|v| v.kind);
-    verdict
+    check_pairs(history, &keys, &mut findings);
+    check_resolution(history, &mut findings);
+    findings.violations.sort_by_key(|v| v.kind);
+    findings
 }
 // ANCHOR_END: check
 
@@ -207,7 +207,7 @@ fn check_key(
     log: &KeyLog<'_>,
     owner: &BTreeMap<TicketId, usize>,
     retention: u64,
-    verdict: &mut Verdict,
+    findings: &mut Findings,
 ) {
     // ANCHOR: retention_epochs
     // A prune after the promised retention starts a new epoch, where
@@ -229,10 +229,10 @@ fn check_key(
             .filter(|t| epoch_of_ticket(&t.id) == epoch)
             .collect();
         if epoch > 0 && !tickets.is_empty() {
-            verdict.allowed.retention_boundary += 1;
+            findings.allowed.retention_boundary += 1;
         }
         if tickets.len() > 1 {
-            duplicate_tickets(who, log, &tickets, retention, verdict);
+            duplicate_tickets(who, log, &tickets, retention, findings);
         }
         let calls = log
             .calls
@@ -247,7 +247,7 @@ fn check_key(
                 tickets: &tickets,
                 intent,
             };
-            if let Some(id) = call.check(result, owner, verdict)
+            if let Some(id) = call.check(result, owner, findings)
                 && !told.contains(&id)
             {
                 told.push(id);
@@ -255,7 +255,7 @@ fn check_key(
         }
         if told.len() > 1 {
             let ids: Vec<String> = told.iter().map(ToString::to_string).collect();
-            verdict.violations.push(violation(
+            findings.violations.push(violation(
                 ViolationKind::DivergentSuccess,
                 format!("callers of {who} were told tickets {}", ids.join(" and ")),
             ));
@@ -269,7 +269,7 @@ fn duplicate_tickets(
     log: &KeyLog<'_>,
     tickets: &[&TicketRow],
     retention: u64,
-    verdict: &mut Verdict,
+    findings: &mut Findings,
 ) {
     let ids: Vec<String> = tickets.iter().map(|t| t.id.to_string()).collect();
     let early: Vec<String> = log
@@ -286,7 +286,7 @@ fn duplicate_tickets(
             early.join(", ")
         )
     };
-    verdict.violations.push(violation(
+    findings.violations.push(violation(
         ViolationKind::DuplicateTicket,
         format!(
             "{who} has tickets {} while its record is retained{why}",
@@ -310,26 +310,26 @@ impl Call<'_> {
         &self,
         result: &CallResult,
         owner: &BTreeMap<TicketId, usize>,
-        verdict: &mut Verdict,
+        findings: &mut Findings,
     ) -> Option<TicketId> {
         let id = result.ticket();
         if let Some(id) = &id {
-            self.success(id, owner, verdict);
+            self.success(id, owner, findings);
         }
         if *result == CallResult::Conflict {
-            self.conflict(verdict);
+            self.conflict(findings);
         }
         id
     }
 
     /// A success must carry a ticket of the caller's own scope, made for its payload.
-    fn success(&self, id: &TicketId, owner: &BTreeMap<TicketId, usize>, verdict: &mut Verdict) {
+    fn success(&self, id: &TicketId, owner: &BTreeMap<TicketId, usize>, findings: &mut Findings) {
         let (history, who) = (self.history, self.who);
         let info = &history.intents[self.intent];
         if let Some(&other) = owner.get(id)
             && history.intents[other].caller != info.caller
         {
-            verdict.violations.push(violation(
+            findings.violations.push(violation(
                 ViolationKind::CrossScope,
                 format!(
                     "{} was told ticket {id}, which belongs to {}",
@@ -343,7 +343,7 @@ impl Call<'_> {
         if let Some(made) = self.log.tickets.iter().find(|t| t.id == *id)
             && canonical(&made.payload) != info.payload
         {
-            verdict.violations.push(violation(
+            findings.violations.push(violation(
                 ViolationKind::AcceptedChangedPayload,
                 format!(
                     "{} sent another payload under {who} and was told ticket {id}, made \
@@ -356,11 +356,11 @@ impl Call<'_> {
 
     /// A conflict is wrong for the caller's own payload, and the rejected payload must not
     /// have been stored.
-    fn conflict(&self, verdict: &mut Verdict) {
+    fn conflict(&self, findings: &mut Findings) {
         let (info, who) = (&self.history.intents[self.intent], self.who);
         let original = self.tickets.first().map(|t| canonical(&t.payload));
         if original.as_deref() == Some(info.payload.as_str()) {
-            verdict.violations.push(violation(
+            findings.violations.push(violation(
                 ViolationKind::SpuriousConflict,
                 format!(
                     "{} retried {who} with its own payload and was told it conflicts",
@@ -374,7 +374,7 @@ impl Call<'_> {
             .skip(1)
             .any(|t| canonical(&t.payload) == info.payload)
         {
-            verdict.violations.push(violation(
+            findings.violations.push(violation(
                 ViolationKind::ConflictChangedOriginal,
                 format!("{}'s rejected payload was stored under {who}", info.tag()),
             ));
@@ -388,7 +388,7 @@ impl Call<'_> {
 fn check_pairs(
     history: &History,
     keys: &BTreeMap<(usize, &str), KeyLog<'_>>,
-    verdict: &mut Verdict,
+    findings: &mut Findings,
 ) {
     // A tool that keeps no durable records at all is judged by what its callers see.
     let Some(records) = &history.end.records else {
@@ -402,7 +402,7 @@ fn check_pairs(
         .collect();
     for record in records {
         match tickets.get(&record.ticket_id) {
-            None => verdict.violations.push(violation(
+            None => findings.violations.push(violation(
                 ViolationKind::Unpaired,
                 format!(
                     "the record of key {} of {} names ticket {}, which does not exist",
@@ -410,7 +410,7 @@ fn check_pairs(
                 ),
             )),
             Some(ticket) if ticket.caller != record.caller => {
-                verdict.violations.push(violation(
+                findings.violations.push(violation(
                     ViolationKind::CrossScope,
                     format!(
                         "the record of key {} of {} names ticket {} of {}",
@@ -419,7 +419,7 @@ fn check_pairs(
                 ));
             }
             Some(ticket) if canonical(&ticket.payload) != canonical(&record.payload) => {
-                verdict.violations.push(violation(
+                findings.violations.push(violation(
                     ViolationKind::ConflictChangedOriginal,
                     format!(
                         "the record of key {} of {} holds another payload than ticket {}",
@@ -434,7 +434,7 @@ fn check_pairs(
         for ticket in &log.tickets {
             let pruned_since = log.prunes.iter().any(|(_, _, mark)| ticket.id <= *mark);
             if !pruned_since && !records.iter().any(|r| r.ticket_id == ticket.id) {
-                verdict.violations.push(violation(
+                findings.violations.push(violation(
                     ViolationKind::Unpaired,
                     format!("ticket {} has no operation record", ticket.id),
                 ));
@@ -447,10 +447,10 @@ fn check_pairs(
 /// Every saved intent ends answered or marked for review; an uncertain call is followed by a
 /// retry with the same key (which the scheduler guarantees by construction: it only ever sends the
 /// saved key) or by the review mark.
-fn check_resolution(history: &History, verdict: &mut Verdict) {
+fn check_resolution(history: &History, findings: &mut Findings) {
     for (index, intent) in history.intents.iter().enumerate() {
         if intent.end == IntentEnd::Open {
-            verdict.violations.push(violation(
+            findings.violations.push(violation(
                 ViolationKind::Unresolved,
                 format!(
                     "{} was saved but never answered nor marked for review",
@@ -477,7 +477,7 @@ fn check_resolution(history: &History, verdict: &mut Verdict) {
         let reviewed = matches!(intent.end, IntentEnd::Review(_));
         let done_elsewhere = matches!(intent.end, IntentEnd::Done(_));
         if last_uncertain.is_some() && !answered_after && !reviewed && !done_elsewhere {
-            verdict.violations.push(violation(
+            findings.violations.push(violation(
                 ViolationKind::Unresolved,
                 format!(
                     "{}'s last call had an unknown outcome and nothing followed",

@@ -64,7 +64,7 @@ pub fn run_command(args: &SimulateArgs) -> Result<CommandReport> {
         let rows = sweep(args.variant)?;
         let broken = rows
             .iter()
-            .filter(|r| !r.verdict.violations.is_empty())
+            .filter(|r| !r.findings.violations.is_empty())
             .count();
         let text = format!(
             "fail-at-step-N sweep, variant {}: {} faults x 2 paths, {broken} with violations\n{}",

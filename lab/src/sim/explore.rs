@@ -65,11 +65,11 @@ pub fn explore(variant: Variant, seed: u64, histories: u64) -> Result<Exploratio
     for n in 0..histories {
         let history_seed = seed.wrapping_add(n);
         let history = variant.run(&Plan::generate(history_seed))?;
-        let verdict = check(&history);
+        let findings = check(&history);
         tally.add(&history);
-        tally.retention_boundary += verdict.allowed.retention_boundary as u64;
-        if !verdict.violations.is_empty() {
-            failures.push((history_seed, verdict.violations));
+        tally.retention_boundary += findings.allowed.retention_boundary as u64;
+        if !findings.violations.is_empty() {
+            failures.push((history_seed, findings.violations));
             if variant != Variant::Correct {
                 break;
             }
@@ -107,9 +107,9 @@ pub fn find_counterexample(
 ) -> Result<Option<Counterexample>> {
     for n in 0..histories {
         let history_seed = seed.wrapping_add(n);
-        let verdict = check(&variant.run(&Plan::generate(history_seed))?);
-        if !verdict.violations.is_empty() {
-            return counterexample(variant, history_seed, &verdict.violations, n + 1).map(Some);
+        let findings = check(&variant.run(&Plan::generate(history_seed))?);
+        if !findings.violations.is_empty() {
+            return counterexample(variant, history_seed, &findings.violations, n + 1).map(Some);
         }
     }
     Ok(None)
@@ -170,7 +170,7 @@ impl fmt::Display for Counterexample {
         write!(
             f,
             "{}",
-            timeline(&self.shrunk.history, &self.shrunk.verdict)
+            timeline(&self.shrunk.history, &self.shrunk.findings)
         )
     }
 }

@@ -32,7 +32,7 @@ pub use agent::{AgentLoop, AgentRun, PROMPTS, agent_table, run_agent};
 pub use antipattern::{
     CheckThenWrite, EarlyPrune, FreshKeyPerAttempt, MemoryKey, RawPayloadText, Scratch, Unclaimed,
 };
-pub use check::{Allowed, Verdict, Violation, ViolationKind, check};
+pub use check::{Allowed, Findings, Violation, ViolationKind, check};
 pub use command::{
     BOOK_HISTORIES, BOOK_SEED, CommandReport, SimulateArgs, book_examples, run_command,
 };

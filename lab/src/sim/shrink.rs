@@ -4,7 +4,7 @@
 use crate::error::Result;
 use crate::tool::Fault;
 
-use super::check::{Verdict, ViolationKind, check};
+use super::check::{Findings, ViolationKind, check};
 use super::history::History;
 use super::plan::Plan;
 use super::variant::Variant;
@@ -16,8 +16,8 @@ pub struct Shrunk {
     pub plan: Plan,
     /// Its history.
     pub history: History,
-    /// The checker's verdict on it.
-    pub verdict: Verdict,
+    /// The checker's findings on it.
+    pub findings: Findings,
     /// How many candidate plans were run.
     pub runs: usize,
 }
@@ -37,11 +37,11 @@ pub fn shrink(
     budget: usize,
 ) -> Result<Shrunk> {
     let history = variant.run(plan)?;
-    let verdict = check(&history);
+    let findings = check(&history);
     let mut best = Shrunk {
         plan: plan.clone(),
         history,
-        verdict,
+        findings,
         runs: 1,
     };
     // After a kept edit, carry on from the same position in the new list: the edits before it
@@ -57,11 +57,11 @@ pub fn shrink(
             }
             best.runs += 1;
             let history = variant.run(&candidate)?;
-            let verdict = check(&history);
-            if verdict.violations.iter().any(|v| v.kind == target) {
+            let findings = check(&history);
+            if findings.violations.iter().any(|v| v.kind == target) {
                 best.plan = candidate;
                 best.history = history;
-                best.verdict = verdict;
+                best.findings = findings;
                 kept = Some(position);
                 break;
             }

@@ -10,7 +10,7 @@ use crate::key::{OperationKey, Scope};
 use crate::payload::Payload;
 use crate::tool::{CreateRequest, Fault, Outcome, Step};
 
-use super::check::{Verdict, Violation, ViolationKind, check};
+use super::check::{Findings, Violation, ViolationKind, check};
 use super::history::{CallResult, Event, History, IntentEnd, IntentInfo, What};
 use super::plan::{AttemptPlan, CallerPlan, IntentPlan, Plan, RETENTION};
 use super::run::OPERATION;
@@ -52,9 +52,9 @@ pub struct SweepRow {
     pub tickets: usize,
     /// Operation records at the end.
     pub records: usize,
-    /// The checker's verdict, plus this sweep's own expectation: one ticket, one record, and the
+    /// The checker's findings, plus this sweep's own expectation: one ticket, one record, and the
     /// last answer naming that ticket.
-    pub verdict: Verdict,
+    pub findings: Findings,
 }
 
 // ANCHOR: sweep
@@ -79,7 +79,7 @@ pub fn sweep(variant: Variant) -> Result<Vec<SweepRow>> {
 // ANCHOR_END: sweep
 
 fn row(path: SweepPath, fault: Fault, history: &History) -> SweepRow {
-    let mut verdict = check(history);
+    let mut findings = check(history);
     let results: Vec<CallResult> = history
         .events
         .iter()
@@ -96,7 +96,7 @@ fn row(path: SweepPath, fault: Fault, history: &History) -> SweepRow {
     let last_answer = results.last().and_then(CallResult::ticket);
     let mut expect = |broken: bool, kind: ViolationKind, detail: String| {
         if broken {
-            verdict.violations.push(Violation { kind, detail });
+            findings.violations.push(Violation { kind, detail });
         }
     };
     expect(
@@ -120,7 +120,7 @@ fn row(path: SweepPath, fault: Fault, history: &History) -> SweepRow {
         results,
         tickets,
         records,
-        verdict,
+        findings,
     }
 }
 
@@ -252,10 +252,10 @@ impl fmt::Display for SweepRow {
             calls.join(", then "),
             self.tickets,
             self.records,
-            if self.verdict.violations.is_empty() {
+            if self.findings.violations.is_empty() {
                 "ok".to_owned()
             } else {
-                format!("VIOLATION {}", self.verdict.violations[0])
+                format!("VIOLATION {}", self.findings.violations[0])
             }
         )
     }

@@ -5,14 +5,14 @@ use std::fmt::Write as _;
 use crate::payload::Payload;
 use crate::tool::Fault;
 
-use super::check::Verdict;
+use super::check::Findings;
 use super::history::{CallResult, History, What};
 use super::tally::step_name;
 
 // ANCHOR: timeline
 /// The history as numbered lines: time, who, what happened; then what the store held at the end
 /// and what the checker found.
-pub fn timeline(history: &History, verdict: &Verdict) -> String {
+pub fn timeline(history: &History, findings: &Findings) -> String {
     let mut out = String::new();
     for event in &history.events {
         let _ = writeln!(out, "{:>4}  {}", event.time, describe(history, &event.what));
@@ -42,10 +42,10 @@ pub fn timeline(history: &History, verdict: &Verdict) -> String {
             let _ = writeln!(out, "      records: none kept in the store");
         }
     }
-    if verdict.violations.is_empty() {
+    if findings.violations.is_empty() {
         let _ = writeln!(out, "no violation");
     }
-    for violation in &verdict.violations {
+    for violation in &findings.violations {
         let _ = writeln!(out, "VIOLATION {violation}");
     }
     out

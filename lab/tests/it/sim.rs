@@ -66,7 +66,7 @@ fn each_anti_pattern_is_caught_and_its_shrunk_history_replays_from_its_seed() {
         // The shrunk plan itself replays to the same steps and the same store.
         let again = variant.run(&found.shrunk.plan).unwrap();
         assert_eq!(again.events, found.shrunk.history.events);
-        assert_eq!(check(&again), found.shrunk.verdict);
+        assert_eq!(check(&again), found.shrunk.findings);
     }
 }
 
@@ -93,7 +93,7 @@ fn the_fail_at_step_sweep_covers_every_step_with_no_violation() {
         );
     }
     for row in &rows {
-        assert!(row.verdict.violations.is_empty(), "{row}");
+        assert!(row.findings.violations.is_empty(), "{row}");
         assert_eq!((row.tickets, row.records), (1, 1), "{row}");
         let faulted = match row.path {
             SweepPath::NewKey => &row.results[0],
@@ -129,7 +129,7 @@ fn the_sweep_fails_a_tool_that_keeps_no_record() {
     let rows = sweep(Variant::MemoryKey).unwrap();
     assert!(
         rows.iter().all(|r| r
-            .verdict
+            .findings
             .violations
             .iter()
             .any(|v| v.kind == ViolationKind::Unpaired)),
@@ -152,15 +152,15 @@ fn the_checker_reports_a_second_ticket_for_one_key() {
     let copy = history.end.tickets[0].clone();
     let id = TicketId::from(history.end.tickets.last().unwrap().id.as_i64().unwrap() + 1);
     history.end.tickets.push(TicketRow { id, ..copy });
-    let verdict = check(&history);
+    let findings = check(&history);
     assert_eq!(
-        verdict.violations[0].kind,
+        findings.violations[0].kind,
         ViolationKind::DuplicateTicket,
-        "{verdict:?}"
+        "{findings:?}"
     );
     // The new ticket has no record either.
     assert!(
-        verdict
+        findings
             .violations
             .iter()
             .any(|v| v.kind == ViolationKind::Unpaired)
@@ -172,20 +172,20 @@ fn the_checker_reports_a_record_without_its_ticket_and_a_ticket_of_another_scope
     let mut history = unpruned(5);
     let records = history.end.records.as_mut().unwrap();
     records[0].ticket_id = 999.into();
-    let verdict = check(&history);
+    let findings = check(&history);
     assert!(
-        verdict
+        findings
             .violations
             .iter()
             .any(|v| v.kind == ViolationKind::Unpaired
                 && v.detail.contains("ticket 999, which does not exist")),
-        "{verdict:?}"
+        "{findings:?}"
     );
     let mut history = unpruned(5);
     history.end.tickets[0].caller = "someone-else".to_owned();
-    let verdict = check(&history);
+    let findings = check(&history);
     assert!(
-        verdict
+        findings
             .violations
             .iter()
             .any(|v| v.kind == ViolationKind::CrossScope)
@@ -206,8 +206,8 @@ fn a_new_ticket_after_a_pruned_record_is_the_retention_boundary_not_a_violation(
     // The same history, judged as if the record had been pruned too early, is a violation.
     let mut early = boundary.clone();
     early.plan.retention = u64::MAX;
-    let verdict = check(&early);
-    assert_eq!(verdict.violations[0].kind, ViolationKind::DuplicateTicket);
+    let findings = check(&early);
+    assert_eq!(findings.violations[0].kind, ViolationKind::DuplicateTicket);
 }
 
 #[test]
@@ -317,8 +317,8 @@ fn the_checker_flags_an_adapter_that_accepts_a_changed_payload() {
     for seed in 1..=40 {
         let tool = ReplaysAnyPayload(lab::SqliteStore::temporary().unwrap());
         let history = sim::run(&Plan::generate(seed), &tool).unwrap();
-        let verdict = check(&history);
-        if let Some(v) = verdict
+        let findings = check(&history);
+        if let Some(v) = findings
             .violations
             .iter()
             .find(|v| v.kind == ViolationKind::AcceptedChangedPayload)
