@@ -8,8 +8,10 @@
 //! beside the figures, so a reader can see which side was saturated.
 //!
 //! Every measurement gets a fresh server and store. Keyed and unkeyed runs take turns, in the
-//! opposite order each round, so a drift of the machine falls on both. Nothing here asserts on a
-//! number: the targets are printed beside the ratios.
+//! opposite order each round, so a drift of the machine falls on both. Each round gives its own
+//! keyed-to-unkeyed ratio, by answers per second and by the server's CPU time per answer, and the
+//! section keeps them all, so the spread over rounds is shown beside the median. Nothing here
+//! asserts on a number: the targets are printed beside the ratios.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -53,8 +55,8 @@ impl Plan {
         } else {
             Plan {
                 warmup: Duration::from_millis(500),
-                measured: Duration::from_secs(3),
-                rounds: 2,
+                measured: Duration::from_secs(4),
+                rounds: 3,
             }
         }
     }
@@ -69,6 +71,9 @@ struct ConnectionCounts {
     other_status: u64,
     /// Transport errors (the task stops at the first).
     errors: u64,
+    /// 2xx answers at any time, warm-up and drain included: the work the server's CPU time of the
+    /// whole measurement paid for.
+    answered_all: u64,
     /// Latency of every counted 2xx answer, in microseconds.
     latencies_us: Vec<u32>,
 }
@@ -84,6 +89,12 @@ struct Totals {
     measured_seconds: f64,
     client_cpu_seconds: f64,
     server_cpu_seconds: f64,
+    /// Every 2xx answer, warm-up and drain included, summed over rounds.
+    answered_all: u64,
+    /// Wall time from the first connection to the last answer, summed over rounds.
+    wall_seconds: f64,
+    /// Each round's figures, in the order measured.
+    rounds: Vec<Value>,
 }
 
 /// Runs every measurement and returns the `http` section of `bench.json`.
@@ -124,31 +135,29 @@ pub fn run(lab: &Path, scratch: &Path, quick: bool) -> Result<Value> {
                 );
                 let database = scratch.join(format!("http-{serial}.sqlite"));
                 let server = Server::start(lab, &database)?;
-                let client_before = own_cpu_seconds();
-                let counts = runtime.block_on(load(server.address, connections, keyed, plan));
-                let client_cpu = own_cpu_seconds() - client_before;
-                let server_cpu = server.cpu_seconds();
+                let seen = measure(&runtime, &server, connections, keyed, plan);
                 drop(server);
                 let total = totals
                     .iter_mut()
                     .find(|(pair, _)| *pair == (connections, keyed))
                     .map(|(_, total)| total)
                     .context("every measured pair has its totals")?;
-                total.per_connection.resize(connections, 0);
-                for (slot, connection) in total.per_connection.iter_mut().zip(&counts) {
-                    *slot += connection.answered;
-                }
-                for connection in counts {
-                    total.other_status += connection.other_status;
-                    total.errors += connection.errors;
-                    total.latencies_us.extend(connection.latencies_us);
-                }
-                total.measured_seconds += plan.measured.as_secs_f64();
-                total.client_cpu_seconds += client_cpu;
-                total.server_cpu_seconds += server_cpu.unwrap_or(f64::NAN);
+                total.add(round + 1, connections, seen, plan);
             }
         }
     }
+    let ratios: Vec<Value> = CONNECTIONS
+        .iter()
+        .map(|&connections| {
+            let rounds = |keyed: bool| {
+                totals
+                    .iter()
+                    .find(|(pair, _)| *pair == (connections, keyed))
+                    .map_or(&[][..], |(_, total)| &total.rounds[..])
+            };
+            ratios(connections, rounds(true), rounds(false))
+        })
+        .collect();
     let runs: Vec<Value> = totals
         .into_iter()
         .map(|((connections, keyed), total)| summarise(connections, keyed, total))
@@ -163,7 +172,118 @@ pub fn run(lab: &Path, scratch: &Path, quick: bool) -> Result<Value> {
             "rounds": plan.rounds,
         },
         "runs": runs,
+        "ratios": ratios,
     }))
+}
+
+/// What one measurement saw: each connection's counts, and the CPU and wall time of the load.
+struct Seen {
+    counts: Vec<ConnectionCounts>,
+    client_cpu_s: f64,
+    server_cpu_s: f64,
+    wall_s: f64,
+}
+
+/// One measurement against a started server. The CPU times are read just before the first
+/// connection and just after the last answer, so the server's start-up is not counted.
+fn measure(
+    runtime: &tokio::runtime::Runtime,
+    server: &Server,
+    connections: usize,
+    keyed: bool,
+    plan: Plan,
+) -> Seen {
+    let server_before = server.cpu_seconds();
+    let client_before = own_cpu_seconds();
+    let started = std::time::Instant::now();
+    let counts = runtime.block_on(load(server.address, connections, keyed, plan));
+    let wall_s = started.elapsed().as_secs_f64();
+    let client_cpu_s = own_cpu_seconds() - client_before;
+    let server_cpu_s = match (server_before, server.cpu_seconds()) {
+        (Some(before), Some(after)) => after - before,
+        _ => f64::NAN,
+    };
+    Seen {
+        counts,
+        client_cpu_s,
+        server_cpu_s,
+        wall_s,
+    }
+}
+
+impl Totals {
+    /// Adds one round's measurement, and keeps that round's own figures.
+    fn add(&mut self, round: u32, connections: usize, seen: Seen, plan: Plan) {
+        self.per_connection.resize(connections, 0);
+        for (slot, connection) in self.per_connection.iter_mut().zip(&seen.counts) {
+            *slot += connection.answered;
+        }
+        let counted: u64 = seen.counts.iter().map(|c| c.answered).sum();
+        let all: u64 = seen.counts.iter().map(|c| c.answered_all).sum();
+        for connection in seen.counts {
+            self.other_status += connection.other_status;
+            self.errors += connection.errors;
+            self.answered_all += connection.answered_all;
+            self.latencies_us.extend(connection.latencies_us);
+        }
+        let measured = plan.measured.as_secs_f64();
+        self.measured_seconds += measured;
+        self.client_cpu_seconds += seen.client_cpu_s;
+        self.server_cpu_seconds += seen.server_cpu_s;
+        self.wall_seconds += seen.wall_s;
+        self.rounds.push(json!({
+            "round": round,
+            "requests_per_second": counted as f64 / measured,
+            "server_cpu_us_per_answer": per_answer_us(seen.server_cpu_s, all),
+            "server_cores": seen.server_cpu_s / seen.wall_s,
+            "client_cores": seen.client_cpu_s / seen.wall_s,
+        }));
+    }
+}
+
+/// CPU seconds spent per answer, in microseconds; NaN without answers.
+fn per_answer_us(cpu_seconds: f64, answers: u64) -> f64 {
+    if answers == 0 {
+        f64::NAN
+    } else {
+        cpu_seconds * 1e6 / answers as f64
+    }
+}
+
+/// The keyed-to-unkeyed ratios of each round at one connection count: answers per second
+/// (keyed ÷ unkeyed, so below 1 is the key's cost) and server CPU per answer (unkeyed ÷ keyed,
+/// the same direction), each with its median and range over rounds.
+fn ratios(connections: usize, keyed: &[Value], unkeyed: &[Value]) -> Value {
+    let per_round = |field: &str, keyed_over_unkeyed: bool| -> Vec<f64> {
+        keyed
+            .iter()
+            .zip(unkeyed)
+            .map(|(k, u)| {
+                let (k, u) = (
+                    k[field].as_f64().unwrap_or(f64::NAN),
+                    u[field].as_f64().unwrap_or(f64::NAN),
+                );
+                if keyed_over_unkeyed { k / u } else { u / k }
+            })
+            .collect()
+    };
+    json!({
+        "connections": connections,
+        "rate": spread(per_round("requests_per_second", true)),
+        "server_cpu": spread(per_round("server_cpu_us_per_answer", false)),
+    })
+}
+
+/// Values with their median, least and greatest.
+fn spread(values: Vec<f64>) -> Value {
+    let least = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let greatest = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    json!({
+        "median": lab::bench::median_f64(values.clone()),
+        "min": least,
+        "max": greatest,
+        "per_round": values,
+    })
 }
 
 fn summarise(connections: usize, keyed: bool, total: Totals) -> Value {
@@ -190,7 +310,11 @@ fn summarise(connections: usize, keyed: bool, total: Totals) -> Value {
         "per_connection_answered": total.per_connection,
         "client_cpu_s": total.client_cpu_seconds,
         "server_cpu_s": total.server_cpu_seconds,
+        "server_cpu_us_per_answer": per_answer_us(total.server_cpu_seconds, total.answered_all),
+        "server_cores": total.server_cpu_seconds / total.wall_seconds,
+        "client_cores": total.client_cpu_seconds / total.wall_seconds,
         "measured_s": total.measured_seconds,
+        "rounds": total.rounds,
     })
 }
 
@@ -274,6 +398,9 @@ async fn connection(
             counts.errors += 1;
             return counts;
         };
+        if status.is_success() {
+            counts.answered_all += 1;
+        }
         // Counted by when the answer came: a slow answer that began in the warm-up still counts,
         // so the window does not hide the tail.
         if finished < counted_from || finished > end {
@@ -366,7 +493,7 @@ impl Drop for Server {
     }
 }
 
-/// Prints the HTTP targets of issue #14 beside the measured figures.
+/// Prints the HTTP targets of issues #14 and #48 beside the measured figures.
 pub fn print_targets(http: &Value) {
     let Some(runs) = http["runs"].as_array() else {
         return;
@@ -376,6 +503,20 @@ pub fn print_targets(http: &Value) {
             .find(|run| run["connections"] == connections && run["keyed"] == keyed)
     };
     let number = |run: &Value, field: &str| run[field].as_f64().unwrap_or(f64::NAN);
+    let ratio = |connections: u64, which: &str| {
+        let found = http["ratios"]
+            .as_array()
+            .and_then(|all| all.iter().find(|r| r["connections"] == connections));
+        found.map_or("n/a".to_owned(), |r| {
+            let part = &r[which];
+            format!(
+                "{:.2} (rounds {:.2} to {:.2})",
+                number(part, "median"),
+                number(part, "min"),
+                number(part, "max")
+            )
+        })
+    };
     println!("\nHTTP targets (measured in this run)");
     for connections in CONNECTIONS {
         let connections = connections as u64;
@@ -384,14 +525,15 @@ pub fn print_targets(http: &Value) {
             continue;
         };
         println!(
-            "  {connections} connections: keyed {:.0}/s, unkeyed {:.0}/s, ratio {:.2} (target >= 0.8)",
+            "  {connections} connections: keyed {:.0}/s, unkeyed {:.0}/s; keyed ÷ unkeyed by rate {}, by server CPU per answer {} (target >= 0.9)",
             number(keyed, "requests_per_second"),
             number(unkeyed, "requests_per_second"),
-            number(keyed, "requests_per_second") / number(unkeyed, "requests_per_second"),
+            ratio(connections, "rate"),
+            ratio(connections, "server_cpu"),
         );
         for (label, run) in [("keyed", keyed), ("unkeyed", unkeyed)] {
             println!(
-                "    {label}: p50 {:.2} ms, p99 {:.2} ms, p99/p50 {:.2}{}; least-served connection {:.2}x the median, most {:.2}x (target within 2x); {} other statuses, {} errors; CPU s client {:.2}, server {:.2}",
+                "    {label}: p50 {:.2} ms, p99 {:.2} ms, p99/p50 {:.2}{}; least-served connection {:.2}x the median, most {:.2}x (target within 2x); {} other statuses, {} errors",
                 number(run, "p50_ms"),
                 number(run, "p99_ms"),
                 number(run, "p99_ms") / number(run, "p50_ms"),
@@ -404,8 +546,18 @@ pub fn print_targets(http: &Value) {
                 number(run, "most_served_share"),
                 run["other_status"],
                 run["errors"],
-                number(run, "client_cpu_s"),
-                number(run, "server_cpu_s"),
+            );
+            let client = number(run, "client_cores");
+            println!(
+                "      server {:.1} µs CPU per answer, {:.2} of a core; load generator {:.2} of a core{}",
+                number(run, "server_cpu_us_per_answer"),
+                number(run, "server_cores"),
+                client,
+                if client > 0.9 {
+                    " (nearly a whole core: the generator may have been the bottleneck)"
+                } else {
+                    " (it had room: not the bottleneck)"
+                },
             );
         }
     }

@@ -321,7 +321,7 @@ const TABLES: &[Table] = &[
             "connections",
             "creates",
             "answers/s",
-            "keyed ÷ unkeyed",
+            "keyed ÷ unkeyed: median (rounds)",
             "p50 ms",
             "p99 ms",
             "p99 ÷ p50",
@@ -330,6 +330,18 @@ const TABLES: &[Table] = &[
             "errors",
         ],
         rows: http_rows,
+    },
+    Table {
+        name: "http-cpu",
+        header: &[
+            "connections",
+            "creates",
+            "server CPU µs per answer",
+            "unkeyed ÷ keyed: median (rounds)",
+            "server's cores",
+            "load generator's cores",
+        ],
+        rows: http_cpu_rows,
     },
     Table {
         name: "keyed-create-profile",
@@ -548,33 +560,14 @@ fn retained_rows(bench: &Value) -> Result<Vec<Vec<String>>> {
 /// Keyed against unkeyed creates over HTTP, by connections.
 fn http_rows(bench: &Value) -> Result<Vec<Vec<String>>> {
     let mut rows: Vec<Vec<String>> = Vec::new();
-    let runs = bench["http"]["runs"]
-        .as_array()
-        .context("bench.json has no http section (run cargo xtask bench --http)")?;
     // A share is missing (null) when the median connection got no answer at all.
     let shown = |value: &Value| value.as_f64().map_or("n/a".to_owned(), format_value);
-    let find = |connections: &Value, keyed: bool| {
-        runs.iter()
-            .find(|run| run["connections"] == *connections && run["keyed"] == keyed)
-    };
-    for run in runs {
-        let keyed = run["keyed"] == true;
-        let ratio = if keyed {
-            find(&run["connections"], false).map_or("n/a".to_owned(), |unkeyed| {
-                format!(
-                    "{:.2}",
-                    number(&run["requests_per_second"], "a rate").unwrap_or(f64::NAN)
-                        / number(&unkeyed["requests_per_second"], "a rate").unwrap_or(f64::NAN)
-                )
-            })
-        } else {
-            String::new()
-        };
+    for run in http_runs(bench)? {
         rows.push(vec![
             run["connections"].to_string(),
-            if keyed { "keyed" } else { "unkeyed" }.to_owned(),
+            creates(run).to_owned(),
             format_value(number(&run["requests_per_second"], "a rate")?),
-            ratio,
+            http_ratio(bench, run, "rate")?,
             format_value(number(&run["p50_ms"], "p50")?),
             format_value(number(&run["p99_ms"], "p99")?),
             format!(
@@ -587,6 +580,61 @@ fn http_rows(bench: &Value) -> Result<Vec<Vec<String>>> {
         ]);
     }
     Ok(rows)
+}
+
+/// Where the server's CPU went over HTTP, and how much of the machine each side took.
+fn http_cpu_rows(bench: &Value) -> Result<Vec<Vec<String>>> {
+    http_runs(bench)?
+        .iter()
+        .map(|run| {
+            Ok(vec![
+                run["connections"].to_string(),
+                creates(run).to_owned(),
+                format_value(number(&run["server_cpu_us_per_answer"], "server CPU")?),
+                http_ratio(bench, run, "server_cpu")?,
+                format!("{:.2}", number(&run["server_cores"], "server's cores")?),
+                format!("{:.2}", number(&run["client_cores"], "generator's cores")?),
+            ])
+        })
+        .collect()
+}
+
+fn http_runs(bench: &Value) -> Result<&Vec<Value>> {
+    bench["http"]["runs"]
+        .as_array()
+        .context("bench.json has no http section (run cargo xtask bench --http)")
+}
+
+fn creates(run: &Value) -> &'static str {
+    if run["keyed"] == true {
+        "keyed"
+    } else {
+        "unkeyed"
+    }
+}
+
+/// A keyed run's ratio to the unkeyed run (`which`: `rate` or `server_cpu`), as its median over
+/// rounds and their range; empty on an unkeyed run's row.
+fn http_ratio(bench: &Value, run: &Value, which: &str) -> Result<String> {
+    if run["keyed"] != true {
+        return Ok(String::new());
+    }
+    let part = bench["http"]["ratios"]
+        .as_array()
+        .and_then(|all| all.iter().find(|r| r["connections"] == run["connections"]))
+        .map(|r| &r[which])
+        .with_context(|| {
+            format!(
+                "bench.json has no http ratio at {} connections (run cargo xtask bench --http)",
+                run["connections"]
+            )
+        })?;
+    Ok(format!(
+        "{:.2} ({:.2} to {:.2})",
+        number(&part["median"], "a median ratio")?,
+        number(&part["min"], "a least ratio")?,
+        number(&part["max"], "a greatest ratio")?,
+    ))
 }
 
 /// Where the keyed create spends its instructions.
@@ -809,20 +857,40 @@ mod tests {
     fn the_http_table_shows_each_run_and_the_keyed_to_unkeyed_ratio() {
         let bench = json!({"http": {"runs": [
             {"connections": 8, "keyed": true, "requests_per_second": 800.0, "p50_ms": 1.0,
-             "p99_ms": 3.0, "least_served_share": 0.9, "most_served_share": 1.1, "errors": 0},
+             "p99_ms": 3.0, "least_served_share": 0.9, "most_served_share": 1.1, "errors": 0,
+             "server_cpu_us_per_answer": 120.0, "server_cores": 0.9, "client_cores": 0.5},
             {"connections": 8, "keyed": false, "requests_per_second": 1000.0, "p50_ms": 1.0,
-             "p99_ms": 2.0, "least_served_share": null, "most_served_share": 7.5, "errors": 0}
+             "p99_ms": 2.0, "least_served_share": null, "most_served_share": 7.5, "errors": 0,
+             "server_cpu_us_per_answer": 100.0, "server_cores": 0.95, "client_cores": 0.6}
+        ], "ratios": [
+            {"connections": 8, "rate": {"median": 0.8, "min": 0.75, "max": 0.85},
+             "server_cpu": {"median": 0.83, "min": 0.8, "max": 0.9}}
         ]}});
         let table = table("http", &bench).unwrap();
         assert!(
-            table.contains("| 8 | keyed | 800 | 0.80 | 1.00 | 3.00 | 3.00 | 0.90 | 1.10 | 0 |"),
+            table.contains(
+                "| 8 | keyed | 800 | 0.80 (0.75 to 0.85) | 1.00 | 3.00 | 3.00 | 0.90 | 1.10 | 0 |"
+            ),
             "{table}"
         );
         assert!(
             table.contains("| 8 | unkeyed | 1000 |  | 1.00 | 2.00 | 2.00 | n/a | 7.50 | 0 |"),
             "{table}"
         );
+        let cpu = super::table("http-cpu", &bench).unwrap();
+        assert!(
+            cpu.contains("| 8 | keyed | 120 | 0.83 (0.80 to 0.90) | 0.90 | 0.50 |"),
+            "{cpu}"
+        );
+        assert!(
+            cpu.contains("| 8 | unkeyed | 100 |  | 0.95 | 0.60 |"),
+            "{cpu}"
+        );
         assert!(super::table("http", &json!({})).is_err());
+        // A keyed run without its ratio is an error, not an empty cell.
+        let mut without = bench.clone();
+        without["http"]["ratios"] = json!([]);
+        assert!(super::table("http", &without).is_err());
     }
 
     #[test]
