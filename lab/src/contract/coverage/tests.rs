@@ -280,7 +280,9 @@ fn a_check_report_names_each_points_promises_by_its_own_checkers_table() {
     let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
     assert_eq!(json["points"][1]["promises"], serde_json::json!(["no-key"]));
     assert!(
-        report.to_string().contains("PASS key-required: title [no-key]"),
+        report
+            .to_string()
+            .contains("PASS key-required: title [no-key]"),
         "{report}"
     );
 }
