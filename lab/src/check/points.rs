@@ -1286,7 +1286,7 @@ async fn scope(probe: &Probe, callers: &Callers) -> PointReport {
     PointReport::covered(NAME, TITLE, checks.0)
 }
 
-/// The scope point's sub-checks; `None` where it stopped.
+/// The other-caller point's sub-checks; `None` where it stopped.
 async fn scope_checks(probe: &Probe, checks: &mut Checks, name: &'static str) -> Option<()> {
     let callers = &probe.target.callers;
     let (first_name, second_name) = (&callers[0].name, &callers[1].name);
@@ -1350,7 +1350,7 @@ async fn scope_checks(probe: &Probe, checks: &mut Checks, name: &'static str) ->
     Some(())
 }
 
-/// The scope point's grade: the lab's, citing the draft's security section.
+/// The other-caller point's grade: the lab's, citing the draft's security section.
 fn scope_grade() -> Grade {
     Grade {
         section: Some(section::SECURITY),

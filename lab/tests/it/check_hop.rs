@@ -156,8 +156,8 @@ fn each_planted_wrapper_bug_fails_the_hop_point_that_catches_it_and_the_wrapper_
 
 /// Issue 46: behind `[upstream]` the lab serves the API, so it sees whose token each create
 /// arrived with. Callers whose creates arrive with two callers' tokens are proved apart and the
-/// scope point is graded; callers whose creates arrive with one token are one caller to the API,
-/// and the other-caller point is NOT COVERED, saying what arrived, never a leak.
+/// other-caller point is graded; callers whose creates arrive with one token are one caller to
+/// the API, and the other-caller point is NOT COVERED, saying what arrived, never a leak.
 #[test]
 fn the_api_the_lab_serves_proves_the_callers_apart_by_the_tokens_that_arrive() {
     let Some(python) = python(

@@ -471,9 +471,9 @@ fn duplicate_requests_service_gets_its_pinned_verdicts() {
 }
 
 /// The negative control: the Django service, whose keys are scoped by caller, with that scoping
-/// switched off (`BLACKBOX_PLANTED_BUG=unscoped-keys`). The scope point must fail sub-checks the
-/// unswitched service passes (its committed findings do not list them): bob's request is
-/// answered with alice's ticket and makes no ticket of bob's.
+/// switched off (`BLACKBOX_PLANTED_BUG=unscoped-keys`). The other-caller point must fail
+/// sub-checks the unswitched service passes (its committed findings do not list them): bob's
+/// request is answered with alice's ticket and makes no ticket of bob's.
 #[test]
 fn a_planted_unscoped_key_in_the_django_service_is_caught_by_the_scope_point() {
     let test = "a_planted_unscoped_key_in_the_django_service_is_caught_by_the_scope_point";
