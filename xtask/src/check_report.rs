@@ -547,12 +547,12 @@ mod tests {
             &[
                 "\nlab check --target service.toml (http://127.0.0.1:8080)\n",
                 "\nfault-between-effect-and-record  NOT COVERED",
-                "\nreplay  ",
+                "\nretry-replays  ",
                 "every MUST and LAB sub-check passed",
             ],
         );
         assert!(!block.contains("kill %1"), "{block}");
-        assert!(!block.contains("PASS replay:"), "{block}");
+        assert!(!block.contains("PASS retry-replays:"), "{block}");
     }
 
     /// "Check your own tool" explains a FAIL, a WARN and a NOT COVERED line of this run, from a
