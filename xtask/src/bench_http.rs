@@ -1,23 +1,27 @@
 //! The HTTP part of `cargo xtask bench`: keyed creates against unkeyed creates through `lab serve`
 //! (release build), at 8 and 64 connections, side by side in one run.
 //!
-//! The load comes from a generator of our own rather than wrk: each connection is a task that
-//! counts its own answers, so the least-served connection's share is measured, not inferred (wrk's
-//! Lua sees threads, not connections). The generator runs on one thread, so on a two-core machine
-//! it cannot take more than one core from the server; the CPU time each side used is recorded
-//! beside the figures, so a reader can see which side was saturated.
+//! Two load generators, each for what it measures well:
+//! - the key's cost (answers per second, and the server's CPU time per answer) comes from
+//!   [wrk](https://github.com/wg/wrk) on one thread: written in C, it takes about a fifth of a core
+//!   for what `lab serve` answers on this machine, so the server has the rest;
+//! - each connection's share and the latency come from a generator of our own, because wrk's Lua
+//!   sees threads, not connections. `cargo xtask` runs it as a debug build of tokio and hyper, so
+//!   it takes more than half a core: its own rate is lower than wrk's, and is not used for the
+//!   key's cost. Without wrk, the cost falls back to this generator's figures, loudly.
 //!
 //! Every measurement gets a fresh server and store. Keyed and unkeyed runs take turns, in the
 //! opposite order each round, so a drift of the machine falls on both. Each round gives its own
 //! keyed-to-unkeyed ratio, by answers per second and by the server's CPU time per answer, and the
-//! section keeps them all, so the spread over rounds is shown beside the median. Nothing here
-//! asserts on a number: the targets are printed beside the ratios.
+//! section keeps them all, so the spread over rounds is shown beside the median. The CPU time each
+//! side used is recorded beside the figures, so a reader can see which side was saturated.
+//! Nothing here asserts on a number: the targets are printed beside the ratios.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use bytes::Bytes;
@@ -100,23 +104,87 @@ struct Totals {
 /// Runs every measurement and returns the `http` section of `bench.json`.
 ///
 /// # Errors
-/// When `lab serve` cannot be started or does not print its URL, or the client's runtime cannot
-/// start.
+/// When `lab serve` cannot be started or does not print its URL, the client's runtime cannot
+/// start, or wrk fails or prints no rate.
 pub fn run(lab: &Path, scratch: &Path, quick: bool) -> Result<Value> {
     let plan = Plan::new(quick);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the load generator's runtime")?;
-    let mut totals: Vec<((usize, bool), Totals)> = CONNECTIONS
+    let wrk = Wrk::find(scratch)?;
+    let pairs: Vec<(usize, bool)> = CONNECTIONS
         .iter()
-        .flat_map(|&c| {
-            [
-                ((c, true), Totals::default()),
-                ((c, false), Totals::default()),
-            ]
+        .flat_map(|&c| [(c, true), (c, false)])
+        .collect();
+    let (totals, wrk_rounds) = measure_all(lab, scratch, &runtime, wrk.as_ref(), &pairs, plan)?;
+    let runs: Vec<Value> = pairs
+        .iter()
+        .zip(totals)
+        .map(|(&(connections, keyed), total)| summarise(connections, keyed, total))
+        .collect();
+    // The key's cost: wrk's rounds, or this generator's own where wrk is missing.
+    let cost_runs: Vec<Value> = match &wrk {
+        Some(_) => pairs
+            .iter()
+            .zip(wrk_rounds)
+            .map(|(&(connections, keyed), rounds)| cost_run(connections, keyed, rounds))
+            .collect(),
+        None => runs
+            .iter()
+            .map(|run| {
+                cost_run(
+                    usize::try_from(run["connections"].as_u64().unwrap_or(0)).unwrap_or(0),
+                    run["keyed"] == true,
+                    run["rounds"].as_array().cloned().unwrap_or_default(),
+                )
+            })
+            .collect(),
+    };
+    let ratios: Vec<Value> = CONNECTIONS
+        .iter()
+        .map(|&connections| {
+            let rounds = |keyed: bool| {
+                cost_runs
+                    .iter()
+                    .find(|run| run["connections"] == connections && run["keyed"] == keyed)
+                    .and_then(|run| run["rounds"].as_array())
+                    .map_or(&[][..], Vec::as_slice)
+            };
+            ratios(connections, rounds(true), rounds(false))
         })
         .collect();
+    Ok(json!({
+        "measured": true,
+        "server": "lab serve --faults (release build), 8 workers, a fresh store per measurement",
+        "client": "xtask's load generator: tokio (one thread) and hyper 1 (a debug build), one task per connection: each connection's share and the latency",
+        "cost_client": match &wrk {
+            Some(wrk) => format!("{} on one thread, one key per request from a Lua script: the rate and the server's CPU per answer", wrk.version),
+            None => "xtask's load generator (wrk was not installed): the rate and the server's CPU per answer".to_owned(),
+        },
+        "plan": {
+            "warmup_s": plan.warmup.as_secs_f64(),
+            "measured_s": plan.measured.as_secs_f64(),
+            "rounds": plan.rounds,
+        },
+        "runs": runs,
+        "cost_runs": cost_runs,
+        "ratios": ratios,
+    }))
+}
+
+/// Every measurement of the plan, in its order: each pair's totals from xtask's generator, and
+/// each pair's rounds measured with wrk (empty without wrk).
+fn measure_all(
+    lab: &Path,
+    scratch: &Path,
+    runtime: &tokio::runtime::Runtime,
+    wrk: Option<&Wrk>,
+    pairs: &[(usize, bool)],
+    plan: Plan,
+) -> Result<(Vec<Totals>, Vec<Vec<Value>>)> {
+    let mut totals: Vec<Totals> = pairs.iter().map(|_| Totals::default()).collect();
+    let mut wrk_rounds: Vec<Vec<Value>> = pairs.iter().map(|_| Vec::new()).collect();
     let mut serial = 0;
     for round in 0..plan.rounds {
         for &connections in &CONNECTIONS {
@@ -126,54 +194,202 @@ pub fn run(lab: &Path, scratch: &Path, quick: bool) -> Result<Value> {
                 [false, true]
             };
             for keyed in order {
-                serial += 1;
+                let slot = pairs
+                    .iter()
+                    .position(|&pair| pair == (connections, keyed))
+                    .context("every measured pair has its totals")?;
+                let side = if keyed { "keyed" } else { "unkeyed" };
                 eprintln!(
-                    "bench: http round {}/{}, {connections} connections, {}",
+                    "bench: http round {}/{}, {connections} connections, {side}",
                     round + 1,
                     plan.rounds,
-                    if keyed { "keyed" } else { "unkeyed" }
                 );
-                let database = scratch.join(format!("http-{serial}.sqlite"));
-                let server = Server::start(lab, &database)?;
-                let seen = measure(&runtime, &server, connections, keyed, plan);
+                serial += 1;
+                let server = Server::start(lab, &scratch.join(format!("http-{serial}.sqlite")))?;
+                let seen = measure(runtime, &server, connections, keyed, plan);
                 drop(server);
-                let total = totals
-                    .iter_mut()
-                    .find(|(pair, _)| *pair == (connections, keyed))
-                    .map(|(_, total)| total)
-                    .context("every measured pair has its totals")?;
-                total.add(round + 1, connections, seen, plan);
+                totals[slot].add(round + 1, connections, seen, plan);
+                if let Some(wrk) = wrk {
+                    serial += 1;
+                    let server =
+                        Server::start(lab, &scratch.join(format!("http-{serial}.sqlite")))?;
+                    wrk_rounds[slot].push(wrk.measure(
+                        &server,
+                        round + 1,
+                        connections,
+                        keyed,
+                        plan,
+                    )?);
+                }
             }
         }
     }
-    let ratios: Vec<Value> = CONNECTIONS
-        .iter()
-        .map(|&connections| {
-            let rounds = |keyed: bool| {
-                totals
-                    .iter()
-                    .find(|(pair, _)| *pair == (connections, keyed))
-                    .map_or(&[][..], |(_, total)| &total.rounds[..])
-            };
-            ratios(connections, rounds(true), rounds(false))
+    Ok((totals, wrk_rounds))
+}
+
+/// One (connections, keyed) pair's cost figures: each its median over the rounds, and the rounds.
+fn cost_run(connections: usize, keyed: bool, rounds: Vec<Value>) -> Value {
+    let sum = |field: &str| -> u64 {
+        rounds
+            .iter()
+            .map(|round| round[field].as_u64().unwrap_or(0))
+            .sum()
+    };
+    let median = |field: &str| {
+        lab::bench::median_f64(
+            rounds
+                .iter()
+                .map(|round| round[field].as_f64().unwrap_or(f64::NAN))
+                .collect(),
+        )
+    };
+    json!({
+        "connections": connections,
+        "keyed": keyed,
+        "requests_per_second": median("requests_per_second"),
+        "server_cpu_us_per_answer": median("server_cpu_us_per_answer"),
+        "server_cores": median("server_cores"),
+        "client_cores": median("client_cores"),
+        "other_status": sum("other_status"),
+        "errors": sum("errors"),
+        "rounds": rounds,
+    })
+}
+
+/// wrk, found on the PATH, with the Lua script that gives each keyed create a key of its own.
+struct Wrk {
+    version: String,
+    script: PathBuf,
+}
+
+impl Wrk {
+    /// wrk if it is installed (`None`, said loudly, if not), its script written into `scratch`.
+    fn find(scratch: &Path) -> Result<Option<Wrk>> {
+        // `wrk -v` prints its version and its usage, and exits with 1.
+        let Ok(output) = Command::new("wrk").arg("-v").output() else {
+            eprintln!(
+                "\n*** wrk is not installed: the key's cost over HTTP is measured with xtask's own \
+                 generator, a debug build that takes more than half a core beside the server ***\n"
+            );
+            return Ok(None);
+        };
+        let text = String::from_utf8_lossy(&output.stdout);
+        let version = text
+            .lines()
+            .next()
+            .and_then(|line| line.split(" [").next())
+            .filter(|line| line.starts_with("wrk "))
+            .with_context(|| format!("`wrk -v` printed {text:?}, not its version"))?
+            .to_owned();
+        let script = scratch.join("bench.lua");
+        std::fs::write(&script, wrk_script())
+            .with_context(|| format!("writing {}", script.display()))?;
+        Ok(Some(Wrk { version, script }))
+    }
+
+    /// One measurement against a started server: wrk's rate, and both sides' CPU time over it.
+    fn measure(
+        &self,
+        server: &Server,
+        round: u32,
+        connections: usize,
+        keyed: bool,
+        plan: Plan,
+    ) -> Result<Value> {
+        let seconds = plan.measured.as_secs().max(1);
+        let server_before = server.cpu_seconds();
+        let client_before = children_cpu_seconds();
+        let started = Instant::now();
+        let output = Command::new("wrk")
+            .args(["-t1", &format!("-c{connections}"), &format!("-d{seconds}s")])
+            .arg("-s")
+            .arg(&self.script)
+            .arg(format!("http://{}", server.address))
+            .env(
+                "LAB_BENCH_PATH",
+                if keyed {
+                    "/tickets"
+                } else {
+                    "/unkeyed-tickets"
+                },
+            )
+            .stderr(Stdio::inherit())
+            .output()
+            .context("running wrk")?;
+        let wall_s = started.elapsed().as_secs_f64();
+        let client_cpu_s = children_cpu_seconds() - client_before;
+        let server_cpu_s = match (server_before, server.cpu_seconds()) {
+            (Some(before), Some(after)) => after - before,
+            _ => f64::NAN,
+        };
+        let text = String::from_utf8_lossy(&output.stdout);
+        let counts = WrkCounts::read(&text)
+            .with_context(|| format!("wrk printed no rate ({}):\n{text}", output.status))?;
+        Ok(json!({
+            "round": round,
+            "requests_per_second": counts.rate,
+            "server_cpu_us_per_answer": per_answer_us(server_cpu_s, counts.answered - counts.other_status),
+            "server_cores": server_cpu_s / wall_s,
+            "client_cores": client_cpu_s / wall_s,
+            "other_status": counts.other_status,
+            "errors": counts.errors,
+        }))
+    }
+}
+
+/// The Lua script wrk runs: every request a create, keyed ones with a key no other request has.
+fn wrk_script() -> String {
+    format!(
+        r#"-- Written by cargo xtask bench: one create per request, keyed with a fresh key on /tickets.
+local path = os.getenv("LAB_BENCH_PATH")
+local sent = 0
+request = function()
+  sent = sent + 1
+  local headers = {{["Authorization"] = "Bearer token-a", ["Content-Type"] = "application/json"}}
+  if path == "/tickets" then headers["Idempotency-Key"] = "bench-wrk-" .. sent end
+  return wrk.format("POST", path, headers, '{PAYLOAD}')
+end
+"#
+    )
+}
+
+/// What wrk's summary says: answers, the rate, and what went wrong.
+#[derive(Debug, PartialEq)]
+struct WrkCounts {
+    answered: u64,
+    rate: f64,
+    other_status: u64,
+    errors: u64,
+}
+
+impl WrkCounts {
+    /// Reads wrk's summary; `None` without its "requests in" and "Requests/sec" lines.
+    fn read(text: &str) -> Option<WrkCounts> {
+        let mut answered = None;
+        let mut rate = None;
+        let mut other_status = 0;
+        let mut errors = 0;
+        for line in text.lines().map(str::trim) {
+            if let Some((count, _)) = line.split_once(" requests in ") {
+                answered = count.parse().ok();
+            } else if let Some(value) = line.strip_prefix("Requests/sec:") {
+                rate = value.trim().parse().ok();
+            } else if let Some(value) = line.strip_prefix("Non-2xx or 3xx responses:") {
+                other_status = value.trim().parse().ok()?;
+            } else if let Some(value) = line.strip_prefix("Socket errors:") {
+                // "connect 0, read 0, write 0, timeout 0"
+                for part in value.split(',') {
+                    errors += part.split_whitespace().last()?.parse::<u64>().ok()?;
+                }
+            }
+        }
+        Some(WrkCounts {
+            answered: answered?,
+            rate: rate?,
+            other_status,
+            errors,
         })
-        .collect();
-    let runs: Vec<Value> = totals
-        .into_iter()
-        .map(|((connections, keyed), total)| summarise(connections, keyed, total))
-        .collect();
-    Ok(json!({
-        "measured": true,
-        "server": "lab serve --faults (release build), 8 workers, a fresh store per measurement",
-        "client": "xtask's load generator: tokio (one thread) and hyper 1, one task per connection",
-        "plan": {
-            "warmup_s": plan.warmup.as_secs_f64(),
-            "measured_s": plan.measured.as_secs_f64(),
-            "rounds": plan.rounds,
-        },
-        "runs": runs,
-        "ratios": ratios,
-    }))
+    }
 }
 
 /// What one measurement saw: each connection's counts, and the CPU and wall time of the load.
@@ -220,6 +436,8 @@ impl Totals {
         }
         let counted: u64 = seen.counts.iter().map(|c| c.answered).sum();
         let all: u64 = seen.counts.iter().map(|c| c.answered_all).sum();
+        let other_status: u64 = seen.counts.iter().map(|c| c.other_status).sum();
+        let errors: u64 = seen.counts.iter().map(|c| c.errors).sum();
         for connection in seen.counts {
             self.other_status += connection.other_status;
             self.errors += connection.errors;
@@ -237,6 +455,8 @@ impl Totals {
             "server_cpu_us_per_answer": per_answer_us(seen.server_cpu_s, all),
             "server_cores": seen.server_cpu_s / seen.wall_s,
             "client_cores": seen.client_cpu_s / seen.wall_s,
+            "other_status": other_status,
+            "errors": errors,
         }));
     }
 }
@@ -421,10 +641,20 @@ async fn connection(
 
 /// The CPU time (user and system) this process has used, in seconds.
 fn own_cpu_seconds() -> f64 {
+    cpu_seconds(libc::RUSAGE_SELF)
+}
+
+/// The CPU time (user and system) of this process's children that have ended, in seconds.
+fn children_cpu_seconds() -> f64 {
+    cpu_seconds(libc::RUSAGE_CHILDREN)
+}
+
+/// The CPU time (user and system) `getrusage` gives for `who`, in seconds.
+fn cpu_seconds(who: libc::c_int) -> f64 {
     // SAFETY: getrusage writes into the struct it is given and reads nothing else.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid pointer to a rusage, and RUSAGE_SELF is always a valid target.
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+    // SAFETY: a valid pointer to a rusage; `who` is RUSAGE_SELF or RUSAGE_CHILDREN.
+    if unsafe { libc::getrusage(who, &mut usage) } != 0 {
         return f64::NAN;
     }
     let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
@@ -495,12 +725,11 @@ impl Drop for Server {
 
 /// Prints the HTTP targets of issues #14 and #48 beside the measured figures.
 pub fn print_targets(http: &Value) {
-    let Some(runs) = http["runs"].as_array() else {
-        return;
-    };
-    let find = |connections: u64, keyed: bool| {
-        runs.iter()
-            .find(|run| run["connections"] == connections && run["keyed"] == keyed)
+    let find = |list: &str, connections: u64, keyed: bool| {
+        http[list].as_array().and_then(|runs| {
+            runs.iter()
+                .find(|run| run["connections"] == connections && run["keyed"] == keyed)
+        })
     };
     let number = |run: &Value, field: &str| run[field].as_f64().unwrap_or(f64::NAN);
     let ratio = |connections: u64, which: &str| {
@@ -518,10 +747,16 @@ pub fn print_targets(http: &Value) {
         })
     };
     println!("\nHTTP targets (measured in this run)");
+    println!(
+        "  the key's cost, by {}",
+        http["cost_client"].as_str().unwrap_or("?")
+    );
     for connections in CONNECTIONS {
         let connections = connections as u64;
-        let (Some(keyed), Some(unkeyed)) = (find(connections, true), find(connections, false))
-        else {
+        let (Some(keyed), Some(unkeyed)) = (
+            find("cost_runs", connections, true),
+            find("cost_runs", connections, false),
+        ) else {
             continue;
         };
         println!(
@@ -533,7 +768,41 @@ pub fn print_targets(http: &Value) {
         );
         for (label, run) in [("keyed", keyed), ("unkeyed", unkeyed)] {
             println!(
-                "    {label}: p50 {:.2} ms, p99 {:.2} ms, p99/p50 {:.2}{}; least-served connection {:.2}x the median, most {:.2}x (target within 2x); {} other statuses, {} errors",
+                "    {label}: server {:.1} µs CPU per answer, {:.2} of a core; load generator {:.2} of a core; {} other statuses, {} errors",
+                number(run, "server_cpu_us_per_answer"),
+                number(run, "server_cores"),
+                number(run, "client_cores"),
+                run["other_status"],
+                run["errors"],
+            );
+        }
+    }
+    print_latency(http);
+}
+
+/// Prints the latency and fairness figures of xtask's generator beside their targets.
+fn print_latency(http: &Value) {
+    let number = |run: &Value, field: &str| run[field].as_f64().unwrap_or(f64::NAN);
+    let find = |connections: u64, keyed: bool| {
+        http["runs"].as_array().and_then(|runs| {
+            runs.iter()
+                .find(|run| run["connections"] == connections && run["keyed"] == keyed)
+        })
+    };
+    println!(
+        "  latency and each connection's share, by {}",
+        http["client"].as_str().unwrap_or("?")
+    );
+    for connections in CONNECTIONS {
+        let connections = connections as u64;
+        for keyed in [true, false] {
+            let Some(run) = find(connections, keyed) else {
+                continue;
+            };
+            println!(
+                "    {connections} connections, {}: {:.0}/s, p50 {:.2} ms, p99 {:.2} ms, p99/p50 {:.2}{}; least-served connection {:.2}x the median, most {:.2}x (target within 2x); {} other statuses, {} errors; generator {:.2} of a core",
+                if keyed { "keyed" } else { "unkeyed" },
+                number(run, "requests_per_second"),
                 number(run, "p50_ms"),
                 number(run, "p99_ms"),
                 number(run, "p99_ms") / number(run, "p50_ms"),
@@ -546,19 +815,52 @@ pub fn print_targets(http: &Value) {
                 number(run, "most_served_share"),
                 run["other_status"],
                 run["errors"],
-            );
-            let client = number(run, "client_cores");
-            println!(
-                "      server {:.1} µs CPU per answer, {:.2} of a core; load generator {:.2} of a core{}",
-                number(run, "server_cpu_us_per_answer"),
-                number(run, "server_cores"),
-                client,
-                if client > 0.9 {
-                    " (nearly a whole core: the generator may have been the bottleneck)"
-                } else {
-                    " (it had room: not the bottleneck)"
-                },
+                number(run, "client_cores"),
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::WrkCounts;
+
+    #[test]
+    fn wrk_s_summary_gives_its_answers_rate_and_failures() {
+        let clean = "Running 4s test @ http://127.0.0.1:4000\n  1 threads and 64 connections\n  \
+            Thread Stats   Avg      Stdev     Max   +/- Stdev\n    Latency     6.51ms    2.10ms  \
+            30.12ms   75.00%\n  41838 requests in 4.00s, 9.86MB read\nRequests/sec:  10459.78\n\
+            Transfer/sec:      2.46MB\n";
+        assert_eq!(
+            WrkCounts::read(clean),
+            Some(WrkCounts {
+                answered: 41838,
+                rate: 10459.78,
+                other_status: 0,
+                errors: 0
+            })
+        );
+        let failing = "  120 requests in 1.00s, 20KB read\n  Socket errors: connect 0, read 2, \
+            write 0, timeout 3\n  Non-2xx or 3xx responses: 7\nRequests/sec:    120.00\n";
+        assert_eq!(
+            WrkCounts::read(failing),
+            Some(WrkCounts {
+                answered: 120,
+                rate: 120.0,
+                other_status: 7,
+                errors: 5
+            })
+        );
+        // No rate, or an error line it cannot read, is no summary: never a rate of zero.
+        assert_eq!(
+            WrkCounts::read("unable to connect to 127.0.0.1:4000\n"),
+            None
+        );
+        assert_eq!(
+            WrkCounts::read(
+                "  5 requests in 1.00s\n  Socket errors: connect x\nRequests/sec: 5.0\n"
+            ),
+            None
+        );
     }
 }

@@ -321,7 +321,6 @@ const TABLES: &[Table] = &[
             "connections",
             "creates",
             "answers/s",
-            "keyed ÷ unkeyed: median (rounds)",
             "p50 ms",
             "p99 ms",
             "p99 ÷ p50",
@@ -332,16 +331,18 @@ const TABLES: &[Table] = &[
         rows: http_rows,
     },
     Table {
-        name: "http-cpu",
+        name: "http-cost",
         header: &[
             "connections",
             "creates",
+            "answers/s",
+            "keyed ÷ unkeyed: median (rounds)",
             "server CPU µs per answer",
             "unkeyed ÷ keyed: median (rounds)",
             "server's cores",
             "load generator's cores",
         ],
-        rows: http_cpu_rows,
+        rows: http_cost_rows,
     },
     Table {
         name: "keyed-create-profile",
@@ -567,7 +568,6 @@ fn http_rows(bench: &Value) -> Result<Vec<Vec<String>>> {
             run["connections"].to_string(),
             creates(run).to_owned(),
             format_value(number(&run["requests_per_second"], "a rate")?),
-            http_ratio(bench, run, "rate")?,
             format_value(number(&run["p50_ms"], "p50")?),
             format_value(number(&run["p99_ms"], "p99")?),
             format!(
@@ -582,14 +582,19 @@ fn http_rows(bench: &Value) -> Result<Vec<Vec<String>>> {
     Ok(rows)
 }
 
-/// Where the server's CPU went over HTTP, and how much of the machine each side took.
-fn http_cpu_rows(bench: &Value) -> Result<Vec<Vec<String>>> {
-    http_runs(bench)?
+/// What the key costs over HTTP: rates, the server's CPU per answer, and how much of the machine
+/// each side took, with the keyed-to-unkeyed ratios over rounds.
+fn http_cost_rows(bench: &Value) -> Result<Vec<Vec<String>>> {
+    bench["http"]["cost_runs"]
+        .as_array()
+        .context("bench.json has no http cost_runs (run cargo xtask bench --http)")?
         .iter()
         .map(|run| {
             Ok(vec![
                 run["connections"].to_string(),
                 creates(run).to_owned(),
+                format_value(number(&run["requests_per_second"], "a rate")?),
+                http_ratio(bench, run, "rate")?,
                 format_value(number(&run["server_cpu_us_per_answer"], "server CPU")?),
                 http_ratio(bench, run, "server_cpu")?,
                 format!("{:.2}", number(&run["server_cores"], "server's cores")?),
@@ -854,43 +859,48 @@ mod tests {
     }
 
     #[test]
-    fn the_http_table_shows_each_run_and_the_keyed_to_unkeyed_ratio() {
+    fn the_http_tables_show_each_run_and_the_key_s_cost_with_its_spread() {
         let bench = json!({"http": {"runs": [
             {"connections": 8, "keyed": true, "requests_per_second": 800.0, "p50_ms": 1.0,
-             "p99_ms": 3.0, "least_served_share": 0.9, "most_served_share": 1.1, "errors": 0,
-             "server_cpu_us_per_answer": 120.0, "server_cores": 0.9, "client_cores": 0.5},
+             "p99_ms": 3.0, "least_served_share": 0.9, "most_served_share": 1.1, "errors": 0},
             {"connections": 8, "keyed": false, "requests_per_second": 1000.0, "p50_ms": 1.0,
-             "p99_ms": 2.0, "least_served_share": null, "most_served_share": 7.5, "errors": 0,
-             "server_cpu_us_per_answer": 100.0, "server_cores": 0.95, "client_cores": 0.6}
+             "p99_ms": 2.0, "least_served_share": null, "most_served_share": 7.5, "errors": 0}
+        ], "cost_runs": [
+            {"connections": 8, "keyed": true, "requests_per_second": 900.0,
+             "server_cpu_us_per_answer": 120.0, "server_cores": 0.9, "client_cores": 0.2},
+            {"connections": 8, "keyed": false, "requests_per_second": 1100.0,
+             "server_cpu_us_per_answer": 100.0, "server_cores": 0.95, "client_cores": 0.25}
         ], "ratios": [
             {"connections": 8, "rate": {"median": 0.8, "min": 0.75, "max": 0.85},
              "server_cpu": {"median": 0.83, "min": 0.8, "max": 0.9}}
         ]}});
         let table = table("http", &bench).unwrap();
         assert!(
-            table.contains(
-                "| 8 | keyed | 800 | 0.80 (0.75 to 0.85) | 1.00 | 3.00 | 3.00 | 0.90 | 1.10 | 0 |"
+            table.contains("| 8 | keyed | 800 | 1.00 | 3.00 | 3.00 | 0.90 | 1.10 | 0 |"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| 8 | unkeyed | 1000 | 1.00 | 2.00 | 2.00 | n/a | 7.50 | 0 |"),
+            "{table}"
+        );
+        let cost = super::table("http-cost", &bench).unwrap();
+        assert!(
+            cost.contains(
+                "| 8 | keyed | 900 | 0.80 (0.75 to 0.85) | 120 | 0.83 (0.80 to 0.90) | 0.90 | 0.20 |"
             ),
-            "{table}"
+            "{cost}"
         );
         assert!(
-            table.contains("| 8 | unkeyed | 1000 |  | 1.00 | 2.00 | 2.00 | n/a | 7.50 | 0 |"),
-            "{table}"
-        );
-        let cpu = super::table("http-cpu", &bench).unwrap();
-        assert!(
-            cpu.contains("| 8 | keyed | 120 | 0.83 (0.80 to 0.90) | 0.90 | 0.50 |"),
-            "{cpu}"
-        );
-        assert!(
-            cpu.contains("| 8 | unkeyed | 100 |  | 0.95 | 0.60 |"),
-            "{cpu}"
+            cost.contains("| 8 | unkeyed | 1100 |  | 100 |  | 0.95 | 0.25 |"),
+            "{cost}"
         );
         assert!(super::table("http", &json!({})).is_err());
         // A keyed run without its ratio is an error, not an empty cell.
         let mut without = bench.clone();
         without["http"]["ratios"] = json!([]);
-        assert!(super::table("http", &without).is_err());
+        assert!(super::table("http-cost", &without).is_err());
+        without["http"]["cost_runs"] = json!(null);
+        assert!(super::table("http-cost", &without).is_err());
     }
 
     #[test]
