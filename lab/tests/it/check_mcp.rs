@@ -102,6 +102,13 @@ const POINTS: [&str; 13] = [
 fn assert_every_point_passes(report: &Value) {
     let names: Vec<String> = verdicts(report).into_iter().map(|(n, _)| n).collect();
     assert_eq!(names, POINTS, "the points, in order");
+    // And they are the registry's MCP points, no more and no fewer, in its order (the shipped
+    // files have no [upstream], so no hop point runs).
+    let registry: Vec<&str> = lab::contract::points::on(lab::contract::points::Front::Mcp)
+        .filter(|point| !point.hop)
+        .map(|point| point.id)
+        .collect();
+    assert_eq!(names, registry, "the registry's MCP points");
     for (name, verdict) in verdicts(report) {
         assert_eq!(verdict, "PASS", "{name}: {report:#}");
     }
