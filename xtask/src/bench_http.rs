@@ -130,14 +130,12 @@ pub fn run(lab: &Path, scratch: &Path, quick: bool) -> Result<Value> {
             .zip(wrk_rounds)
             .map(|(&(connections, keyed), rounds)| cost_run(connections, keyed, rounds))
             .collect(),
-        None => runs
+        None => pairs
             .iter()
-            .map(|run| {
-                cost_run(
-                    usize::try_from(run["connections"].as_u64().unwrap_or(0)).unwrap_or(0),
-                    run["keyed"] == true,
-                    run["rounds"].as_array().cloned().unwrap_or_default(),
-                )
+            .zip(&runs)
+            .map(|(&(connections, keyed), run)| {
+                let rounds = run["rounds"].as_array().cloned().unwrap_or_default();
+                cost_run(connections, keyed, rounds)
             })
             .collect(),
     };
@@ -723,14 +721,16 @@ impl Drop for Server {
     }
 }
 
+/// The run of `list` (`runs` or `cost_runs`) at `connections`, keyed or not.
+fn run_of<'h>(http: &'h Value, list: &str, connections: u64, keyed: bool) -> Option<&'h Value> {
+    http[list]
+        .as_array()?
+        .iter()
+        .find(|run| run["connections"] == connections && run["keyed"] == keyed)
+}
+
 /// Prints the HTTP targets of issues #14 and #48 beside the measured figures.
 pub fn print_targets(http: &Value) {
-    let find = |list: &str, connections: u64, keyed: bool| {
-        http[list].as_array().and_then(|runs| {
-            runs.iter()
-                .find(|run| run["connections"] == connections && run["keyed"] == keyed)
-        })
-    };
     let number = |run: &Value, field: &str| run[field].as_f64().unwrap_or(f64::NAN);
     let ratio = |connections: u64, which: &str| {
         let found = http["ratios"]
@@ -754,8 +754,8 @@ pub fn print_targets(http: &Value) {
     for connections in CONNECTIONS {
         let connections = connections as u64;
         let (Some(keyed), Some(unkeyed)) = (
-            find("cost_runs", connections, true),
-            find("cost_runs", connections, false),
+            run_of(http, "cost_runs", connections, true),
+            run_of(http, "cost_runs", connections, false),
         ) else {
             continue;
         };
@@ -783,12 +783,6 @@ pub fn print_targets(http: &Value) {
 /// Prints the latency and fairness figures of xtask's generator beside their targets.
 fn print_latency(http: &Value) {
     let number = |run: &Value, field: &str| run[field].as_f64().unwrap_or(f64::NAN);
-    let find = |connections: u64, keyed: bool| {
-        http["runs"].as_array().and_then(|runs| {
-            runs.iter()
-                .find(|run| run["connections"] == connections && run["keyed"] == keyed)
-        })
-    };
     println!(
         "  latency and each connection's share, by {}",
         http["client"].as_str().unwrap_or("?")
@@ -796,7 +790,7 @@ fn print_latency(http: &Value) {
     for connections in CONNECTIONS {
         let connections = connections as u64;
         for keyed in [true, false] {
-            let Some(run) = find(connections, keyed) else {
+            let Some(run) = run_of(http, "runs", connections, keyed) else {
                 continue;
             };
             println!(
