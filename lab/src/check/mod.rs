@@ -99,11 +99,38 @@ impl TargetFile {
     /// # Errors
     /// As [`run`] (or [`mcp::run`]).
     pub fn run_selected(self, selection: &Selection) -> Result<Report> {
+        self.refuse_an_empty_selection(selection)?;
         match self {
             TargetFile::Http(target) => run_selected(*target, selection),
             #[cfg(feature = "mcp")]
             TargetFile::Mcp(target) => mcp::run_selected(*target, selection),
         }
+    }
+
+    /// Refuses, before anything is sent, a selection that keeps no point this file runs: a
+    /// report with no point in it would read as a pass.
+    fn refuse_an_empty_selection(&self, selection: &Selection) -> Result<()> {
+        use crate::contract::points::{self, Front};
+        let (front, path, upstream) = match self {
+            TargetFile::Http(target) => (Front::Http, &target.path, target.upstream.is_some()),
+            #[cfg(feature = "mcp")]
+            TargetFile::Mcp(target) => (Front::Mcp, &target.path, target.upstream.is_some()),
+        };
+        let runnable: Vec<&str> = points::on(front)
+            .filter(|point| upstream || !point.hop)
+            .map(|point| point.id)
+            .collect();
+        if points::on(front).any(|point| runnable.contains(&point.id) && selection.runs(point)) {
+            return Ok(());
+        }
+        Err(Error::InputInvalid {
+            subject: "command line".to_owned(),
+            problem: format!(
+                "--only and --skip leave no point of {} to run; its points are: {}",
+                path.display(),
+                runnable.join(", ")
+            ),
+        })
     }
 }
 

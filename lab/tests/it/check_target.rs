@@ -157,6 +157,23 @@ fn only_and_skip_run_the_points_an_id_names_and_a_bad_id_is_refused_before_anyth
         assert!(stderr.contains(id) && stderr.contains(said), "{stderr}");
         assert!(refused.stdout.is_empty(), "{}", text(&refused.stdout));
     }
+    // A selection that leaves none of the file's points (an MCP point of an HTTP file, or one
+    // point both kept and left out) is refused the same way: a report of no point reads as a pass.
+    for selection in [
+        &["--only", "cancelled"][..],
+        &["--only", "crash", "--skip", "crash"][..],
+    ] {
+        let mut args = vec!["check", "--target", target, "--url", &url];
+        args.extend_from_slice(selection);
+        let refused = lab(&args);
+        let stderr = text(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(2), "{selection:?}: {stderr}");
+        assert!(
+            stderr.contains("leave no point") && stderr.contains("retry-replays"),
+            "{stderr}"
+        );
+        assert!(refused.stdout.is_empty(), "{}", text(&refused.stdout));
+    }
     assert!(
         listener.accept().is_err(),
         "a refused selection connected to the service"
