@@ -378,11 +378,6 @@ impl Selection {
         (self.only.is_empty() || self.only.iter().any(|s| s.names(point)))
             && !self.skip.iter().any(|s| s.names(point))
     }
-
-    /// Whether every point runs.
-    pub fn is_all(&self) -> bool {
-        self.only.is_empty() && self.skip.is_empty()
-    }
 }
 
 #[cfg(test)]
@@ -446,7 +441,6 @@ mod tests {
             .map(|p| p.id)
             .collect();
         assert_eq!(run, ["reply-dropped", "hop-retry", "hop-api-lost"]);
-        assert!(Selection::default().is_all());
         assert!(Selection::default().runs(&CRASH));
         let err = Selector::parse("repaly").unwrap_err();
         assert!(
