@@ -205,6 +205,18 @@ pub enum Error {
         problem: String,
     },
 
+    /// A `lab check --target` file has a field whose value the check cannot use: `field`
+    /// names it, `problem` says what is wrong and `fix`, where there is one, what to write.
+    /// Nothing was sent; exit status 2.
+    #[cfg(feature = "http")]
+    #[error("{file}: {error}")]
+    TargetInvalid {
+        /// The target file's path.
+        file: String,
+        /// The field at fault, the problem and the fix.
+        error: crate::check::FieldError,
+    },
+
     /// A `lab check --target` file does not describe the service it names: the check's own
     /// exchanges (its calibration, before any point, or a later count or reset) met an answer
     /// that only a fault in the file explains. Nothing was graded; exit status 2.
@@ -256,6 +268,8 @@ impl Error {
             | Error::InputInvalid { .. }
             | Error::TargetMismatch { .. }
             | Error::OutputUnwritable { .. } => true,
+            #[cfg(feature = "http")]
+            Error::TargetInvalid { .. } => true,
             #[cfg(feature = "postgres")]
             Error::DatabaseUrl { .. } => true,
             _ => false,

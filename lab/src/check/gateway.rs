@@ -9,7 +9,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::target::UPSTREAM_PLACEHOLDER;
-use super::target::{Service, program_in};
+use super::target::{FieldError, Service, program_in};
 
 /// How long a started gateway may take to accept connections on its port.
 pub const START_WITHIN: Duration = Duration::from_secs(30);
@@ -67,22 +67,26 @@ impl Gateway {
     /// # Errors
     /// The reason, naming `service.command` (with the end of the gateway's output) or
     /// `service.base_url`.
-    pub async fn start(&self) -> Result<(), String> {
+    pub async fn start(&self) -> Result<(), FieldError> {
+        let command = |problem: String| FieldError::new("service.command", problem);
         if tokio::net::TcpStream::connect(&self.address).await.is_ok() {
-            return Err(format!(
-                "service.base_url: something already listens on {}, before service.command \
-                 started; stop it, or leave service.command out to check it as it runs",
-                self.address
-            ));
+            return Err(FieldError::new(
+                "service.base_url",
+                format!(
+                    "something already listens on {}, before service.command started",
+                    self.address
+                ),
+            )
+            .fix("stop it, or leave service.command out to check it as it runs"));
         }
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&self.log)
-            .map_err(|err| format!("service.command: its log {}: {err}", self.log.display()))?;
+            .map_err(|err| command(format!("its log {}: {err}", self.log.display())))?;
         let err_log = log
             .try_clone()
-            .map_err(|err| format!("service.command: its log: {err}"))?;
+            .map_err(|err| command(format!("its log: {err}")))?;
         let child = Command::new(program_in(&self.folder, &self.argv[0]))
             .args(&self.argv[1..])
             .envs(self.env.iter().map(|(k, v)| (k, v)))
@@ -91,7 +95,7 @@ impl Gateway {
             .stdout(log)
             .stderr(err_log)
             .spawn()
-            .map_err(|err| format!("service.command: {:?}: {err}", self.argv[0]))?;
+            .map_err(|err| command(format!("{:?}: {err}", self.argv[0])))?;
         *self.child() = Some(child);
         let started = Instant::now();
         while started.elapsed() < START_WITHIN {
@@ -100,34 +104,33 @@ impl Gateway {
             }
             if !self.running() {
                 let status = self.child().take().and_then(|mut child| child.wait().ok());
-                return Err(format!(
-                    "service.command: the gateway ended ({}) before it listened on {}; its \
-                     output ends: {}",
+                return Err(command(format!(
+                    "the gateway ended ({}) before it listened on {}; its output ends: {}",
                     status.map_or_else(|| "no status".to_owned(), |s| s.to_string()),
                     self.address,
                     self.tail()
-                ));
+                )));
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         self.stop().await;
-        Err(format!(
-            "service.command: the gateway did not listen on {} within {} s; its output ends: {}",
+        Err(command(format!(
+            "the gateway did not listen on {} within {} s; its output ends: {}",
             self.address,
             START_WITHIN.as_secs(),
             self.tail()
-        ))
+        )))
     }
 
     /// Starts the gateway when it is not running.
     ///
     /// # Errors
-    /// As [`Gateway::start`].
+    /// As [`Gateway::start`], as its message (a point records it as the call's missing answer).
     pub async fn ensure(&self) -> Result<(), String> {
         if self.running() {
             return Ok(());
         }
-        self.start().await
+        self.start().await.map_err(|err| err.to_string())
     }
 
     /// Stops the gateway (SIGKILL, as a crash would) and says how it ended.

@@ -43,7 +43,7 @@ use std::sync::Arc;
 pub use crate::contract::points::Selection;
 use crate::error::{Error, Result};
 pub use report::Report;
-pub use target::{Overrides, Target};
+pub use target::{FieldError, Overrides, Target};
 
 /// A target file of either kind: an HTTP service (`[service]`), or an MCP server (`[mcp]`).
 #[derive(Debug)]
@@ -59,8 +59,8 @@ impl TargetFile {
     /// Reads a target file and validates it as the kind its sections say.
     ///
     /// # Errors
-    /// [`Error::InputUnreadable`] when the file cannot be read; [`Error::InputInvalid`] naming
-    /// the field at fault otherwise.
+    /// [`Error::InputUnreadable`] when the file cannot be read; [`Error::TargetInvalid`] naming
+    /// the field at fault, or [`Error::InputInvalid`] for TOML that does not parse.
     pub fn from_file(path: &std::path::Path, overrides: &Overrides) -> Result<TargetFile> {
         let text = std::fs::read_to_string(path).map_err(|source| Error::InputUnreadable {
             path: path.to_owned(),
@@ -72,11 +72,7 @@ impl TargetFile {
         if has_mcp {
             #[cfg(feature = "mcp")]
             return mcp::McpTarget::parse(&text, path, overrides)
-                .map(|t| TargetFile::Mcp(Box::new(t)))
-                .map_err(|problem| Error::InputInvalid {
-                    subject: path.display().to_string(),
-                    problem,
-                });
+                .map(|t| TargetFile::Mcp(Box::new(t)));
             #[cfg(not(feature = "mcp"))]
             return Err(Error::InputInvalid {
                 subject: path.display().to_string(),
@@ -173,12 +169,12 @@ pub fn run_selected(target: Target, selection: &Selection) -> Result<Report> {
     let (probe, points, calibration) = runtime.block_on(async {
         let probe = probe::Probe::start(target)
             .await
-            .map_err(|problem| not_started(problem).into_error(&file, &base_url))?;
+            .map_err(|stop| stop.into_error(&file, &base_url))?;
         let probe = Arc::new(probe);
         probe
             .reset()
             .await
-            .map_err(|problem| reset_failed(problem).into_error(&file, &base_url))?;
+            .map_err(|stop| stop.into_error(&file, &base_url))?;
         let calibrated = calibration::calibrate(&probe)
             .await
             .map_err(|stop| upstream::blame_stop(probe.upstream.as_ref(), stop));
@@ -209,68 +205,4 @@ pub fn run_selected(target: Target, selection: &Selection) -> Result<Report> {
     report.calibration = calibration;
     report.counts = probe.history.counts();
     Ok(report)
-}
-
-/// A service the check could not start (`service.command`) or an API it could not serve: the
-/// file's fault when it names a program that is not there or a port already taken.
-fn not_started(problem: String) -> report::Stop {
-    let field = if problem.starts_with("service.base_url") {
-        "service.base_url"
-    } else if problem.starts_with("service.command") {
-        "service.command"
-    } else if let Some(rest) = problem.strip_prefix(&format!("{}: ", upstream::ROUTES_FIELD)) {
-        return report::Stop::mismatch(upstream::ROUTES_FIELD, excerpt::one_line(rest));
-    } else {
-        return report::Stop::Unreachable {
-            asked: "start",
-            problem,
-        };
-    };
-    report::Stop::mismatch(field, excerpt::one_line(&problem))
-}
-
-/// A failed reset: the file's fault (a request the service refuses, a command that fails),
-/// unless the service did not answer at all.
-fn reset_failed(problem: String) -> report::Stop {
-    if problem.contains("no answer (") {
-        return report::Stop::Unreachable {
-            asked: "reset",
-            problem,
-        };
-    }
-    let field = if problem.starts_with("service.reset_command") {
-        "service.reset_command"
-    } else {
-        "service.reset"
-    };
-    report::Stop::mismatch(field, excerpt::one_line(&problem))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_reset_the_service_refuses_is_the_files_fault_and_one_it_never_answers_is_not() {
-        let refused = reset_failed("service.reset POST /admin/reset: 404".to_owned());
-        assert!(matches!(
-            refused,
-            report::Stop::Mismatch { ref field, .. } if field == "service.reset"
-        ));
-        let command = reset_failed("service.reset_command: exited with exit status: 3".into());
-        assert!(matches!(
-            command,
-            report::Stop::Mismatch { ref field, .. } if field == "service.reset_command"
-        ));
-        let silent = reset_failed(
-            "service.reset POST /admin/reset: no answer (connection refused)".to_owned(),
-        );
-        assert!(matches!(silent, report::Stop::Unreachable { .. }));
-        let err = refused.into_error("t.toml", "http://127.0.0.1:1");
-        assert!(err.is_bad_input());
-        assert!(
-            err.to_string()
-                .starts_with("t.toml does not describe the service: service.reset:")
-        );
-    }
 }

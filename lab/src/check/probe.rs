@@ -8,8 +8,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use super::excerpt;
 use super::history::{Answer, History, Sent};
 use super::http::{HangUp, Outgoing, Wire, recorded};
+use super::report::Stop;
 use super::target::{
     Count, CountCallers, Endpoint, Identity, KeyForm, KeyShape, Provocation, ReadBack, Replay,
     Target, Vary, program_in,
@@ -240,18 +242,24 @@ impl Probe {
     /// `service.command`, if the file has them, and waits until the service listens.
     ///
     /// # Errors
-    /// The reason, naming `service.command` or `[upstream]`, when either cannot start.
-    pub async fn start(target: Target) -> Result<Probe, String> {
+    /// A mismatch naming `service.command`, `service.base_url` or `upstream.routes` when the
+    /// service cannot start as the file says; unreachable when the check's own parts cannot.
+    pub async fn start(target: Target) -> Result<Probe, Stop> {
         let mut probe = Probe::new(target);
         if probe.target.upstream.is_none() && probe.target.service.command.is_none() {
             return Ok(probe);
         }
+        let own = |problem: String| Stop::Unreachable {
+            asked: "start",
+            problem,
+        };
         let dir = tempfile::Builder::new()
             .prefix("lab-check-")
             .tempdir()
-            .map_err(|err| format!("the run's folder: {err}"))?;
+            .map_err(|err| own(format!("the run's folder: {err}")))?;
         if let Some(spec) = &probe.target.upstream {
-            probe.upstream = Some(super::upstream::UpstreamApi::start(spec, dir.path())?);
+            probe.upstream =
+                Some(super::upstream::UpstreamApi::start(spec, dir.path()).map_err(own)?);
         }
         if probe.target.service.command.is_some() {
             let url = probe
@@ -265,10 +273,8 @@ impl Probe {
                 dir.path(),
             );
             if let Err(problem) = gateway.start().await {
-                return Err(super::upstream::blame_start(
-                    probe.upstream.as_ref(),
-                    problem,
-                ));
+                let stop = Stop::from(problem);
+                return Err(super::upstream::blame_stop(probe.upstream.as_ref(), stop));
             }
             probe.gateway = Some(gateway);
         }
@@ -671,8 +677,10 @@ impl Probe {
     /// Runs the reset the file names, if any.
     ///
     /// # Errors
-    /// The reason, when the reset is not answered with a success or the command fails.
-    pub async fn reset(&self) -> Result<(), String> {
+    /// A mismatch naming `service.reset` when the service answers it with anything but a
+    /// success, or `service.reset_command` when the command fails; unreachable when the service
+    /// does not answer at all.
+    pub async fn reset(&self) -> Result<(), Stop> {
         if let Some(endpoint) = &self.target.service.reset {
             let outgoing = Outgoing {
                 method: endpoint.method.clone(),
@@ -684,18 +692,11 @@ impl Probe {
                     .map(|b| b.to_string().into_bytes())
                     .unwrap_or_default(),
             };
-            let answer = self.wire.send(&outgoing).await;
-            if !answer.status().is_some_and(|s| (200..=299).contains(&s)) {
-                return Err(format!(
-                    "service.reset {} {}: {}",
-                    endpoint.method,
-                    endpoint.path,
-                    answer.summary()
-                ));
-            }
+            reset_answered(endpoint, &self.wire.send(&outgoing).await)?;
         }
         if let Some(argv) = self.target.service.reset_command.clone() {
             let folder = self.target.folder.clone();
+            let command = |problem: String| Stop::mismatch("service.reset_command", problem);
             let status = tokio::task::spawn_blocking(move || {
                 std::process::Command::new(program_in(&folder, &argv[0]))
                     .args(&argv[1..])
@@ -703,10 +704,10 @@ impl Probe {
                     .status()
             })
             .await
-            .map_err(|err| err.to_string())?
-            .map_err(|err| format!("service.reset_command: {err}"))?;
+            .map_err(|err| command(err.to_string()))?
+            .map_err(|err| command(err.to_string()))?;
             if !status.success() {
-                return Err(format!("service.reset_command: exited with {status}"));
+                return Err(command(format!("exited with {status}")));
             }
         }
         Ok(())
@@ -1048,10 +1049,73 @@ pub fn write_json(value: &Value, reordered: bool, out: &mut String, depth: usize
     }
 }
 
+/// A reset the service answered with a success; the file's fault when it answered with anything
+/// else, and not when it did not answer at all.
+fn reset_answered(endpoint: &Endpoint, answer: &Answer) -> Result<(), Stop> {
+    let problem = || {
+        format!(
+            "{} {}: {}",
+            endpoint.method,
+            endpoint.path,
+            answer.summary()
+        )
+    };
+    match answer.status() {
+        Some(status) if (200..=299).contains(&status) => Ok(()),
+        Some(_) => Err(Stop::mismatch(
+            "service.reset",
+            excerpt::one_line(&problem()),
+        )),
+        None => Err(Stop::Unreachable {
+            asked: "reset",
+            problem: format!("service.reset {}", problem()),
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_reset_the_service_refuses_is_the_files_fault_and_one_it_never_answers_is_not() {
+        let reset = Endpoint {
+            method: "POST".to_owned(),
+            path: "/admin/reset".to_owned(),
+            headers: Vec::new(),
+            body: None,
+            fields: BTreeMap::new(),
+            vary: BTreeMap::new(),
+            success: Vec::new(),
+        };
+        let reply = |status| Answer::Reply {
+            status,
+            headers: Vec::new(),
+            body: "nope".to_owned(),
+        };
+        assert!(reset_answered(&reset, &reply(204)).is_ok());
+        let refused = reset_answered(&reset, &reply(404)).unwrap_err();
+        // The field is named once, by the error, and not again in its problem.
+        let err = refused
+            .into_error("t.toml", "http://127.0.0.1:1")
+            .to_string();
+        assert!(
+            err.starts_with(
+                "t.toml does not describe the service: service.reset: POST /admin/reset: 404"
+            ),
+            "{err}"
+        );
+        let silent = Answer::NoAnswer {
+            reason: "connection refused".to_owned(),
+        };
+        let unanswered = reset_answered(&reset, &silent).unwrap_err();
+        assert!(matches!(
+            unanswered,
+            Stop::Unreachable { asked: "reset", .. }
+        ));
+        assert!(!unanswered.into_error("t.toml", "u").is_bad_input());
+    }
 
     #[test]
     fn a_template_takes_its_fields_as_values_or_as_text() {

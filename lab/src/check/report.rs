@@ -86,12 +86,32 @@ pub enum Stop {
     },
 }
 
+impl From<super::target::FieldError> for Stop {
+    /// The file's fault, at the field the error names.
+    fn from(err: super::target::FieldError) -> Stop {
+        let problem = match err.fix {
+            Some(fix) => format!("{}; {fix}", err.problem),
+            None => err.problem,
+        };
+        Stop::mismatch(err.field, super::excerpt::one_line(&problem))
+    }
+}
+
 impl Stop {
     /// A mismatch of `field`.
     pub fn mismatch(field: impl Into<String>, problem: impl Into<String>) -> Stop {
         Stop::Mismatch {
             field: field.into(),
             problem: problem.into(),
+        }
+    }
+
+    /// What went wrong, in words, for a point that records it (the field, where the file is
+    /// at fault).
+    pub fn problem(&self) -> String {
+        match self {
+            Stop::Mismatch { field, problem } => format!("{field}: {problem}"),
+            Stop::Unreachable { problem, .. } => problem.clone(),
         }
     }
 

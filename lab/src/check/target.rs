@@ -368,9 +368,12 @@ pub(crate) fn with_upstream_port(
     overrides: &Overrides,
 ) -> Checked<Option<Upstream>> {
     match (upstream, overrides.upstream_port) {
-        (None, Some(port)) => Err(format!(
-            "--upstream-port: {port}: the file has no [upstream] section, so the lab serves no \
-             API for it to name the port of"
+        (None, Some(port)) => Err(FieldError::new(
+            "--upstream-port",
+            format!(
+                "{port}: the file has no [upstream] section, so the lab serves \
+                 no API for it to name the port of"
+            ),
         )),
         (Some(mut upstream), Some(port)) => {
             upstream.port = Some(port);
@@ -558,24 +561,16 @@ impl Target {
     /// Validates a target file's text; `path` names it in messages.
     ///
     /// # Errors
-    /// [`Error::InputInvalid`] naming the field at fault.
+    /// [`Error::TargetInvalid`] naming the field at fault; [`Error::InputInvalid`] for TOML that
+    /// does not parse.
     pub fn parse(text: &str, path: &Path, overrides: &Overrides) -> Result<Target> {
-        let bad = |problem: String| Error::InputInvalid {
-            subject: path.display().to_string(),
-            problem,
-        };
-        let file: File = toml::from_str(text).map_err(|err| {
-            // toml's message names the line, the column and the key; keep it on one line.
-            let message = err.to_string();
-            bad(message.split_whitespace().collect::<Vec<_>>().join(" "))
-        })?;
+        let file: File = toml::from_str(text).map_err(|err| not_toml(path, &err))?;
         let folder = folder_of(path);
-        file.validate(overrides, &folder)
-            .map_err(bad)
-            .map(|mut target| {
-                target.path = path.to_owned();
-                target
-            })
+        let mut target = file
+            .validate(overrides, &folder)
+            .map_err(|err| err.in_file(path))?;
+        target.path = path.to_owned();
+        Ok(target)
     }
 
     /// The caller index named `name`.
@@ -584,7 +579,69 @@ impl Target {
     }
 }
 
-pub(crate) type Checked<T> = std::result::Result<T, String>;
+/// What a target file's validation found wrong: the field at fault (`key.shape`,
+/// `callers[1].headers`, `[count]`), what is wrong with its value, and the fix where there is one
+/// to give. It prints as `field: problem; fix`, the line `lab check` prints after the file's path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    /// The field at fault, as the file spells its path.
+    pub field: String,
+    /// What is wrong with it.
+    pub problem: String,
+    /// What to write instead, when there is one thing to say.
+    pub fix: Option<String>,
+}
+
+impl FieldError {
+    /// A problem with `field`.
+    pub fn new(field: impl Into<String>, problem: impl Into<String>) -> FieldError {
+        FieldError {
+            field: field.into(),
+            problem: problem.into(),
+            fix: None,
+        }
+    }
+
+    /// The same problem, with its fix.
+    #[must_use]
+    pub fn fix(mut self, fix: impl Into<String>) -> FieldError {
+        self.fix = Some(fix.into());
+        self
+    }
+
+    /// The error `lab check` reports for the file at `path`.
+    pub fn in_file(self, path: &Path) -> Error {
+        Error::TargetInvalid {
+            file: path.display().to_string(),
+            error: self,
+        }
+    }
+}
+
+impl std::fmt::Display for FieldError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.field, self.problem)?;
+        match &self.fix {
+            Some(fix) => write!(f, "; {fix}"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl std::error::Error for FieldError {}
+
+/// A validation step's result.
+pub(crate) type Checked<T> = std::result::Result<T, FieldError>;
+
+/// A target file's TOML that does not parse: toml's message names the line, the column and the
+/// key; kept on one line.
+pub(crate) fn not_toml(path: &Path, err: &toml::de::Error) -> Error {
+    let message = err.to_string();
+    Error::InputInvalid {
+        subject: path.display().to_string(),
+        problem: message.split_whitespace().collect::<Vec<_>>().join(" "),
+    }
+}
 
 /// The folder a target file's relative paths and commands start from: the file's own, made
 /// absolute (from the working directory) so that a command run in it can still be named by it.
@@ -616,7 +673,7 @@ pub fn in_folder(folder: &Path, file: &Path) -> PathBuf {
 }
 
 pub(crate) fn required<T>(value: Option<T>, field: &str) -> Checked<T> {
-    value.ok_or_else(|| format!("{field}: missing (required)"))
+    value.ok_or_else(|| FieldError::new(field, "missing (required)"))
 }
 
 impl File {
@@ -640,7 +697,7 @@ impl File {
         let count = match (self.count, &upstream) {
             (Some(file), _) => count(file, &callers, folder)?,
             (None, Some(_)) => Count::Upstream,
-            (None, None) => return Err("[count]: missing (required)".into()),
+            (None, None) => return Err(FieldError::new("[count]", "missing (required)")),
         };
         let other_endpoint = self
             .other_endpoint
@@ -720,8 +777,9 @@ fn key_spec(file: KeyFile) -> Checked<KeySpec> {
         None | Some("uuid") => KeyShape::Uuid,
         Some("text") => KeyShape::Text,
         Some(other) => {
-            return Err(format!(
-                "key.shape: {other:?}: expected \"uuid\" or \"text\""
+            return Err(FieldError::new(
+                "key.shape",
+                format!("{other:?}: expected \"uuid\" or \"text\""),
             ));
         }
     };
@@ -742,10 +800,13 @@ fn key_spec(file: KeyFile) -> Checked<KeySpec> {
             Some("token") => KeyForm::Token,
             Some("opaque") => KeyForm::Opaque,
             Some(other) => {
-                return Err(format!(
-                    "key.form: {other:?}: expected \"opaque\" (the header's value taken as it \
-                     comes, any string), \"sf-string\" (the draft's quoted String) or \"token\" \
-                     (the key bare)"
+                return Err(FieldError::new(
+                    "key.form",
+                    format!(
+                        "{other:?}: expected \"opaque\" (the header's value taken as it \
+                         comes, any string), \"sf-string\" (the draft's quoted String) \
+                         or \"token\" (the key bare)"
+                    ),
                 ));
             }
         },
@@ -771,8 +832,12 @@ fn shape_samples(shape: KeyShape) -> (&'static str, &'static [&'static str]) {
 /// `key.pattern`: a regular expression the whole key must match, which the keys of `shape`
 /// match, and which refuses some key the check can send (or it says nothing to grade).
 fn key_pattern(text: String, shape: KeyShape) -> Checked<KeyPattern> {
-    let anchored = regex::Regex::new(&format!("^(?:{text})$"))
-        .map_err(|err| format!("key.pattern: {text:?} is not a regular expression: {err}"))?;
+    let anchored = regex::Regex::new(&format!("^(?:{text})$")).map_err(|err| {
+        FieldError::new(
+            "key.pattern",
+            format!("{text:?} is not a regular expression: {err}"),
+        )
+    })?;
     let pattern = KeyPattern { text, anchored };
     let takes = |shape: KeyShape| shape_samples(shape).1.iter().all(|k| pattern.matches(k));
     let (name, samples) = shape_samples(shape);
@@ -792,18 +857,26 @@ fn key_pattern(text: String, shape: KeyShape) -> Checked<KeyPattern> {
                 .to_owned()
         };
         let sample = samples.iter().find(|k| !pattern.matches(k)).unwrap_or(&"");
-        return Err(format!(
-            "key.pattern: {:?} does not take the keys of key.shape = \"{name}\" (such as \
-             {sample:?}), and every key the check sends must match it: {fix}",
-            pattern.text
+        return Err(FieldError::new(
+            "key.pattern",
+            format!(
+                "{:?} does not take the keys of key.shape = \"{name}\" (such as \
+                 {sample:?}), and every key the check sends must match it: \
+                 {fix}",
+                pattern.text
+            ),
         ));
     }
     if pattern.outside(samples[0]).is_none() {
-        return Err(format!(
-            "key.pattern: {:?} takes every key the check would send outside it, so it says \
-             nothing to grade; leave it out (key.form = \"opaque\" takes any string)",
-            pattern.text
-        ));
+        return Err(FieldError::new(
+            "key.pattern",
+            format!(
+                "{:?} takes every key the check would send outside it, so it \
+                 says nothing to grade",
+                pattern.text
+            ),
+        )
+        .fix("leave it out (key.form = \"opaque\" takes any string)"));
     }
     Ok(pattern)
 }
@@ -811,23 +884,28 @@ fn key_pattern(text: String, shape: KeyShape) -> Checked<KeyPattern> {
 /// At least two callers, each named once and with credentials of its own.
 fn callers(list: Vec<CallerFile>) -> Checked<Vec<Caller>> {
     if list.len() < 2 {
-        return Err(format!(
-            "[[callers]]: {} given; name at least two callers, each with its own \
-             credentials, so the other-caller point can tell them apart",
-            list.len()
-        ));
+        return Err(
+            FieldError::new("[[callers]]", format!("{} given", list.len())).fix(
+                "name at least two callers, each with its own credentials, so \
+                 the other-caller point can tell them apart",
+            ),
+        );
     }
     let mut callers = Vec::new();
     for (i, caller) in list.into_iter().enumerate() {
         let field = format!("callers[{i}]");
         let name = required(caller.name, &format!("{field}.name"))?;
         if name.is_empty() || name.len() > 64 {
-            return Err(format!(
-                "{field}.name: {name:?}: one to sixty-four characters"
+            return Err(FieldError::new(
+                format!("{field}.name"),
+                format!("{name:?}: one to sixty-four characters"),
             ));
         }
         if callers.iter().any(|c: &Caller| c.name == name) {
-            return Err(format!("{field}.name: {name:?} is named twice"));
+            return Err(FieldError::new(
+                format!("{field}.name"),
+                format!("{name:?} is named twice"),
+            ));
         }
         let headers = headers(caller.headers, &format!("{field}.headers"))?;
         callers.push(Caller { name, headers });
@@ -848,10 +926,16 @@ fn callers(list: Vec<CallerFile>) -> Checked<Vec<Caller>> {
             .iter()
             .position(|other| credentials(other) == credentials(caller))
         {
-            return Err(format!(
-                "callers[{i}].headers: the same credentials as callers[{same}] (header names \
-                 are not case-sensitive); the other-caller point needs callers the service can tell \
-                 apart: give each caller its own credentials"
+            return Err(FieldError::new(
+                format!("callers[{i}].headers"),
+                format!(
+                    "the same credentials as callers[{same}] (header names are not \
+                     case-sensitive)"
+                ),
+            )
+            .fix(
+                "the other-caller point needs callers the service can tell \
+                 apart: give each caller its own credentials",
             ));
         }
     }
@@ -872,10 +956,14 @@ fn key_header_elsewhere(target: &Target) -> Checked<()> {
     }
     for (field, headers) in sections {
         if let Some((name, _)) = headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(key)) {
-            return Err(format!(
-                "{field}.{name}: the key header (key.header = {key:?}) is the check's to send, a \
-                 fresh key each time; leave it out here"
-            ));
+            return Err(FieldError::new(
+                format!("{field}.{name}"),
+                format!(
+                    "the key header (key.header = {key:?}) is the check's to send, \
+                     a fresh key each time"
+                ),
+            )
+            .fix("leave it out here"));
         }
     }
     Ok(())
@@ -904,7 +992,10 @@ fn server_errors(value: Option<Value>, create: &Endpoint) -> Checked<Vec<Provoca
     let tables = match value {
         None => return Ok(Vec::new()),
         Some(Value::Array(items)) if items.is_empty() => {
-            return Err("errors.server: an empty list (leave it out instead)".to_owned());
+            return Err(FieldError::new(
+                "errors.server",
+                "an empty list (leave it out instead)",
+            ));
         }
         Some(Value::Array(items)) => items
             .into_iter()
@@ -913,16 +1004,17 @@ fn server_errors(value: Option<Value>, create: &Endpoint) -> Checked<Vec<Provoca
             .collect::<Vec<_>>(),
         Some(table @ Value::Object(_)) => vec![("errors.server".to_owned(), table)],
         Some(other) => {
-            return Err(format!(
-                "errors.server: {other}: a table, or a list of tables"
+            return Err(FieldError::new(
+                "errors.server",
+                format!("{other}: a table, or a list of tables"),
             ));
         }
     };
     tables
         .into_iter()
         .map(|(field, table)| {
-            let file: ProvocationFile =
-                serde_json::from_value(table).map_err(|err| format!("{field}: {err}"))?;
+            let file: ProvocationFile = serde_json::from_value(table)
+                .map_err(|err| FieldError::new(&field, err.to_string()))?;
             provocation(file, &field, create)
         })
         .collect()
@@ -934,7 +1026,10 @@ fn load(file: LoadFile) -> Checked<Load> {
     let bounded = |value: Option<usize>, field: &str, default: usize, min: usize, max: usize| {
         let value = value.unwrap_or(default);
         if value < min || value > max {
-            Err(format!("{field}: {value}: expected {min} to {max}"))
+            Err(FieldError::new(
+                field.to_string(),
+                format!("{value}: expected {min} to {max}"),
+            ))
         } else {
             Ok(value)
         }
@@ -980,27 +1075,40 @@ fn service(file: ServiceFile, overrides: &Overrides) -> Checked<Service> {
     if let Some(command) = &file.reset_command
         && command.first().is_none_or(String::is_empty)
     {
-        return Err("service.reset_command: an argv list whose first word is the program".into());
+        return Err(FieldError::new(
+            "service.reset_command",
+            "an argv list whose first word is the program",
+        ));
     }
     let timeout_ms = file.timeout_ms.unwrap_or(10_000);
     if !(100..=600_000).contains(&timeout_ms) {
-        return Err(format!(
-            "service.timeout_ms: {timeout_ms}: expected 100 to 600000"
+        return Err(FieldError::new(
+            "service.timeout_ms",
+            format!("{timeout_ms}: expected 100 to 600000"),
         ));
     }
     if let Some(command) = &file.command {
         if command.first().is_none_or(String::is_empty) {
-            return Err("service.command: an argv list whose first word is the program".into());
+            return Err(FieldError::new(
+                "service.command",
+                "an argv list whose first word is the program",
+            ));
         }
         if !url.is_loopback() {
-            return Err(format!(
-                "service.command: the check starts the service on this machine, so \
-                 {field} must be a loopback address, not {base_url:?}"
+            return Err(FieldError::new(
+                "service.command",
+                format!(
+                    "the check starts the service on this machine, so {field} must \
+                     be a loopback address, not {base_url:?}"
+                ),
             ));
         }
     }
     if file.command.is_none() && !file.env.is_empty() {
-        return Err("service.env: only with service.command (the variables are its)".into());
+        return Err(FieldError::new(
+            "service.env",
+            "only with service.command (the variables are its)",
+        ));
     }
     Ok(Service {
         base_url,
@@ -1026,20 +1134,29 @@ fn check_upstream_use(target: Target) -> Checked<Target> {
         .collect();
     let names = words.iter().any(|w| w.contains(UPSTREAM_PLACEHOLDER));
     match &target.upstream {
-        None if names => Err(format!(
-            "[upstream]: service.command names {UPSTREAM_PLACEHOLDER}, but the file has no \
-             [upstream] section to say which API the lab serves there"
+        None if names => Err(FieldError::new(
+            "[upstream]",
+            format!(
+                "service.command names {UPSTREAM_PLACEHOLDER}, but the file has \
+                 no [upstream] section to say which API the lab serves there"
+            ),
         )),
-        Some(upstream) if service.command.is_none() && upstream.port.is_none() => Err(
-            "upstream.port: the gateway is started by you, not by the check (no \
-             service.command), so name the loopback port the lab serves the API on, and point \
-             the gateway at http://127.0.0.1:PORT"
-                .into(),
-        ),
+        Some(upstream) if service.command.is_none() && upstream.port.is_none() => {
+            Err(FieldError::new(
+                "upstream.port",
+                "the gateway is started by you, not by the check (no \
+                 service.command), so name the loopback port the lab serves the \
+                 API on, and point the gateway at http://127.0.0.1:PORT",
+            ))
+        }
         Some(upstream) if service.command.is_some() && !names && upstream.port.is_none() => {
-            Err(format!(
-                "service.command: names {UPSTREAM_PLACEHOLDER} nowhere (nor service.env), so the \
-                 gateway cannot be pointed at the API the lab serves (or name upstream.port)"
+            Err(FieldError::new(
+                "service.command",
+                format!(
+                    "names {UPSTREAM_PLACEHOLDER} nowhere (nor service.env), so the \
+                     gateway cannot be pointed at the API the lab serves (or name \
+                     upstream.port)"
+                ),
             ))
         }
         _ => Ok(target),
@@ -1050,11 +1167,18 @@ fn check_upstream_use(target: Target) -> Checked<Target> {
 /// A base URL the file (or `--url`) gives at `field`: on loopback, or anywhere with
 /// `allow_remote`.
 pub(crate) fn base_url_in(url: &str, field: &str, allow_remote: bool) -> Checked<crate::BaseUrl> {
-    let parsed = crate::BaseUrl::parse(url).map_err(|problem| format!("{field}: {problem}"))?;
+    let parsed = crate::BaseUrl::parse(url).map_err(|problem| FieldError::new(field, problem))?;
     if !parsed.is_loopback() && !allow_remote {
-        return Err(format!(
-            "{field}: {url:?} is not a loopback address (localhost, 127.x.x.x, [::1]); the check \
-             creates real effects, so another host needs --allow-remote"
+        return Err(FieldError::new(
+            field.to_string(),
+            format!(
+                "{url:?} is not a loopback address (localhost, 127.x.x.x, \
+                 [::1])"
+            ),
+        )
+        .fix(
+            "the check creates real effects, so another host needs \
+             --allow-remote",
         ));
     }
     Ok(parsed)
@@ -1063,8 +1187,9 @@ pub(crate) fn base_url_in(url: &str, field: &str, allow_remote: bool) -> Checked
 fn method(value: Option<String>, field: &str, default: &str) -> Checked<String> {
     let method = value.unwrap_or_else(|| default.to_owned());
     if method.is_empty() || !method.bytes().all(|b| b.is_ascii_uppercase()) {
-        return Err(format!(
-            "{field}: {method:?}: an HTTP method in capitals (POST, PUT, ...)"
+        return Err(FieldError::new(
+            field.to_string(),
+            format!("{method:?}: an HTTP method in capitals (POST, PUT, ...)"),
         ));
     }
     Ok(method)
@@ -1073,8 +1198,12 @@ fn method(value: Option<String>, field: &str, default: &str) -> Checked<String> 
 fn request_path(value: Option<String>, field: &str) -> Checked<String> {
     let path = required(value, field)?;
     if !path.starts_with('/') || path.bytes().any(|b| !(0x21..=0x7e).contains(&b)) {
-        return Err(format!(
-            "{field}: {path:?}: a path starting with / in printable ASCII without spaces"
+        return Err(FieldError::new(
+            field.to_string(),
+            format!(
+                "{path:?}: a path starting with / in printable ASCII without \
+                 spaces"
+            ),
         ));
     }
     Ok(path)
@@ -1083,7 +1212,10 @@ fn request_path(value: Option<String>, field: &str) -> Checked<String> {
 pub(crate) fn header_name(name: &str, field: &str) -> Checked<String> {
     let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
     if name.is_empty() || !name.bytes().all(token) {
-        return Err(format!("{field}: {name:?} is not a header name"));
+        return Err(FieldError::new(
+            field.to_string(),
+            format!("{name:?} is not a header name"),
+        ));
     }
     Ok(name.to_owned())
 }
@@ -1094,10 +1226,14 @@ fn headers(map: BTreeMap<String, String>, field: &str) -> Checked<Vec<(String, S
     let names: Vec<&String> = map.keys().collect();
     for (i, name) in names.iter().enumerate() {
         if let Some(other) = names[i + 1..].iter().find(|n| n.eq_ignore_ascii_case(name)) {
-            return Err(format!(
-                "{field}.{other}: the header {name} is given twice (header names are not \
-                 case-sensitive); keep one"
-            ));
+            return Err(FieldError::new(
+                format!("{field}.{other}"),
+                format!(
+                    "the header {name} is given twice (header names are not \
+                     case-sensitive)"
+                ),
+            )
+            .fix("keep one"));
         }
     }
     map.into_iter()
@@ -1107,15 +1243,19 @@ fn headers(map: BTreeMap<String, String>, field: &str) -> Checked<Vec<(String, S
                 .bytes()
                 .any(|b| b != b'\t' && !(0x20..=0x7e).contains(&b))
             {
-                return Err(format!(
-                    "{field}.{name}: the value holds a byte outside printable ASCII"
+                return Err(FieldError::new(
+                    format!("{field}.{name}"),
+                    "the value holds a byte outside printable ASCII",
                 ));
             }
             let lower = name.to_ascii_lowercase();
             if ["content-length", "host", "connection", "transfer-encoding"]
                 .contains(&lower.as_str())
             {
-                return Err(format!("{field}.{name}: the check sets this header itself"));
+                return Err(FieldError::new(
+                    format!("{field}.{name}"),
+                    "the check sets this header itself",
+                ));
             }
             Ok((name, value))
         })
@@ -1131,32 +1271,44 @@ fn endpoint(file: EndpointFile, field: &str) -> Checked<Endpoint> {
         placeholders(body, &mut names);
         for name in &names {
             if !file.fields.contains_key(name) {
-                return Err(format!(
-                    "{field}.body: the placeholder {{{{{name}}}}} names no entry of {field}.fields"
+                return Err(FieldError::new(
+                    format!("{field}.body"),
+                    format!(
+                        "the placeholder {{{{{name}}}}} names no entry of \
+                         {field}.fields"
+                    ),
                 ));
             }
         }
         for name in file.fields.keys() {
             if !names.contains(name) {
-                return Err(format!(
-                    "{field}.fields.{name}: not used by any {{{{{name}}}}} placeholder in {field}.body"
+                return Err(FieldError::new(
+                    format!("{field}.fields.{name}"),
+                    format!("not used by any {{{{{name}}}}} placeholder in {field}.body"),
                 ));
             }
         }
     } else if !file.fields.is_empty() {
-        return Err(format!("{field}.fields: given without a {field}.body"));
+        return Err(FieldError::new(
+            format!("{field}.fields"),
+            format!("given without a {field}.body"),
+        ));
     }
     for (name, value) in &file.fields {
         if !(value.is_string() || value.is_number() || value.is_boolean()) {
-            return Err(format!(
-                "{field}.fields.{name}: a text, a number or a boolean"
+            return Err(FieldError::new(
+                format!("{field}.fields.{name}"),
+                "a text, a number or a boolean",
             ));
         }
     }
     let vary = vary(file.vary, &file.fields, field)?;
     let success = file.success.unwrap_or_default();
     if let Some(bad) = success.iter().find(|s| !(100..=599).contains(*s)) {
-        return Err(format!("{field}.success: {bad} is not an HTTP status"));
+        return Err(FieldError::new(
+            format!("{field}.success"),
+            format!("{bad} is not an HTTP status"),
+        ));
     }
     Ok(Endpoint {
         method,
@@ -1180,43 +1332,55 @@ pub fn vary(
     for (name, how) in file {
         let at = format!("{field}.vary.{name}");
         let Some(value) = fields.get(&name) else {
-            return Err(format!("{at}: names no entry of {field}.fields"));
+            return Err(FieldError::new(
+                at.to_string(),
+                format!("names no entry of {field}.fields"),
+            ));
         };
         let how = match how {
             Value::String(word) if word == "text" => {
                 if !value.is_string() {
-                    return Err(format!(
-                        "{at}: \"text\" varies a text, and {field}.fields.{name} is {value}; give \
-                         a list of the values the service accepts instead"
-                    ));
+                    return Err(FieldError::new(
+                        at.to_string(),
+                        format!("\"text\" varies a text, and {field}.fields.{name} is {value}"),
+                    )
+                    .fix("give a list of the values the service accepts instead"));
                 }
                 Vary::Text
             }
             Value::Array(values) => {
                 if values.len() < 2 {
-                    return Err(format!(
-                        "{at}: a list of at least two values the service accepts (one to \
-                         create with, another to change the payload)"
+                    return Err(FieldError::new(
+                        at.to_string(),
+                        "a list of at least two values the service accepts (one to \
+                         create with, another to change the payload)",
                     ));
                 }
                 if let Some(bad) = values
                     .iter()
                     .find(|v| !(v.is_string() || v.is_number() || v.is_boolean()))
                 {
-                    return Err(format!("{at}: {bad}: a text, a number or a boolean"));
+                    return Err(FieldError::new(
+                        at.to_string(),
+                        format!("{bad}: a text, a number or a boolean"),
+                    ));
                 }
                 if !values.contains(value) {
-                    return Err(format!(
-                        "{at}: the list does not hold {field}.fields.{name} = {value}; the check \
-                         sends only values from the list"
-                    ));
+                    return Err(FieldError::new(
+                        at.to_string(),
+                        format!("the list does not hold {field}.fields.{name} = {value}"),
+                    )
+                    .fix("the check sends only values from the list"));
                 }
                 Vary::OneOf(values)
             }
             other => {
-                return Err(format!(
-                    "{at}: {other}: \"text\" (free text), or a list of the values the service \
-                     accepts"
+                return Err(FieldError::new(
+                    at.to_string(),
+                    format!(
+                        "{other}: \"text\" (free text), or a list of the values the \
+                         service accepts"
+                    ),
                 ));
             }
         };
@@ -1233,8 +1397,9 @@ fn read_back(file: ReadFile, folder: &Path) -> Checked<ReadBack> {
             let method = method(request.method, "read.request.method", "GET")?;
             let path = request_path(request.path, "read.request.path")?;
             if !path.contains("{{id}}") {
-                return Err(format!(
-                    "read.request.path: {path:?} has no {{{{id}}}} where the identity goes"
+                return Err(FieldError::new(
+                    "read.request.path",
+                    format!("{path:?} has no {{{{id}}}} where the identity goes"),
                 ));
             }
             Ok(ReadRequest {
@@ -1257,16 +1422,14 @@ fn read_back(file: ReadFile, folder: &Path) -> Checked<ReadBack> {
                     file: in_folder(folder, &file),
                     query,
                 }),
-                (_, Some(_)) => Err(
-                    "read.sql.postgres: not read back yet; use read.sql.sqlite or read.request"
-                        .to_owned(),
-                ),
-                (None, None) => Err("read.sql.sqlite: missing (required)".to_owned()),
+                (_, Some(_)) => Err(FieldError::new("read.sql.postgres", "not read back yet")
+                    .fix("use read.sql.sqlite or read.request")),
+                (None, None) => Err(FieldError::new("read.sql.sqlite", "missing (required)")),
             }
         })
         .transpose()?;
     if request.is_none() && sql.is_none() {
-        return Err("[read]: give request, sql, or both".to_owned());
+        return Err(FieldError::new("[read]", "give request, sql, or both"));
     }
     Ok(ReadBack { request, sql })
 }
@@ -1302,16 +1465,21 @@ fn identity(file: IdentityFile, field: &str) -> Checked<Identity> {
             &header,
             &format!("{field}.header"),
         )?)),
-        _ => Err(format!(
-            "[{field}]: give exactly one of json_pointer or header"
+        _ => Err(FieldError::new(
+            format!("[{field}]"),
+            "give exactly one of json_pointer or header",
         )),
     }
 }
 
 pub(crate) fn json_pointer(pointer: String, field: &str) -> Checked<String> {
     if !pointer.is_empty() && !pointer.starts_with('/') {
-        return Err(format!(
-            "{field}: {pointer:?} is not a JSON pointer (RFC 6901: empty, or starting with /)"
+        return Err(FieldError::new(
+            field.to_string(),
+            format!(
+                "{pointer:?} is not a JSON pointer (RFC 6901: empty, or \
+                 starting with /)"
+            ),
         ));
     }
     Ok(pointer)
@@ -1327,18 +1495,21 @@ fn replay(file: ReplayFile) -> Checked<Replay> {
             if (200..=599).contains(&status) {
                 Ok(Replay::Status(status))
             } else {
-                Err(format!(
-                    "replay.status: {status}: an HTTP status from 200 to 599 (a replay's status, \
-                     with the stored body)"
+                Err(FieldError::new(
+                    "replay.status",
+                    format!(
+                        "{status}: an HTTP status from 200 to 599 (a replay's status, \
+                         with the stored body)"
+                    ),
                 ))
             }
         }
         (None, None, Some(true)) if file.value.is_none() => Ok(Replay::Inferred),
-        _ => Err(
-            "[replay]: give exactly one of header (with an optional value), status, or \
-             inferred = true"
-                .to_owned(),
-        ),
+        _ => Err(FieldError::new(
+            "[replay]",
+            "give exactly one of header (with an optional value), status, \
+             or inferred = true",
+        )),
     }
 }
 
@@ -1356,18 +1527,22 @@ fn statuses(file: StatusesFile, key_required: bool) -> Checked<Statuses> {
             _ => false,
         };
         if list.is_empty() && !never_sent {
-            return Err(format!(
-                "statuses.{field}: an empty list{}",
-                if field == "missing_key" {
-                    " (it may be empty when key.required = false: the key is optional)"
-                } else {
-                    ""
-                }
+            return Err(FieldError::new(
+                format!("statuses.{field}"),
+                format!(
+                    "an empty list{}",
+                    if field == "missing_key" {
+                        " (it may be empty when key.required = false: the key is optional)"
+                    } else {
+                        ""
+                    }
+                ),
             ));
         }
         match list.iter().find(|s| !(400..=599).contains(*s)) {
-            Some(bad) => Err(format!(
-                "statuses.{field}: {bad} is not an error status (4xx or 5xx)"
+            Some(bad) => Err(FieldError::new(
+                format!("statuses.{field}"),
+                format!("{bad} is not an error status (4xx or 5xx)"),
             )),
             None => Ok(list),
         }
@@ -1392,9 +1567,9 @@ fn count(file: CountFile, callers: &[Caller], folder: &Path) -> Checked<Count> {
                 Some("none") => CountCallers::One(None),
                 Some(name) => CountCallers::One(Some(
                     callers.iter().position(|c| c.name == name).ok_or_else(|| {
-                        format!(
-                            "count.request.caller: {name:?} names no caller (or use \"each\" \
-                             or \"none\")"
+                        FieldError::new(
+                            "count.request.caller",
+                            format!("{name:?} names no caller (or use \"each\" or \"none\")"),
                         )
                     })?,
                 )),
@@ -1422,18 +1597,25 @@ fn count(file: CountFile, callers: &[Caller], folder: &Path) -> Checked<Count> {
                     query,
                 }),
                 (None, Some(url)) => Ok(Count::Postgres { url, query }),
-                _ => {
-                    Err("count.sql: give exactly one of sqlite (a file) or postgres (a URL)".into())
-                }
+                _ => Err(FieldError::new(
+                    "count.sql",
+                    "give exactly one of sqlite (a file) or postgres (a URL)",
+                )),
             }
         }
         (None, None, Some(command)) => {
             if command.first().is_none_or(String::is_empty) {
-                return Err("count.command: an argv list whose first word is the program".into());
+                return Err(FieldError::new(
+                    "count.command",
+                    "an argv list whose first word is the program",
+                ));
             }
             Ok(Count::Command(command))
         }
-        _ => Err("[count]: give exactly one of request, sql or command".into()),
+        _ => Err(FieldError::new(
+            "[count]",
+            "give exactly one of request, sql or command",
+        )),
     }
 }
 
@@ -1441,17 +1623,22 @@ fn provocation(file: ProvocationFile, field: &str, create: &Endpoint) -> Checked
     let headers = headers(file.headers, &format!("{field}.headers"))?;
     for name in file.fields.keys() {
         if !create.fields.contains_key(name) {
-            return Err(format!(
-                "{field}.fields.{name}: names no entry of create.fields"
+            return Err(FieldError::new(
+                format!("{field}.fields.{name}"),
+                "names no entry of create.fields",
             ));
         }
     }
     if file.body_text.is_some() && !file.fields.is_empty() {
-        return Err(format!("{field}: give fields or body_text, not both"));
+        return Err(FieldError::new(
+            field.to_string(),
+            "give fields or body_text, not both",
+        ));
     }
     if headers.is_empty() && file.fields.is_empty() && file.body_text.is_none() {
-        return Err(format!(
-            "{field}: say how to provoke it: headers, fields or body_text"
+        return Err(FieldError::new(
+            field.to_string(),
+            "say how to provoke it: headers, fields or body_text",
         ));
     }
     Ok(Provocation {
@@ -1620,18 +1807,21 @@ pub(crate) fn upstream(file: UpstreamFile) -> Checked<Upstream> {
     match file.api.as_deref() {
         None | Some("lab") => {}
         Some(other) => {
-            return Err(format!(
-                "upstream.api: {other:?}: expected \"lab\" (the lab's ticket contract, the \
-                 only API the lab serves so far)"
+            return Err(FieldError::new(
+                "upstream.api",
+                format!(
+                    "{other:?}: expected \"lab\" (the lab's ticket contract, the \
+                     only API the lab serves so far)"
+                ),
             ));
         }
     }
     if file.tokens.is_empty() {
-        return Err(
-            "upstream.tokens: name at least one caller and the bearer token the API accepts \
-             for it, e.g. { alice = \"alice-token\" }"
-                .into(),
-        );
+        return Err(FieldError::new(
+            "upstream.tokens",
+            "name at least one caller and the bearer token the API accepts for it, e.g. \
+             { alice = \"alice-token\" }",
+        ));
     }
     let tokens = tokens(file.tokens)?;
     let key_pointer = key_pointer(file.key_pointer, file.key_header.is_some())?;
@@ -1648,8 +1838,9 @@ pub(crate) fn upstream(file: UpstreamFile) -> Checked<Upstream> {
         Some("token") => UpstreamKeyForm::Token,
         Some("plain") => UpstreamKeyForm::Plain,
         Some(other) => {
-            return Err(format!(
-                "upstream.key_form: {other:?}: expected \"sf-string\", \"token\" or \"plain\""
+            return Err(FieldError::new(
+                "upstream.key_form",
+                format!("{other:?}: expected \"sf-string\", \"token\" or \"plain\""),
             ));
         }
     };
@@ -1666,17 +1857,21 @@ pub(crate) fn upstream(file: UpstreamFile) -> Checked<Upstream> {
         .map(|(i, route)| declared_route(route, i, create.as_ref()))
         .collect::<Checked<Vec<_>>>()?;
     if file.port == Some(0) {
-        return Err(
-            "upstream.port: 0: a port from 1 to 65535 (or leave it out for a free one)".into(),
-        );
+        return Err(FieldError::new(
+            "upstream.port",
+            "0: a port from 1 to 65535 (or leave it out for a free one)",
+        ));
     }
     let wrapper_timeout = match file.wrapper_timeout_ms {
         None => None,
         Some(ms) if (100..=60_000).contains(&ms) => Some(Duration::from_millis(ms)),
         Some(ms) => {
-            return Err(format!(
-                "upstream.wrapper_timeout_ms: {ms}: expected 100 to 60000 (the lab holds a reply \
-                 that long and a little more)"
+            return Err(FieldError::new(
+                "upstream.wrapper_timeout_ms",
+                format!(
+                    "{ms}: expected 100 to 60000 (the lab holds a reply that long \
+                     and a little more)"
+                ),
             ));
         }
     };
@@ -1699,12 +1894,16 @@ fn tokens(file: BTreeMap<String, String>) -> Checked<Vec<(String, String)>> {
     let mut tokens = Vec::new();
     for (name, token) in file {
         if token.is_empty() || token.bytes().any(|b| !(0x21..=0x7e).contains(&b)) {
-            return Err(format!(
-                "upstream.tokens.{name}: {token:?}: a token of printable ASCII without spaces"
+            return Err(FieldError::new(
+                format!("upstream.tokens.{name}"),
+                format!("{token:?}: a token of printable ASCII without spaces"),
             ));
         }
         if tokens.iter().any(|(_, t)| *t == token) {
-            return Err(format!("upstream.tokens.{name}: {token:?} is given twice"));
+            return Err(FieldError::new(
+                format!("upstream.tokens.{name}"),
+                format!("{token:?} is given twice"),
+            ));
         }
         tokens.push((name, token));
     }
@@ -1720,10 +1919,17 @@ fn body_key_of_another_api(
     key_header: &str,
 ) -> Checked<()> {
     if key_pointer.is_some() && create.is_none() {
-        return Err(format!(
-            "upstream.key_pointer: the lab's own API (no [upstream.create]) reads its key in \
-             the header upstream.key_header ({key_header}), as its OpenAPI document declares; \
-             a body key is for another API, whose create route [upstream.create] declares"
+        return Err(FieldError::new(
+            "upstream.key_pointer",
+            format!(
+                "the lab's own API (no [upstream.create]) reads its key in the \
+                 header upstream.key_header ({key_header}), as its OpenAPI \
+                 document declares"
+            ),
+        )
+        .fix(
+            "a body key is for another API, whose create route \
+             [upstream.create] declares",
         ));
     }
     Ok(())
@@ -1733,18 +1939,18 @@ fn body_key_of_another_api(
 fn key_pointer(file: Option<String>, key_header: bool) -> Checked<Option<String>> {
     Ok(match file {
         Some(_) if key_header => {
-            return Err(
-                "upstream.key_pointer: the API reads its key from a header (upstream.key_header) \
-                 or from the body (upstream.key_pointer): give one of them"
-                    .into(),
-            );
+            return Err(FieldError::new(
+                "upstream.key_pointer",
+                "the API reads its key from a header (upstream.key_header) or \
+                 from the body (upstream.key_pointer): give one of them",
+            ));
         }
         Some(pointer) if pointer.is_empty() => {
-            return Err(
-                "upstream.key_pointer: \"\": a pointer to a member of the body, such as \
-                 /idempotency_key"
-                    .into(),
-            );
+            return Err(FieldError::new(
+                "upstream.key_pointer",
+                "\"\": a pointer to a member of the body, such as \
+                 /idempotency_key",
+            ));
         }
         Some(pointer) => Some(json_pointer(pointer, "upstream.key_pointer")?),
         None => None,
@@ -1754,30 +1960,32 @@ fn key_pointer(file: Option<String>, key_header: bool) -> Checked<Option<String>
 fn create_route(file: CreateRouteFile) -> Checked<CreateRoute> {
     let method = file.method.unwrap_or_else(|| "POST".to_owned());
     if !["POST", "PUT", "PATCH"].contains(&method.as_str()) {
-        return Err(format!(
-            "upstream.create.method: {method:?}: expected \"POST\", \"PUT\" or \"PATCH\""
+        return Err(FieldError::new(
+            "upstream.create.method",
+            format!("{method:?}: expected \"POST\", \"PUT\" or \"PATCH\""),
         ));
     }
     let path = required(file.path, "upstream.create.path")?;
     if !path.starts_with('/') || path.contains(['?', '#', ' ']) {
-        return Err(format!(
-            "upstream.create.path: {path:?}: a path such as /v1/messages (no query)"
+        return Err(FieldError::new(
+            "upstream.create.path",
+            format!("{path:?}: a path such as /v1/messages (no query)"),
         ));
     }
     let status = file.status.unwrap_or(201);
     if !(200..=299).contains(&status) {
-        return Err(format!(
-            "upstream.create.status: {status}: a success status (2xx)"
+        return Err(FieldError::new(
+            "upstream.create.status",
+            format!("{status}: a success status (2xx)"),
         ));
     }
     if let Some(answer) = &file.answer
         && !answer.to_string().contains("{{id}}")
     {
-        return Err(
-            "upstream.create.answer: names no {{id}}, so the wrapper could not tell what was \
-             created"
-                .into(),
-        );
+        return Err(FieldError::new(
+            "upstream.create.answer",
+            "names no {id}, so the wrapper could not tell what was created",
+        ));
     }
     Ok(CreateRoute {
         method,
@@ -1797,9 +2005,9 @@ fn declared_route(
     let field = |name: &str| format!("upstream.routes[{index}].{name}");
     let method = required(file.method, &field("method"))?.to_ascii_uppercase();
     if !["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"].contains(&method.as_str()) {
-        return Err(format!(
-            "{}: {method:?}: expected GET, HEAD, POST, PUT, PATCH or DELETE",
-            field("method")
+        return Err(FieldError::new(
+            field("method"),
+            format!("{method:?}: expected GET, HEAD, POST, PUT, PATCH or DELETE"),
         ));
     }
     let path = required(file.path, &field("path"))?;
@@ -1812,27 +2020,31 @@ fn declared_route(
         }
     });
     if !path.starts_with('/') || path.contains(['?', '#', ' ']) || !segments_ok {
-        return Err(format!(
-            "{}: {path:?}: a path such as /v1/messages/{{id}} (no query; a {{name}} segment \
-             matches any one segment)",
-            field("path")
+        return Err(FieldError::new(
+            field("path"),
+            format!(
+                "{path:?}: a path such as /v1/messages/{{id}} (no query; a {{name}} segment \
+                 matches any one segment)"
+            ),
         ));
     }
     let (create_method, create_path) = create.map_or(("POST", CREATE_PATH), |c| {
         (c.method.as_str(), c.path.as_str())
     });
     if method == create_method && path == create_path {
-        return Err(format!(
-            "{}: {method} {path} is the create route, which the lab plays on its store (see \
-             upstream.create)",
-            field("path")
+        return Err(FieldError::new(
+            field("path"),
+            format!(
+                "{method} {path} is the create route, which the lab plays on its store (see \
+                 upstream.create)"
+            ),
         ));
     }
     let status = file.status.unwrap_or(200);
     if !(200..=599).contains(&status) {
-        return Err(format!(
-            "{}: {status}: a status from 200 to 599",
-            field("status")
+        return Err(FieldError::new(
+            field("status"),
+            format!("{status}: a status from 200 to 599"),
         ));
     }
     Ok(DeclaredRoute {
@@ -1882,7 +2094,7 @@ request = { path = "/tickets", json_pointer = "/tickets" }
             for field in ["service.base_url", "mcp.url", "--init-mcp"] {
                 let err = base_url_in(url, field, false).unwrap_err();
                 assert!(
-                    err.starts_with(field) && err.contains(problem),
+                    err.field == field && err.problem.contains(problem),
                     "{url}: {err}"
                 );
             }
@@ -1910,10 +2122,6 @@ request = { path = "/tickets", json_pointer = "/tickets" }
     #[test]
     fn each_fault_in_a_file_is_named_by_its_field() {
         let cases = [
-            (
-                GOOD.replace("path = \"/tickets\"\nbody", "pth = \"/tickets\"\nbody"),
-                "pth",
-            ),
             (GOOD.replace("127.0.0.1", "192.0.2.1"), "service.base_url"),
             (
                 GOOD.replace("form = \"sf-string\"", "form = \"quoted\""),
@@ -1947,7 +2155,7 @@ request = { path = "/tickets", json_pointer = "/tickets" }
             ),
             (
                 format!("{GOOD}\n[statuses]\nmissing_key = []\n"),
-                "key.required = false",
+                "statuses.missing_key",
             ),
             (format!("{GOOD}\n[replay]\nstatus = 99\n"), "replay.status"),
             (
@@ -1967,8 +2175,19 @@ request = { path = "/tickets", json_pointer = "/tickets" }
             ),
         ];
         for (text, field) in cases {
-            let err = parse(&text).unwrap_err();
-            assert!(err.contains(field), "expected {field} in: {err}");
+            assert_eq!(field_error(&text).field, field, "{text}");
+        }
+        // An unknown field is serde's to name, in the TOML error.
+        let err = parse(&GOOD.replace("path = \"/tickets\"\nbody", "pth = \"/tickets\"\nbody"));
+        assert!(err.unwrap_err().contains("unknown field `pth`"));
+    }
+
+    /// The field error a file's validation stops at; a file that parses, or TOML that does not,
+    /// fails the test.
+    pub(crate) fn field_error(text: &str) -> FieldError {
+        match Target::parse(text, Path::new("t.toml"), &Overrides::default()) {
+            Err(Error::TargetInvalid { error, .. }) => error,
+            other => panic!("expected a field error, got {other:?}"),
         }
     }
 

@@ -798,15 +798,6 @@ pub fn blame_stop(api: Option<&UpstreamApi>, stop: Stop) -> Stop {
     }
 }
 
-/// A start's `problem`, led by `upstream.routes: ` when `api` saw the wrapper ask for routes the
-/// file did not declare (the start's caller turns that lead into the field at fault).
-pub fn blame_start(api: Option<&UpstreamApi>, problem: String) -> String {
-    match api.and_then(|api| api.blame_routes(&problem)) {
-        Some(blamed) => format!("{ROUTES_FIELD}: {blamed}"),
-        None => problem,
-    }
-}
-
 /// When the creates after `mark` lack the key where the file says the API reads it, but carry
 /// the agent's `key` elsewhere (another header, a member of the body): the field at fault
 /// (`upstream.key_header`, `upstream.key_pointer`) and where the key was. The file names the

@@ -917,6 +917,23 @@ fn a_stdio_server_that_cannot_start_is_named_by_its_transport_not_as_http() {
         "{stderr}"
     );
     assert!(!stderr.contains("HTTP"), "{stderr}");
+    // A program that is not there is the file's fault (exit 2), its field named once.
+    let missing = fitted(
+        "lab/targets/lab-mcp-stdio.toml",
+        &[(
+            "[\"lab\", \"mcp\", \"--database\", \"{{dir}}/lab.sqlite\"]",
+            "[\"/nonexistent/mcp-server\"]",
+        )],
+        folder.path(),
+    );
+    let output = check_text(&missing, &[]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr
+            .contains("does not describe the service: mcp.command: \"/nonexistent/mcp-server\": "),
+        "{stderr}"
+    );
 }
 
 /// A server that refuses inside results not marked isError (its text JSON, or "Error [CODE]"

@@ -152,7 +152,7 @@ impl Front for McpProbe {
     }
 
     async fn open(&self) -> Result<Session, String> {
-        McpProbe::open(self, 0).await
+        McpProbe::open(self, 0).await.map_err(|stop| stop.problem())
     }
 
     async fn close(&self, session: Session) -> String {

@@ -39,7 +39,8 @@ impl Server {
             ));
         }
         if text.starts_with("http://") {
-            crate::check::target::base_url_in(text, "--init-mcp", allow_remote)?;
+            crate::check::target::base_url_in(text, "--init-mcp", allow_remote)
+                .map_err(|err| err.to_string())?;
             return Ok(Server::Url(text.to_owned()));
         }
         let words = shell_words(text)?;

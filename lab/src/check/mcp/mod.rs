@@ -57,7 +57,7 @@ pub fn run_selected(target: McpTarget, selection: &Selection) -> Result<Report> 
     let (points, elapsed, (history, counts), calibration) = runtime.block_on(async {
         let probe = probe::McpProbe::start(target)
             .await
-            .map_err(|problem| mcp_error(not_started(problem), &file, &place))?;
+            .map_err(|stop| mcp_error(stop, &file, &place))?;
         let probe = Arc::new(probe);
         let calibrated = calibration::calibrate(&probe)
             .await
@@ -110,8 +110,6 @@ pub fn run_selected(target: McpTarget, selection: &Selection) -> Result<Report> 
     Ok(report)
 }
 
-/// A server that could not be started or reached: the file's fault when its command cannot be
-/// started (a program that is not there); the server's otherwise.
 /// A stop as the error the command line prints: a server that could not be reached is named by
 /// its transport (`MCP stdio: ...`), never as HTTP.
 fn mcp_error(stop: Stop, file: &str, place: &str) -> Error {
@@ -121,21 +119,5 @@ fn mcp_error(stop: Stop, file: &str, place: &str) -> Error {
             problem,
         },
         mismatch => mismatch.into_error(file, place),
-    }
-}
-
-fn not_started(problem: String) -> Stop {
-    if problem.starts_with("mcp.command") {
-        return Stop::mismatch("mcp.command", super::excerpt::one_line(&problem));
-    }
-    if let Some(rest) = problem.strip_prefix(&format!("{}: ", super::upstream::ROUTES_FIELD)) {
-        return Stop::mismatch(
-            super::upstream::ROUTES_FIELD,
-            super::excerpt::one_line(rest),
-        );
-    }
-    Stop::Unreachable {
-        asked: "MCP",
-        problem,
     }
 }

@@ -511,8 +511,8 @@ async fn reconnect(probe: &McpProbe) -> PointReport {
     };
     let session = match probe.open(0).await {
         Ok(session) => session,
-        Err(problem) => {
-            open(problem, &mut checks);
+        Err(stop) => {
+            open(stop.problem(), &mut checks);
             return PointReport::covered(NAME, TITLE, checks.0);
         }
     };
@@ -532,8 +532,8 @@ async fn reconnect(probe: &McpProbe) -> PointReport {
     }
     let session = match probe.open(0).await {
         Ok(session) => session,
-        Err(problem) => {
-            open(problem, &mut checks);
+        Err(stop) => {
+            open(stop.problem(), &mut checks);
             return PointReport::covered(NAME, TITLE, checks.0);
         }
     };

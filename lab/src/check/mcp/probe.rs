@@ -19,6 +19,7 @@ use serde_json::Value;
 
 use super::super::history::{Answer, History, Sent};
 use super::super::probe::{Change, changes, command_count, render, sqlite_count, tagged};
+use super::super::report::Stop;
 use super::super::target::{in_folder, program_in};
 use super::target::{McpCount, McpIdentity, McpTarget, McpTransport};
 use crate::mcp::http_client::LoopbackHttpClient;
@@ -130,12 +131,14 @@ impl McpProbe {
     /// Makes the run's folder and opens a session for each caller.
     ///
     /// # Errors
-    /// The reason, when the folder cannot be made or a session cannot be opened.
-    pub async fn start(target: McpTarget) -> Result<McpProbe, String> {
+    /// A mismatch naming `mcp.command` when the command cannot be started, or `upstream.routes`
+    /// when the wrapper stopped at its start because the API lacked a route it asked for;
+    /// unreachable when the folder cannot be made or a session cannot be opened.
+    pub async fn start(target: McpTarget) -> Result<McpProbe, Stop> {
         let dir = tempfile::Builder::new()
             .prefix("lab-check-mcp-")
             .tempdir()
-            .map_err(|err| format!("making the run's folder: {err}"))?;
+            .map_err(|err| unreachable(format!("making the run's folder: {err}")))?;
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
@@ -151,24 +154,24 @@ impl McpProbe {
             upstream: None,
         };
         if let Some(spec) = &probe.target.upstream {
-            probe.upstream = Some(super::super::upstream::UpstreamApi::start(
-                spec,
-                probe.dir.path(),
-            )?);
+            probe.upstream = Some(
+                super::super::upstream::UpstreamApi::start(spec, probe.dir.path())
+                    .map_err(unreachable)?,
+            );
         }
-        if let Err(problem) = probe.connect().await {
+        if let Err(stop) = probe.connect().await {
             // A wrapper that stops at its start because the API lacked a route it asked for
             // (a token check): the file's fault, named by the field that declares routes.
-            return Err(super::super::upstream::blame_start(
+            return Err(super::super::upstream::blame_stop(
                 probe.upstream.as_ref(),
-                problem,
+                stop,
             ));
         }
         Ok(probe)
     }
 
     /// Opens every caller's session and lists the tools.
-    async fn connect(&mut self) -> Result<(), String> {
+    async fn connect(&mut self) -> Result<(), Stop> {
         for caller in 0..self.target.callers.len() {
             let session = self.open(caller).await?;
             self.sessions.push(session);
@@ -176,8 +179,8 @@ impl McpProbe {
         let peer = self.sessions[0].running.peer().clone();
         self.tools = tokio::time::timeout(self.target.timeout, peer.list_all_tools())
             .await
-            .map_err(|_| "tools/list: no answer in time".to_owned())?
-            .map_err(|err| format!("tools/list: {err}"))?;
+            .map_err(|_| unreachable("tools/list: no answer in time".to_owned()))?
+            .map_err(|err| unreachable(format!("tools/list: {err}")))?;
         Ok(())
     }
 
@@ -328,7 +331,7 @@ impl McpProbe {
     ///
     /// # Errors
     /// The reason, naming the command or the URL.
-    pub async fn open(&self, caller: usize) -> Result<Session, String> {
+    pub async fn open(&self, caller: usize) -> Result<Session, Stop> {
         let who = &self.target.callers[caller];
         let dir = self.dir.path();
         let upstream_url = self
@@ -355,29 +358,29 @@ impl McpProbe {
                     let (child, _) = TokioChildProcess::builder(process)
                         .stderr(Stdio::null())
                         .spawn()
-                        .map_err(|err| format!("mcp.command {:?}: {err}", command[0]))?;
+                        .map_err(|err| {
+                            Stop::mismatch("mcp.command", format!("{:?}: {err}", command[0]))
+                        })?;
                     let pid = child.id();
-                    let running = ()
-                        .serve(child)
-                        .await
-                        .map_err(|err| format!("the MCP handshake over stdio failed: {err}"))?;
+                    let running = ().serve(child).await.map_err(|err| {
+                        unreachable(format!("the MCP handshake over stdio failed: {err}"))
+                    })?;
                     Ok(Session { running, pid })
                 }
                 McpTransport::Http { url, headers } => {
-                    let client = LoopbackHttpClient::for_url(url)?;
+                    let client = LoopbackHttpClient::for_url(url).map_err(unreachable)?;
                     let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
                     for (name, value) in headers.iter().chain(&who.headers) {
                         let name = axum::http::HeaderName::from_bytes(name.as_bytes())
-                            .map_err(|err| format!("header {name:?}: {err}"))?;
+                            .map_err(|err| unreachable(format!("header {name:?}: {err}")))?;
                         let value = axum::http::HeaderValue::from_str(value)
-                            .map_err(|err| format!("header {name:?}: {err}"))?;
+                            .map_err(|err| unreachable(format!("header {name:?}: {err}")))?;
                         config.custom_headers.insert(name, value);
                     }
                     let transport = StreamableHttpClientTransport::with_client(client, config);
-                    let running = ()
-                        .serve(transport)
-                        .await
-                        .map_err(|err| format!("the MCP handshake with {url} failed: {err}"))?;
+                    let running = ().serve(transport).await.map_err(|err| {
+                        unreachable(format!("the MCP handshake with {url} failed: {err}"))
+                    })?;
                     Ok(Session { running, pid: None })
                 }
             }
@@ -389,7 +392,7 @@ impl McpProbe {
         let bound = self.target.timeout.max(START_BOUND);
         tokio::time::timeout(bound, opening)
             .await
-            .map_err(|_| format!("no MCP handshake within {bound:?}"))?
+            .map_err(|_| unreachable(format!("no MCP handshake within {bound:?}")))?
     }
 
     /// Closes a session and says what ended: the process (gone, by its id) or the session.
@@ -847,5 +850,13 @@ fn process_alive(pid: u32) -> bool {
         Ok(stat) => stat
             .rsplit_once(") ")
             .is_none_or(|(_, rest)| !rest.starts_with(['Z', 'X'])),
+    }
+}
+
+/// A server the check could not reach or talk to: not the file's fault.
+fn unreachable(problem: String) -> Stop {
+    Stop::Unreachable {
+        asked: "MCP",
+        problem,
     }
 }

@@ -10,9 +10,11 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::super::excerpt::one_line;
+use super::super::target::{Checked, FieldError, Overrides, Vary, required};
 pub use super::super::target::{CreateRoute, UPSTREAM_PLACEHOLDER, Upstream, UpstreamKeyForm};
-use super::super::target::{Overrides, Vary, base_url_in, folder_of, placeholders, vary};
 use super::super::target::{UpstreamFile, upstream};
+use super::super::target::{base_url_in, folder_of, not_toml, placeholders, vary};
 
 /// A validated MCP target.
 #[derive(Clone, Debug)]
@@ -261,12 +263,6 @@ struct LoadFile {
     calls: Option<usize>,
 }
 
-type Checked<T> = std::result::Result<T, String>;
-
-fn required<T>(value: Option<T>, field: &str) -> Checked<T> {
-    value.ok_or_else(|| format!("{field}: missing (required)"))
-}
-
 /// The most rounds the concurrent-fresh-key point may run.
 pub const MAX_ROUNDS: usize = 100;
 /// The most calls released together.
@@ -277,11 +273,17 @@ impl McpTarget {
     ///
     /// # Errors
     /// The problem, naming the field at fault.
-    pub fn parse(text: &str, path: &Path, overrides: &Overrides) -> Checked<McpTarget> {
-        let root: FileRoot = toml::from_str(text).map_err(|err| {
-            let message = err.to_string();
-            message.split_whitespace().collect::<Vec<_>>().join(" ")
-        })?;
+    pub fn parse(text: &str, path: &Path, overrides: &Overrides) -> crate::Result<McpTarget> {
+        let root: FileRoot = toml::from_str(text).map_err(|err| not_toml(path, &err))?;
+        McpTarget::validated(root, text, path, overrides).map_err(|err| err.in_file(path))
+    }
+
+    fn validated(
+        root: FileRoot,
+        text: &str,
+        path: &Path,
+        overrides: &Overrides,
+    ) -> Checked<McpTarget> {
         let names_upstream = || {
             toml::from_str::<toml::Value>(text)
                 .ok()
@@ -289,9 +291,12 @@ impl McpTarget {
                 .is_some_and(|mcp| mcp.contains(UPSTREAM_PLACEHOLDER))
         };
         if root.upstream.is_none() && names_upstream() {
-            return Err(format!(
-                "[upstream]: the file names {UPSTREAM_PLACEHOLDER}, but has no [upstream] section \
-                 to say which API the lab serves there"
+            return Err(FieldError::new(
+                "[upstream]",
+                format!(
+                    "the file names {UPSTREAM_PLACEHOLDER}, but has no [upstream] \
+                     section to say which API the lab serves there"
+                ),
             ));
         }
         let upstream = root.upstream.map(upstream).transpose()?;
@@ -325,8 +330,9 @@ impl McpFile {
         let transport = self.transport(overrides)?;
         let timeout_ms = self.timeout_ms.unwrap_or(10_000);
         if !(100..=600_000).contains(&timeout_ms) {
-            return Err(format!(
-                "mcp.timeout_ms: {timeout_ms}: expected 100 to 600000"
+            return Err(FieldError::new(
+                "mcp.timeout_ms",
+                format!("{timeout_ms}: expected 100 to 600000"),
             ));
         }
         let tool = tool(required(self.tool, "[mcp.tool]")?)?;
@@ -337,7 +343,7 @@ impl McpFile {
         let count = match (self.count, upstream) {
             (Some(file), _) => count(file, &callers)?,
             (None, true) => McpCount::Upstream,
-            (None, false) => return Err("[mcp.count]: missing (required)".into()),
+            (None, false) => return Err(FieldError::new("[mcp.count]", "missing (required)")),
         };
         let load = match self.load {
             None => McpLoad::default(),
@@ -364,13 +370,17 @@ impl McpFile {
         let transport = match self.transport.as_deref() {
             Some("stdio") => {
                 if self.url.is_some() || !self.headers.is_empty() {
-                    return Err(
-                        "mcp.url: mcp.url and mcp.headers are for transport = \"http\"".to_owned(),
-                    );
+                    return Err(FieldError::new(
+                        "mcp.url",
+                        "mcp.url and mcp.headers are for transport = \"http\"",
+                    ));
                 }
                 let command = required(self.command.take(), "mcp.command")?;
                 if command.first().is_none_or(String::is_empty) {
-                    return Err("mcp.command: an argv list whose first word is the program".into());
+                    return Err(FieldError::new(
+                        "mcp.command",
+                        "an argv list whose first word is the program",
+                    ));
                 }
                 McpTransport::Stdio {
                     command,
@@ -379,10 +389,10 @@ impl McpFile {
             }
             Some("http") => {
                 if self.command.is_some() || !self.env.is_empty() {
-                    return Err(
-                        "mcp.command: mcp.command and mcp.env are for transport = \"stdio\""
-                            .to_owned(),
-                    );
+                    return Err(FieldError::new(
+                        "mcp.command",
+                        "mcp.command and mcp.env are for transport = \"stdio\"",
+                    ));
                 }
                 let (url, field) = match &overrides.base_url {
                     Some(url) => (url.clone(), "--url"),
@@ -395,14 +405,21 @@ impl McpFile {
                 }
             }
             Some(other) => {
-                return Err(format!(
-                    "mcp.transport: {other:?}: expected \"stdio\" or \"http\""
+                return Err(FieldError::new(
+                    "mcp.transport",
+                    format!("{other:?}: expected \"stdio\" or \"http\""),
                 ));
             }
-            None => return Err("mcp.transport: missing (required): \"stdio\" or \"http\"".into()),
+            None => {
+                return Err(FieldError::new(
+                    "mcp.transport",
+                    "missing (required): \"stdio\" or \"http\"",
+                ));
+            }
         };
         if overrides.base_url.is_some() && matches!(transport, McpTransport::Stdio { .. }) {
-            return Err("--url: the file's transport is stdio; --url is for an http target".into());
+            return Err(FieldError::new("--url", "the file's transport is stdio")
+                .fix("--url is for an http target"));
         }
         Ok(transport)
     }
@@ -421,8 +438,9 @@ fn env(map: BTreeMap<String, String>, field: &str) -> Checked<Vec<(String, Strin
     map.into_iter()
         .map(|(name, value)| {
             if name.is_empty() || name.contains(['=', '\0']) || value.contains('\0') {
-                return Err(format!(
-                    "{field}.{name}: an environment variable needs a name without = or NUL"
+                return Err(FieldError::new(
+                    format!("{field}.{name}"),
+                    "an environment variable needs a name without = or NUL",
                 ));
             }
             Ok((name, value))
@@ -435,14 +453,18 @@ fn headers(map: BTreeMap<String, String>, field: &str) -> Checked<Vec<(String, S
     map.into_iter()
         .map(|(name, value)| {
             if name.is_empty() || !name.bytes().all(token) {
-                return Err(format!("{field}: {name:?} is not a header name"));
+                return Err(FieldError::new(
+                    field,
+                    format!("{name:?} is not a header name"),
+                ));
             }
             if value
                 .bytes()
                 .any(|b| b != b'\t' && !(0x20..=0x7e).contains(&b))
             {
-                return Err(format!(
-                    "{field}.{name}: the value holds a byte outside printable ASCII"
+                return Err(FieldError::new(
+                    format!("{field}.{name}"),
+                    "the value holds a byte outside printable ASCII",
                 ));
             }
             let lower = name.to_ascii_lowercase();
@@ -459,8 +481,9 @@ fn headers(map: BTreeMap<String, String>, field: &str) -> Checked<Vec<(String, S
             ]
             .contains(&lower.as_str())
             {
-                return Err(format!(
-                    "{field}.{name}: the MCP transport sets this header itself"
+                return Err(FieldError::new(
+                    format!("{field}.{name}"),
+                    "the MCP transport sets this header itself",
                 ));
             }
             Ok((name, value))
@@ -471,49 +494,63 @@ fn headers(map: BTreeMap<String, String>, field: &str) -> Checked<Vec<(String, S
 fn tool(file: ToolFile) -> Checked<CreateTool> {
     let name = required(file.name, "mcp.tool.name")?;
     if name.is_empty() {
-        return Err("mcp.tool.name: an empty name".into());
+        return Err(FieldError::new("mcp.tool.name", "an empty name"));
     }
     let key_argument = match (file.key_argument, file.no_key) {
         (Some(key), None | Some(false)) if !key.is_empty() => Some(key),
         (None, Some(true)) => None,
         _ => {
-            return Err(
-                "mcp.tool.key_argument: name the argument that carries the operation key, or \
-                 say no_key = true (then the check reports that the tool cannot be retried \
-                 safely)"
-                    .into(),
-            );
+            return Err(FieldError::new(
+                "mcp.tool.key_argument",
+                "name the argument that carries the operation key, or say \
+                 no_key = true (then the check reports that the tool cannot be \
+                 retried safely)",
+            ));
         }
     };
     let arguments = required(file.arguments, "mcp.tool.arguments")?;
     let Value::Object(map) = &arguments else {
-        return Err("mcp.tool.arguments: a table (the tool's arguments as a JSON object)".into());
+        return Err(FieldError::new(
+            "mcp.tool.arguments",
+            "a table (the tool's arguments as a JSON object)",
+        ));
     };
     if let Some(key) = &key_argument
         && map.contains_key(key)
     {
-        return Err(format!(
-            "mcp.tool.arguments.{key}: the key argument is the check's to fill; leave it out"
-        ));
+        return Err(FieldError::new(
+            format!("mcp.tool.arguments.{key}"),
+            "the key argument is the check's to fill",
+        )
+        .fix("leave it out"));
     }
     let mut names = Vec::new();
     placeholders(&arguments, &mut names);
     for name in &names {
         if !file.fields.contains_key(name) {
-            return Err(format!(
-                "mcp.tool.arguments: the placeholder {{{{{name}}}}} names no entry of mcp.tool.fields"
+            return Err(FieldError::new(
+                "mcp.tool.arguments",
+                format!(
+                    "the placeholder {{{{{name}}}}} names no entry of \
+                     mcp.tool.fields"
+                ),
             ));
         }
     }
     for (name, value) in &file.fields {
         if !names.contains(name) {
-            return Err(format!(
-                "mcp.tool.fields.{name}: not used by any {{{{{name}}}}} placeholder in mcp.tool.arguments"
+            return Err(FieldError::new(
+                format!("mcp.tool.fields.{name}"),
+                format!(
+                    "not used by any {{{{{name}}}}} placeholder in \
+                     mcp.tool.arguments"
+                ),
             ));
         }
         if !(value.is_string() || value.is_number() || value.is_boolean()) {
-            return Err(format!(
-                "mcp.tool.fields.{name}: a text, a number or a boolean"
+            return Err(FieldError::new(
+                format!("mcp.tool.fields.{name}"),
+                "a text, a number or a boolean",
             ));
         }
     }
@@ -529,8 +566,12 @@ fn tool(file: ToolFile) -> Checked<CreateTool> {
 
 fn pointer(pointer: String, field: &str) -> Checked<String> {
     if !pointer.is_empty() && !pointer.starts_with('/') {
-        return Err(format!(
-            "{field}: {pointer:?} is not a JSON pointer (RFC 6901: empty, or starting with /)"
+        return Err(FieldError::new(
+            field,
+            format!(
+                "{pointer:?} is not a JSON pointer (RFC 6901: empty, or \
+                 starting with /)"
+            ),
         ));
     }
     Ok(pointer)
@@ -544,34 +585,25 @@ fn identity(file: IdentityFile) -> Checked<McpIdentity> {
         )?)),
         (None, Some(text)) => regex::Regex::new(&text)
             .map(McpIdentity::Text)
-            .map_err(|err| {
-                format!(
-                    "mcp.identity.text_regex: {}",
-                    err.to_string()
-                        .split_whitespace()
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                )
-            }),
-        _ => Err("[mcp.identity]: give exactly one of structured_pointer or text_regex".into()),
+            .map_err(|err| FieldError::new("mcp.identity.text_regex", one_line(&err.to_string()))),
+        _ => Err(FieldError::new(
+            "[mcp.identity]",
+            "give exactly one of structured_pointer or text_regex",
+        )),
     }
 }
 
 /// `mcp.errors.text_code_pattern`: a regex with a group for the code.
 fn code_pattern(text: &str) -> Checked<regex::Regex> {
     let regex = regex::Regex::new(text).map_err(|err| {
-        format!(
-            "mcp.errors.text_code_pattern: {}",
-            err.to_string()
-                .split_whitespace()
-                .collect::<Vec<_>>()
-                .join(" ")
-        )
+        FieldError::new("mcp.errors.text_code_pattern", one_line(&err.to_string()))
     })?;
     if regex.captures_len() < 2 {
-        return Err(format!(
-            "mcp.errors.text_code_pattern: {text:?} has no group; its first group is the code"
-        ));
+        return Err(FieldError::new(
+            "mcp.errors.text_code_pattern",
+            format!("{text:?} has no group"),
+        )
+        .fix("its first group is the code"));
     }
     Ok(regex)
 }
@@ -579,7 +611,10 @@ fn code_pattern(text: &str) -> Checked<regex::Regex> {
 fn codes(value: Option<Vec<String>>, field: &str) -> Checked<Vec<String>> {
     let list = value.unwrap_or_default();
     if list.iter().any(String::is_empty) {
-        return Err(format!("mcp.errors.{field}: an empty code"));
+        return Err(FieldError::new(
+            format!("mcp.errors.{field}"),
+            "an empty code",
+        ));
     }
     Ok(list)
 }
@@ -620,22 +655,26 @@ fn errors(file: Option<ErrorsFile>, tool: &CreateTool) -> Checked<McpErrors> {
     let somewhere =
         code_pointer.is_some() || text_code_pointer.is_some() || text_code_pattern.is_some();
     if !somewhere && lists.iter().any(|l| l.is_some()) {
-        return Err(
-            "mcp.errors.code_pointer: codes are given, but not where a result holds its code \
-             (code_pointer, text_code_pointer or text_code_pattern)"
-                .into(),
-        );
+        return Err(FieldError::new(
+            "mcp.errors.code_pointer",
+            "codes are given, but not where a result holds its code \
+             (code_pointer, text_code_pointer or text_code_pattern)",
+        ));
     }
     let validation = match file.validation {
         None => default_validation(),
         Some(fields) => {
             if fields.is_empty() {
-                return Err("mcp.errors.validation: say which fields to change".into());
+                return Err(FieldError::new(
+                    "mcp.errors.validation",
+                    "say which fields to change",
+                ));
             }
             for name in fields.keys() {
                 if !tool.fields.contains_key(name) {
-                    return Err(format!(
-                        "mcp.errors.validation.{name}: names no entry of mcp.tool.fields"
+                    return Err(FieldError::new(
+                        format!("mcp.errors.validation.{name}"),
+                        "names no entry of mcp.tool.fields",
                     ));
                 }
             }
@@ -661,24 +700,27 @@ fn count(file: CountFile, callers: &[McpCaller]) -> Checked<McpCount> {
                 .arguments
                 .unwrap_or_else(|| Value::Object(Default::default()));
             if !arguments.is_object() {
-                return Err("mcp.count.tool.arguments: a table".into());
+                return Err(FieldError::new("mcp.count.tool.arguments", "a table"));
             }
             let (p, from_text) = match (tool.structured_pointer, tool.text_pointer) {
                 (Some(p), None) => (pointer(p, "mcp.count.tool.structured_pointer")?, false),
                 (None, Some(p)) => (pointer(p, "mcp.count.tool.text_pointer")?, true),
                 _ => {
-                    return Err(
-                        "mcp.count.tool: give exactly one of structured_pointer or text_pointer \
-                         (into the text content read as JSON)"
-                            .into(),
-                    );
+                    return Err(FieldError::new(
+                        "mcp.count.tool",
+                        "give exactly one of structured_pointer or text_pointer (into \
+                         the text content read as JSON)",
+                    ));
                 }
             };
             let caller = match tool.caller.as_deref() {
                 None | Some("each") => None,
                 Some(name) => {
                     Some(callers.iter().position(|c| c.name == name).ok_or_else(|| {
-                        format!("mcp.count.tool.caller: {name:?} names no caller (or use \"each\")")
+                        FieldError::new(
+                            "mcp.count.tool.caller",
+                            format!("{name:?} names no caller (or use \"each\")"),
+                        )
                     })?)
                 }
             };
@@ -696,13 +738,17 @@ fn count(file: CountFile, callers: &[McpCaller]) -> Checked<McpCount> {
         }),
         (None, None, Some(command)) => {
             if command.first().is_none_or(String::is_empty) {
-                return Err(
-                    "mcp.count.command: an argv list whose first word is the program".into(),
-                );
+                return Err(FieldError::new(
+                    "mcp.count.command",
+                    "an argv list whose first word is the program",
+                ));
             }
             Ok(McpCount::Command(command))
         }
-        _ => Err("[mcp.count]: give exactly one of tool, sql or command".into()),
+        _ => Err(FieldError::new(
+            "[mcp.count]",
+            "give exactly one of tool, sql or command",
+        )),
     }
 }
 
@@ -710,32 +756,36 @@ fn count(file: CountFile, callers: &[McpCaller]) -> Checked<McpCount> {
 /// and env over stdio, headers over http), no two alike.
 fn callers(list: Vec<CallerFile>, http: bool) -> Checked<Vec<McpCaller>> {
     if list.is_empty() {
-        return Err(
-            "[[mcp.callers]]: none given; name at least one (two for the other-caller point)"
-                .into(),
-        );
+        return Err(FieldError::new("[[mcp.callers]]", "none given")
+            .fix("name at least one (two for the other-caller point)"));
     }
     let mut callers: Vec<McpCaller> = Vec::new();
     for (i, caller) in list.into_iter().enumerate() {
         let field = format!("mcp.callers[{i}]");
         let name = required(caller.name, &format!("{field}.name"))?;
         if name.is_empty() || name.len() > 64 {
-            return Err(format!(
-                "{field}.name: {name:?}: one to sixty-four characters"
+            return Err(FieldError::new(
+                format!("{field}.name"),
+                format!("{name:?}: one to sixty-four characters"),
             ));
         }
         if callers.iter().any(|c| c.name == name) {
-            return Err(format!("{field}.name: {name:?} is named twice"));
+            return Err(FieldError::new(
+                format!("{field}.name"),
+                format!("{name:?} is named twice"),
+            ));
         }
         if http && (!caller.args.is_empty() || !caller.env.is_empty()) {
-            return Err(format!(
-                "{field}.args: args and env are for stdio; over http a caller is its headers"
-            ));
+            return Err(
+                FieldError::new(format!("{field}.args"), "args and env are for stdio")
+                    .fix("over http a caller is its headers"),
+            );
         }
         if !http && !caller.headers.is_empty() {
-            return Err(format!(
-                "{field}.headers: headers are for http; over stdio a caller is its args and env"
-            ));
+            return Err(
+                FieldError::new(format!("{field}.headers"), "headers are for http")
+                    .fix("over stdio a caller is its args and env"),
+            );
         }
         let caller = McpCaller {
             name,
@@ -746,11 +796,14 @@ fn callers(list: Vec<CallerFile>, http: bool) -> Checked<Vec<McpCaller>> {
         if let Some(same) = callers.iter().position(|c| {
             (&c.args, &c.env, &c.headers) == (&caller.args, &caller.env, &caller.headers)
         }) {
-            return Err(format!(
-                "{field}: the same {} as mcp.callers[{same}]; the other-caller point needs callers \
-                 the server can tell apart",
-                if http { "headers" } else { "args and env" }
-            ));
+            return Err(FieldError::new(
+                field,
+                format!(
+                    "the same {} as mcp.callers[{same}]",
+                    if http { "headers" } else { "args and env" }
+                ),
+            )
+            .fix("the other-caller point needs callers the server can tell apart"));
         }
         callers.push(caller);
     }
@@ -761,14 +814,16 @@ fn callers(list: Vec<CallerFile>, http: bool) -> Checked<Vec<McpCaller>> {
 fn load(file: LoadFile) -> Checked<McpLoad> {
     let rounds = file.rounds.unwrap_or(McpLoad::default().rounds);
     if !(1..=MAX_ROUNDS).contains(&rounds) {
-        return Err(format!(
-            "mcp.load.rounds: {rounds}: expected 1 to {MAX_ROUNDS}"
+        return Err(FieldError::new(
+            "mcp.load.rounds",
+            format!("{rounds}: expected 1 to {MAX_ROUNDS}"),
         ));
     }
     let calls = file.calls.unwrap_or(McpLoad::default().calls);
     if !(2..=MAX_CALLS).contains(&calls) {
-        return Err(format!(
-            "mcp.load.calls: {calls}: expected 2 to {MAX_CALLS}"
+        return Err(FieldError::new(
+            "mcp.load.calls",
+            format!("{calls}: expected 2 to {MAX_CALLS}"),
         ));
     }
     Ok(McpLoad { rounds, calls })
@@ -810,24 +865,31 @@ fn uses_upstream(target: &McpTarget) -> bool {
 fn check_upstream_use(target: &McpTarget, upstream: &Upstream) -> Checked<()> {
     for caller in &target.callers {
         if !upstream.tokens.iter().any(|(name, _)| *name == caller.name) {
-            return Err(format!(
-                "upstream.tokens: names no token for the caller {:?} of [[mcp.callers]]",
-                caller.name
+            return Err(FieldError::new(
+                "upstream.tokens",
+                format!(
+                    "names no token for the caller {:?} of [[mcp.callers]]",
+                    caller.name
+                ),
             ));
         }
     }
     match target.transport {
         // The check does not start this wrapper: whoever does points it at the port named here.
-        McpTransport::Http { .. } if upstream.port.is_none() => Err(
-            "upstream.port: a wrapper over HTTP is started by you, not by the check, so name the \
-             loopback port the lab serves the API on, and point the wrapper at \
-             http://127.0.0.1:PORT"
-                .into(),
-        ),
+        McpTransport::Http { .. } if upstream.port.is_none() => Err(FieldError::new(
+            "upstream.port",
+            "a wrapper over HTTP is started by you, not by the check, so \
+             name the loopback port the lab serves the API on, and point \
+             the wrapper at http://127.0.0.1:PORT",
+        )),
         McpTransport::Http { .. } => Ok(()),
-        McpTransport::Stdio { .. } if !uses_upstream(target) => Err(format!(
-            "mcp.command: names {UPSTREAM_PLACEHOLDER} nowhere (nor mcp.env or a caller's args \
-             or env), so the wrapper cannot be pointed at the API the lab serves"
+        McpTransport::Stdio { .. } if !uses_upstream(target) => Err(FieldError::new(
+            "mcp.command",
+            format!(
+                "names {UPSTREAM_PLACEHOLDER} nowhere (nor mcp.env or a \
+                 caller's args or env), so the wrapper cannot be pointed at the \
+                 API the lab serves"
+            ),
         )),
         McpTransport::Stdio { .. } => Ok(()),
     }
@@ -861,8 +923,18 @@ args = ["--stdio-caller", "bob"]
 tool = { name = "list_tickets", structured_pointer = "/tickets" }
 "#;
 
-    fn parse(text: &str) -> Checked<McpTarget> {
+    /// The file read, or the field error its validation stops at (as its message, for the tests
+    /// that look for words in it; `field_error` for the field itself).
+    fn parse(text: &str) -> Result<McpTarget, String> {
         McpTarget::parse(text, Path::new("t.toml"), &Overrides::default())
+            .map_err(|err| err.to_string())
+    }
+
+    fn field_error(text: &str) -> FieldError {
+        match McpTarget::parse(text, Path::new("t.toml"), &Overrides::default()) {
+            Err(crate::Error::TargetInvalid { error, .. }) => error,
+            other => panic!("expected a field error, got {other:?}"),
+        }
     }
 
     #[test]
@@ -929,8 +1001,7 @@ tool = { name = "list_tickets", structured_pointer = "/tickets" }
             ),
         ];
         for (text, field) in cases {
-            let err = parse(&text).unwrap_err();
-            assert!(err.contains(field), "expected {field} in: {err}");
+            assert_eq!(field_error(&text).field, field, "{text}");
         }
     }
 
