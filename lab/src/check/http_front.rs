@@ -152,6 +152,6 @@ impl Front for Probe {
     }
 
     async fn count(&self) -> Result<i64, String> {
-        Probe::count(self).await
+        Probe::count(self).await.map_err(|err| err.to_string())
     }
 }

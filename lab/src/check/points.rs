@@ -45,13 +45,13 @@ mod section {
 ///
 /// # Errors
 /// The reason, when the count cannot be read.
-pub(crate) async fn count_until_risen<Counted>(
+pub(crate) async fn count_until_risen<Counted, Failed>(
     count: impl Fn() -> Counted,
     before: i64,
     bound: Duration,
-) -> Result<i64, String>
+) -> Result<i64, Failed>
 where
-    Counted: std::future::Future<Output = Result<i64, String>>,
+    Counted: std::future::Future<Output = Result<i64, Failed>>,
 {
     let started = std::time::Instant::now();
     loop {
@@ -78,13 +78,13 @@ impl Checks {
     }
 
     /// A count the check could not read: the point stops, reported failed.
-    fn count_failed(&mut self, problem: &str) {
+    fn count_failed(&mut self, problem: &impl std::fmt::Display) {
         self.add(
             Grade::lab(),
             "the effects can be counted as [count] says",
             false,
             "a count",
-            problem,
+            problem.to_string(),
             &[],
         );
     }

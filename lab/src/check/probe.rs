@@ -13,8 +13,8 @@ use super::history::{Answer, History, Sent};
 use super::http::{HangUp, Outgoing, Wire, recorded};
 use super::report::Stop;
 use super::target::{
-    Count, CountCallers, Endpoint, Identity, KeyForm, KeyShape, Provocation, ReadBack, Replay,
-    Target, Vary, program_in,
+    Count, CountCallers, Endpoint, FieldError, Identity, KeyForm, KeyShape, Provocation, ReadBack,
+    Replay, Target, Vary, program_in,
 };
 
 /// How the key is written in one request.
@@ -718,7 +718,7 @@ impl Probe {
     ///
     /// # Errors
     /// The reason, when the count cannot be read.
-    pub async fn count(&self) -> Result<i64, String> {
+    pub async fn count(&self) -> Result<i64, FieldError> {
         let counted = self.count_unrecorded().await;
         if let Ok(value) = counted {
             self.history.record_count(value);
@@ -726,7 +726,7 @@ impl Probe {
         counted
     }
 
-    async fn count_unrecorded(&self) -> Result<i64, String> {
+    async fn count_unrecorded(&self) -> Result<i64, FieldError> {
         match &self.target.count {
             Count::Request {
                 request,
@@ -751,9 +751,9 @@ impl Probe {
                     };
                     let answer = self.wire.send(&outgoing).await;
                     total += count_in(&answer, pointer).map_err(|problem| {
-                        format!(
-                            "count.request {} {}: {problem}",
-                            request.method, request.path
+                        FieldError::new(
+                            "count.request",
+                            format!("{} {}: {problem}", request.method, request.path),
                         )
                     })?;
                 }
@@ -763,8 +763,14 @@ impl Probe {
             Count::Postgres { url, query } => postgres_count(url.clone(), query.clone()).await,
             Count::Command(argv) => command_count(argv.clone(), self.target.folder.clone()).await,
             Count::Upstream => match &self.upstream {
-                Some(api) => api.count().await,
-                None => Err("[upstream]: the API the lab serves is not running".to_owned()),
+                Some(api) => api
+                    .count()
+                    .await
+                    .map_err(|problem| FieldError::new("[upstream]", problem)),
+                None => Err(FieldError::new(
+                    "[upstream]",
+                    "the API the lab serves is not running",
+                )),
             },
         }
     }
@@ -776,12 +782,12 @@ impl Probe {
     ///
     /// # Errors
     /// The reason, naming `read.request` or `read.sql`.
-    pub async fn read_effect(&self, identity: &str) -> Option<Result<Value, String>> {
+    pub async fn read_effect(&self, identity: &str) -> Option<Result<Value, FieldError>> {
         let read = self.target.read.as_ref()?;
         Some(self.read_back(read, identity).await)
     }
 
-    async fn read_back(&self, read: &ReadBack, identity: &str) -> Result<Value, String> {
+    async fn read_back(&self, read: &ReadBack, identity: &str) -> Result<Value, FieldError> {
         let mut parts = serde_json::Map::new();
         if let Some(request) = &read.request {
             let mut headers = self.target.callers[0].headers.clone();
@@ -809,8 +815,12 @@ impl Probe {
                 }
                 other => Err(other.summary()),
             };
-            let value = found
-                .map_err(|problem| format!("read.request {} {path}: {problem}", request.method))?;
+            let value = found.map_err(|problem| {
+                FieldError::new(
+                    "read.request",
+                    format!("{} {path}: {problem}", request.method),
+                )
+            })?;
             parts.insert("request".to_owned(), value);
         }
         if let Some(sql) = &read.sql {
@@ -839,15 +849,16 @@ async fn sqlite_row(
     file: std::path::PathBuf,
     query: String,
     identity: String,
-) -> Result<Value, String> {
+) -> Result<Value, FieldError> {
     tokio::task::spawn_blocking(move || {
         let flags =
             rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let connection = rusqlite::Connection::open_with_flags(&file, flags)
-            .map_err(|err| format!("read.sql.sqlite {}: {err}", file.display()))?;
+        let connection = rusqlite::Connection::open_with_flags(&file, flags).map_err(|err| {
+            FieldError::new("read.sql.sqlite", format!("{}: {err}", file.display()))
+        })?;
         let mut statement = connection
             .prepare(&query)
-            .map_err(|err| format!("read.sql.query: {err}"))?;
+            .map_err(|err| FieldError::new("read.sql.query", err.to_string()))?;
         let columns = statement.column_count();
         statement
             .query_row([identity.as_str()], |row| {
@@ -864,10 +875,10 @@ async fn sqlite_row(
                     .collect::<rusqlite::Result<Vec<Value>>>()
             })
             .map(Value::Array)
-            .map_err(|err| format!("read.sql.query (?1 = {identity:?}): {err}"))
+            .map_err(|err| FieldError::new("read.sql.query", format!("?1 = {identity:?}: {err}")))
     })
     .await
-    .map_err(|err| err.to_string())?
+    .map_err(|err| FieldError::new("read.sql.sqlite", err.to_string()))?
 }
 
 /// The first column of a read-only SQLite query: a count. The file is opened read-only, through
@@ -875,46 +886,51 @@ async fn sqlite_row(
 ///
 /// # Errors
 /// The reason, naming `count.sql.sqlite` or `count.sql.query`.
-pub async fn sqlite_count(file: std::path::PathBuf, query: String) -> Result<i64, String> {
+pub async fn sqlite_count(file: std::path::PathBuf, query: String) -> Result<i64, FieldError> {
     tokio::task::spawn_blocking(move || {
         let flags =
             rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let connection = rusqlite::Connection::open_with_flags(&file, flags)
-            .map_err(|err| format!("count.sql.sqlite {}: {err}", file.display()))?;
+        let connection = rusqlite::Connection::open_with_flags(&file, flags).map_err(|err| {
+            FieldError::new("count.sql.sqlite", format!("{}: {err}", file.display()))
+        })?;
         connection
             .query_row(&query, [], |row| row.get::<_, i64>(0))
-            .map_err(|err| format!("count.sql.query: {err}"))
+            .map_err(|err| FieldError::new("count.sql.query", err.to_string()))
     })
     .await
-    .map_err(|err| err.to_string())?
+    .map_err(|err| FieldError::new("count.sql.sqlite", err.to_string()))?
 }
 
 /// The one number a command prints, run in `folder` (the target file's).
 ///
 /// # Errors
 /// The reason, naming `count.command`.
-pub async fn command_count(argv: Vec<String>, folder: std::path::PathBuf) -> Result<i64, String> {
+pub async fn command_count(
+    argv: Vec<String>,
+    folder: std::path::PathBuf,
+) -> Result<i64, FieldError> {
+    let command = |problem: String| FieldError::new("count.command", problem);
     tokio::task::spawn_blocking(move || {
         let output = std::process::Command::new(program_in(&folder, &argv[0]))
             .args(&argv[1..])
             .current_dir(folder)
             .stdin(std::process::Stdio::null())
             .output()
-            .map_err(|err| format!("count.command {:?}: {err}", argv[0]))?;
+            .map_err(|err| command(format!("{:?}: {err}", argv[0])))?;
         let text = String::from_utf8_lossy(&output.stdout);
         if !output.status.success() {
-            return Err(format!(
-                "count.command: exited with {}{}",
+            return Err(command(format!(
+                "exited with {}{}",
                 output.status,
                 last_line_said(&output.stderr)
-            ));
+            )));
         }
         text.trim()
             .parse::<i64>()
-            .map_err(|_| format!("count.command: printed {:?}, not one number", text.trim()))
+            .map_err(|_| command(format!("printed {:?}, not one number", text.trim())))
     })
     .await
-    .map_err(|err| err.to_string())?
+    .map_err(|err| command(err.to_string()))?
 }
 
 /// What a failed command said last on its standard error, as ": LINE" cut to a readable
@@ -933,23 +949,27 @@ fn last_line_said(stderr: &[u8]) -> String {
 }
 
 #[cfg(feature = "postgres")]
-async fn postgres_count(url: String, query: String) -> Result<i64, String> {
+async fn postgres_count(url: String, query: String) -> Result<i64, FieldError> {
+    let query_field = |problem: String| FieldError::new("count.sql.query", problem);
     tokio::task::spawn_blocking(move || {
         let mut client = postgres::Client::connect(&url, postgres::NoTls)
-            .map_err(|err| format!("count.sql.postgres: {err}"))?;
+            .map_err(|err| FieldError::new("count.sql.postgres", err.to_string()))?;
         let row = client
             .query_one(query.as_str(), &[])
-            .map_err(|err| format!("count.sql.query: {err}"))?;
+            .map_err(|err| query_field(err.to_string()))?;
         row.try_get::<_, i64>(0)
-            .map_err(|err| format!("count.sql.query: the first column is not a bigint: {err}"))
+            .map_err(|err| query_field(format!("the first column is not a bigint: {err}")))
     })
     .await
-    .map_err(|err| err.to_string())?
+    .map_err(|err| FieldError::new("count.sql.postgres", err.to_string()))?
 }
 
 #[cfg(not(feature = "postgres"))]
-async fn postgres_count(_: String, _: String) -> Result<i64, String> {
-    Err("count.sql.postgres: this lab was built without the postgres feature".to_owned())
+async fn postgres_count(_: String, _: String) -> Result<i64, FieldError> {
+    Err(FieldError::new(
+        "count.sql.postgres",
+        "this lab was built without the postgres feature",
+    ))
 }
 
 /// The count a counting reply holds at `pointer`: a list's length, or a number.

@@ -86,6 +86,17 @@ pub enum Stop {
     },
 }
 
+/// What went wrong, in words, for a point that records it (the field first, where the file is
+/// at fault).
+impl std::fmt::Display for Stop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Stop::Mismatch { field, problem } => write!(f, "{field}: {problem}"),
+            Stop::Unreachable { problem, .. } => f.write_str(problem),
+        }
+    }
+}
+
 impl From<super::target::FieldError> for Stop {
     /// The file's fault, at the field the error names.
     fn from(err: super::target::FieldError) -> Stop {
@@ -103,15 +114,6 @@ impl Stop {
         Stop::Mismatch {
             field: field.into(),
             problem: problem.into(),
-        }
-    }
-
-    /// What went wrong, in words, for a point that records it (the field, where the file is
-    /// at fault).
-    pub fn problem(&self) -> String {
-        match self {
-            Stop::Mismatch { field, problem } => format!("{field}: {problem}"),
-            Stop::Unreachable { problem, .. } => problem.clone(),
         }
     }
 

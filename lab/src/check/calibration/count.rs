@@ -368,15 +368,7 @@ impl<'p> Counter<'p> {
                 .count()
                 .await
                 .map(|n| (n, field, Vec::new()))
-                .map_err(|problem| {
-                    let named = problem
-                        .split([':', ' '])
-                        .next()
-                        .filter(|f| f.starts_with("count."))
-                        .unwrap_or(field)
-                        .to_owned();
-                    Stop::mismatch(named, one_line(&problem))
-                }),
+                .map_err(Stop::from),
         }
     }
 

@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::count::{Counter, Created, id_like, identity_field, scalars};
 use crate::check::probe::{KeyWire, Probe, Seen};
 use crate::check::report::{Calibration, POINT, Proved, Stop};
-use crate::check::target::{Count, Identity};
+use crate::check::target::{Count, FieldError, Identity};
 
 /// The answers the calibration's creates got, as JSON, to find the pointer that behaves as an
 /// identity when the file's does not.
@@ -393,7 +393,7 @@ async fn unread(
     answers: &Answers,
     listing: Option<&Value>,
     first: &Created,
-    problem: &str,
+    problem: &FieldError,
 ) -> Stop {
     let but = match &probe.target.identity {
         Identity::Pointer(pointer) => pointer.as_str(),
@@ -415,17 +415,13 @@ async fn unread(
             );
         }
     }
-    let field = problem
-        .split([' ', ':'])
-        .next()
-        .filter(|f| f.starts_with("read."))
-        .unwrap_or("[read]");
     Stop::mismatch(
-        field,
+        &problem.field,
         format!(
-            "{problem}: [read] does not find the effect #{} created, named {:?} as \
+            "{}: [read] does not find the effect #{} created, named {:?} as \
              {} says. Name a read of one effect by its identity ({{{{id}}}} in read.request.path, \
              ?1 in read.sql.query)",
+            problem.problem,
             first.seen.id,
             first.identity,
             identity_field(probe)

@@ -29,7 +29,7 @@ type Proved<T> = Result<T, Stop>;
 /// answer.
 pub async fn calibrate(probe: &McpProbe) -> Proved<Calibration> {
     let mut calibration = Calibration::default();
-    let mut now = count(probe).await?;
+    let mut now = probe.count().await?;
     calibration.held(
         "count",
         count_field(probe),
@@ -89,10 +89,7 @@ async fn each_session(probe: &McpProbe) -> Proved<Vec<i64>> {
     match &probe.target.count {
         McpCount::Tool { caller: None, .. } if probe.target.callers.len() > 1 => {
             let all: Vec<usize> = (0..probe.target.callers.len()).collect();
-            probe
-                .counts_as(&all)
-                .await
-                .map_err(|problem| Stop::mismatch(count_field(probe), one_line(&problem)))
+            probe.counts_as(&all).await
         }
         _ => Ok(Vec::new()),
     }
@@ -205,34 +202,6 @@ fn count_field(probe: &McpProbe) -> &'static str {
         McpCount::Command(_) => "mcp.count.command",
         McpCount::Upstream => "[upstream]",
     }
-}
-
-/// The count now; a count the file describes wrongly is a mismatch naming its field.
-async fn count(probe: &McpProbe) -> Proved<i64> {
-    probe.count().await.map_err(|problem| {
-        if problem.contains("no answer in time") || problem.contains("Transport") {
-            return Stop::Unreachable {
-                asked: "count",
-                problem: one_line(&problem),
-            };
-        }
-        let field = if problem.contains("nothing at") || problem.contains(" holds ") {
-            count_field(probe)
-        } else if problem.contains("not JSON") {
-            "mcp.count.tool.text_pointer"
-        } else if problem.starts_with("mcp.count.tool") {
-            "mcp.count.tool.name"
-        } else if problem.starts_with("count.sql.query") {
-            "mcp.count.sql.query"
-        } else if problem.starts_with("count.sql") {
-            "mcp.count.sql.sqlite"
-        } else if problem.starts_with("count.command") {
-            "mcp.count.command"
-        } else {
-            count_field(probe)
-        };
-        Stop::mismatch(field, one_line(&problem))
-    })
 }
 
 fn describe(probe: &McpProbe, call: &ToolCall, seen: &Seen) -> String {
@@ -578,7 +547,7 @@ async fn settled(probe: &McpProbe, before: i64, done: impl Fn(i64) -> bool) -> P
         if attempt > 0 {
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
-        now = count(probe).await?;
+        now = probe.count().await?;
         if done(now) {
             break;
         }
@@ -830,7 +799,7 @@ async fn rose(
         if attempt > 0 {
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
-        after = count(probe).await?;
+        after = probe.count().await?;
         if after != before {
             break;
         }

@@ -152,7 +152,9 @@ impl Front for McpProbe {
     }
 
     async fn open(&self) -> Result<Session, String> {
-        McpProbe::open(self, 0).await.map_err(|stop| stop.problem())
+        McpProbe::open(self, 0)
+            .await
+            .map_err(|stop| stop.to_string())
     }
 
     async fn close(&self, session: Session) -> String {
@@ -160,7 +162,7 @@ impl Front for McpProbe {
     }
 
     async fn count(&self) -> Result<i64, String> {
-        McpProbe::count(self).await
+        McpProbe::count(self).await.map_err(|stop| stop.to_string())
     }
 }
 

@@ -54,7 +54,7 @@ macro_rules! count_or_stop {
                     "the effects can be counted as [mcp.count] says",
                     false,
                     "a count",
-                    problem,
+                    problem.to_string(),
                     &[],
                 );
                 return PointReport::covered($name, $title, $checks.0);
@@ -383,7 +383,7 @@ async fn judge_retry(
                 "the effects can be counted",
                 false,
                 "a count",
-                problem,
+                problem.to_string(),
                 &[],
             );
         }
@@ -512,7 +512,7 @@ async fn reconnect(probe: &McpProbe) -> PointReport {
     let session = match probe.open(0).await {
         Ok(session) => session,
         Err(stop) => {
-            open(stop.problem(), &mut checks);
+            open(stop.to_string(), &mut checks);
             return PointReport::covered(NAME, TITLE, checks.0);
         }
     };
@@ -533,7 +533,7 @@ async fn reconnect(probe: &McpProbe) -> PointReport {
     let session = match probe.open(0).await {
         Ok(session) => session,
         Err(stop) => {
-            open(stop.problem(), &mut checks);
+            open(stop.to_string(), &mut checks);
             return PointReport::covered(NAME, TITLE, checks.0);
         }
     };

@@ -14,9 +14,10 @@ use rmcp::model::{
 use rmcp::service::{PeerRequestOptions, RequestHandle, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
-use rmcp::{RoleClient, ServiceExt};
+use rmcp::{RoleClient, ServiceError, ServiceExt};
 use serde_json::Value;
 
+use super::super::excerpt::one_line;
 use super::super::history::{Answer, History, Sent};
 use super::super::probe::{Change, changes, command_count, render, sqlite_count, tagged};
 use super::super::report::Stop;
@@ -687,8 +688,9 @@ impl McpProbe {
     /// exchanges (the reports draw it).
     ///
     /// # Errors
-    /// The reason, when the count cannot be read.
-    pub async fn count(&self) -> Result<i64, String> {
+    /// A mismatch naming the `[mcp.count]` field at fault, or unreachable when the server did
+    /// not answer.
+    pub async fn count(&self) -> Result<i64, Stop> {
         let counted = self.count_unrecorded().await;
         if let Ok(value) = counted {
             self.history.record_count(value);
@@ -696,7 +698,7 @@ impl McpProbe {
         counted
     }
 
-    async fn count_unrecorded(&self) -> Result<i64, String> {
+    async fn count_unrecorded(&self) -> Result<i64, Stop> {
         let dir = self.dir.path();
         match &self.target.count {
             McpCount::Tool { caller, .. } => {
@@ -708,15 +710,19 @@ impl McpProbe {
             }
             McpCount::Sqlite { file, query } => {
                 let file = in_folder(&self.target.folder, Path::new(&with_dir(file, dir, None)));
-                sqlite_count(file, query.clone()).await
+                sqlite_count(file, query.clone()).await.map_err(in_mcp)
             }
             McpCount::Command(argv) => {
                 let argv = argv.iter().map(|word| with_dir(word, dir, None)).collect();
-                command_count(argv, self.target.folder.clone()).await
+                command_count(argv, self.target.folder.clone())
+                    .await
+                    .map_err(in_mcp)
             }
             McpCount::Upstream => match &self.upstream {
-                Some(api) => api.count().await,
-                None => Err("[upstream]: the API was not started".to_owned()),
+                Some(api) => api.count().await.map_err(|problem| {
+                    Stop::mismatch("[upstream]", super::super::excerpt::one_line(&problem))
+                }),
+                None => Err(Stop::mismatch("[upstream]", "the API was not started")),
             },
         }
     }
@@ -725,8 +731,9 @@ impl McpProbe {
     /// when the file counts otherwise.
     ///
     /// # Errors
-    /// The reason, naming `mcp.count.tool`.
-    pub async fn counts_as(&self, callers: &[usize]) -> Result<Vec<i64>, String> {
+    /// A mismatch naming the `mcp.count.tool` field at fault; unreachable when the server did
+    /// not answer.
+    pub async fn counts_as(&self, callers: &[usize]) -> Result<Vec<i64>, Stop> {
         let McpCount::Tool {
             name,
             arguments,
@@ -745,26 +752,46 @@ impl McpProbe {
                 _ => JsonObject::new(),
             };
             let params = CallToolRequestParams::new(name.clone()).with_arguments(arguments);
+            let tool = |field: &str, problem: String| {
+                Stop::mismatch(field, one_line(&format!("{name}: {problem}")))
+            };
+            let pointer_field = if *from_text {
+                "mcp.count.tool.text_pointer"
+            } else {
+                "mcp.count.tool.structured_pointer"
+            };
             let result = tokio::time::timeout(self.target.timeout, peer.call_tool(params))
                 .await
-                .map_err(|_| format!("mcp.count.tool {name}: no answer in time"))?
-                .map_err(|err| format!("mcp.count.tool {name}: {err}"))?;
+                .map_err(|_| Stop::Unreachable {
+                    asked: "count",
+                    problem: format!("mcp.count.tool {name}: no answer in time"),
+                })?
+                .map_err(|err| match err {
+                    // The server refused the call: the tool or its arguments are the file's.
+                    ServiceError::McpError(_) | ServiceError::UnexpectedResponse => {
+                        tool("mcp.count.tool.name", err.to_string())
+                    }
+                    other => Stop::Unreachable {
+                        asked: "count",
+                        problem: one_line(&format!("mcp.count.tool {name}: {other}")),
+                    },
+                })?;
             let json = serde_json::to_value(&result).unwrap_or(Value::Null);
             if result.is_error == Some(true) {
-                return Err(format!("mcp.count.tool {name}: an error result: {json}"));
+                return Err(tool(
+                    "mcp.count.tool.name",
+                    format!("an error result: {json}"),
+                ));
             }
             let source = if *from_text {
                 serde_json::from_str(&texts(&json))
-                    .map_err(|err| format!("mcp.count.tool {name}: the text is not JSON: {err}"))?
+                    .map_err(|err| tool(pointer_field, format!("the text is not JSON: {err}")))?
             } else {
                 json.get("structuredContent")
                     .cloned()
                     .unwrap_or(Value::Null)
             };
-            parts.push(
-                count_at(&source, pointer)
-                    .map_err(|problem| format!("mcp.count.tool {name}: {problem}"))?,
-            );
+            parts.push(count_at(&source, pointer).map_err(|problem| tool(pointer_field, problem))?);
         }
         Ok(parts)
     }
@@ -851,6 +878,15 @@ fn process_alive(pid: u32) -> bool {
             .rsplit_once(") ")
             .is_none_or(|(_, rest)| !rest.starts_with(['Z', 'X'])),
     }
+}
+
+/// A count the HTTP check's reader refused, named as the MCP file names the field
+/// (`mcp.count.sql.query`).
+fn in_mcp(err: super::super::target::FieldError) -> Stop {
+    Stop::from(super::super::target::FieldError {
+        field: format!("mcp.{}", err.field),
+        ..err
+    })
 }
 
 /// A server the check could not reach or talk to: not the file's fault.
