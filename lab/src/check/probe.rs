@@ -1099,6 +1099,38 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn a_count_or_read_the_file_describes_wrongly_names_its_field_once() {
+        let folder = tempfile::tempdir().unwrap();
+        let db = folder.path().join("store.sqlite3");
+        rusqlite::Connection::open(&db)
+            .unwrap()
+            .execute_batch("CREATE TABLE tickets (id INTEGER PRIMARY KEY)")
+            .unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let counted = runtime.block_on(sqlite_count(db.clone(), "SELECT nope".to_owned()));
+        let err = counted.unwrap_err();
+        assert_eq!(err.field, "count.sql.query");
+        // Once read "count.sql.query: count.sql.query: no such column", the field found by
+        // sorting the message on its first word.
+        let stop = Stop::from(err).into_error("t.toml", "u").to_string();
+        assert!(
+            stop.starts_with(
+                "t.toml does not describe the service: count.sql.query: no such column"
+            ),
+            "{stop}"
+        );
+        let read = runtime.block_on(sqlite_row(db, "SELECT * FROM nowhere".into(), "1".into()));
+        assert_eq!(read.unwrap_err().field, "read.sql.query");
+        let argv = vec!["sh".to_owned(), "-c".to_owned(), "echo many".to_owned()];
+        let printed = runtime.block_on(command_count(argv, folder.path().to_owned()));
+        let err = printed.unwrap_err();
+        assert_eq!(err.field, "count.command");
+        assert!(err.problem.starts_with("printed \"many\""), "{err}");
+    }
+
+    #[test]
     fn a_reset_the_service_refuses_is_the_files_fault_and_one_it_never_answers_is_not() {
         let reset = Endpoint {
             method: "POST".to_owned(),
