@@ -208,13 +208,12 @@ pub enum Error {
     /// A `lab check --target` file has a field whose value the check cannot use: `field`
     /// names it, `problem` says what is wrong and `fix`, where there is one, what to write.
     /// Nothing was sent; exit status 2.
-    #[cfg(feature = "http")]
     #[error("{file}: {error}")]
     TargetInvalid {
         /// The target file's path.
         file: String,
         /// The field at fault, the problem and the fix.
-        error: crate::check::FieldError,
+        error: FieldError,
     },
 
     /// A `lab check --target` file does not describe the service it names: the check's own
@@ -267,9 +266,8 @@ impl Error {
             | Error::InputUnreadable { .. }
             | Error::InputInvalid { .. }
             | Error::TargetMismatch { .. }
-            | Error::OutputUnwritable { .. } => true,
-            #[cfg(feature = "http")]
-            Error::TargetInvalid { .. } => true,
+            | Error::OutputUnwritable { .. }
+            | Error::TargetInvalid { .. } => true,
             #[cfg(feature = "postgres")]
             Error::DatabaseUrl { .. } => true,
             _ => false,
@@ -309,3 +307,54 @@ fn key_label(key: &Option<String>) -> String {
 
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What a target file's validation found wrong: the field at fault (`key.shape`,
+/// `callers[1].headers`, `[count]`), what is wrong with its value, and the fix where there is one
+/// to give. It prints as `field: problem; fix`, the line `lab check` prints after the file's path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    /// The field at fault, as the file spells its path.
+    pub field: String,
+    /// What is wrong with it.
+    pub problem: String,
+    /// What to write instead, when there is one thing to say.
+    pub fix: Option<String>,
+}
+
+impl FieldError {
+    /// A problem with `field`.
+    pub fn new(field: impl Into<String>, problem: impl Into<String>) -> FieldError {
+        FieldError {
+            field: field.into(),
+            problem: problem.into(),
+            fix: None,
+        }
+    }
+
+    /// The same problem, with its fix.
+    #[must_use]
+    pub fn fix(mut self, fix: impl Into<String>) -> FieldError {
+        self.fix = Some(fix.into());
+        self
+    }
+
+    /// The error `lab check` reports for the file at `path`.
+    pub fn in_file(self, path: &std::path::Path) -> Error {
+        Error::TargetInvalid {
+            file: path.display().to_string(),
+            error: self,
+        }
+    }
+}
+
+impl std::fmt::Display for FieldError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.field, self.problem)?;
+        match &self.fix {
+            Some(fix) => write!(f, "; {fix}"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl std::error::Error for FieldError {}

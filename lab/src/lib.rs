@@ -131,7 +131,7 @@ mod book;
 #[cfg(feature = "postgres")]
 pub use self::postgres::{PostgresOptions, PostgresStore};
 pub use base_url::BaseUrl;
-pub use error::{Error, Result};
+pub use error::{Error, FieldError, Result};
 pub use evidence::Evidence;
 pub use key::{OperationKey, Scope};
 pub use payload::Payload;

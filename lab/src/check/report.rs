@@ -104,7 +104,11 @@ impl From<super::target::FieldError> for Stop {
             Some(fix) => format!("{}; {fix}", err.problem),
             None => err.problem,
         };
-        Stop::mismatch(err.field, super::excerpt::one_line(&problem))
+        // On one line, as a mismatch is printed (not through `excerpt`, which reads reports).
+        Stop::mismatch(
+            err.field,
+            problem.split_whitespace().collect::<Vec<_>>().join(" "),
+        )
     }
 }
 

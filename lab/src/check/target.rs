@@ -579,56 +579,7 @@ impl Target {
     }
 }
 
-/// What a target file's validation found wrong: the field at fault (`key.shape`,
-/// `callers[1].headers`, `[count]`), what is wrong with its value, and the fix where there is one
-/// to give. It prints as `field: problem; fix`, the line `lab check` prints after the file's path.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FieldError {
-    /// The field at fault, as the file spells its path.
-    pub field: String,
-    /// What is wrong with it.
-    pub problem: String,
-    /// What to write instead, when there is one thing to say.
-    pub fix: Option<String>,
-}
-
-impl FieldError {
-    /// A problem with `field`.
-    pub fn new(field: impl Into<String>, problem: impl Into<String>) -> FieldError {
-        FieldError {
-            field: field.into(),
-            problem: problem.into(),
-            fix: None,
-        }
-    }
-
-    /// The same problem, with its fix.
-    #[must_use]
-    pub fn fix(mut self, fix: impl Into<String>) -> FieldError {
-        self.fix = Some(fix.into());
-        self
-    }
-
-    /// The error `lab check` reports for the file at `path`.
-    pub fn in_file(self, path: &Path) -> Error {
-        Error::TargetInvalid {
-            file: path.display().to_string(),
-            error: self,
-        }
-    }
-}
-
-impl std::fmt::Display for FieldError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.field, self.problem)?;
-        match &self.fix {
-            Some(fix) => write!(f, "; {fix}"),
-            None => Ok(()),
-        }
-    }
-}
-
-impl std::error::Error for FieldError {}
+pub use crate::error::FieldError;
 
 /// A validation step's result.
 pub(crate) type Checked<T> = std::result::Result<T, FieldError>;
@@ -1833,17 +1784,7 @@ pub(crate) fn upstream(file: UpstreamFile) -> Checked<Upstream> {
         .token_header
         .map(|name| header_name(&name, "upstream.token_header"))
         .transpose()?;
-    let key_form = match file.key_form.as_deref() {
-        None | Some("sf-string") => UpstreamKeyForm::SfString,
-        Some("token") => UpstreamKeyForm::Token,
-        Some("plain") => UpstreamKeyForm::Plain,
-        Some(other) => {
-            return Err(FieldError::new(
-                "upstream.key_form",
-                format!("{other:?}: expected \"sf-string\", \"token\" or \"plain\""),
-            ));
-        }
-    };
+    let key_form = upstream_key_form(file.key_form.as_deref())?;
     let body_argument = json_pointer(
         file.body_argument.unwrap_or_default(),
         "upstream.body_argument",
@@ -1862,19 +1803,7 @@ pub(crate) fn upstream(file: UpstreamFile) -> Checked<Upstream> {
             "0: a port from 1 to 65535 (or leave it out for a free one)",
         ));
     }
-    let wrapper_timeout = match file.wrapper_timeout_ms {
-        None => None,
-        Some(ms) if (100..=60_000).contains(&ms) => Some(Duration::from_millis(ms)),
-        Some(ms) => {
-            return Err(FieldError::new(
-                "upstream.wrapper_timeout_ms",
-                format!(
-                    "{ms}: expected 100 to 60000 (the lab holds a reply that long \
-                     and a little more)"
-                ),
-            ));
-        }
-    };
+    let wrapper_timeout = file.wrapper_timeout_ms.map(wrapper_timeout).transpose()?;
     Ok(Upstream {
         tokens,
         key_header,
@@ -1887,6 +1816,30 @@ pub(crate) fn upstream(file: UpstreamFile) -> Checked<Upstream> {
         port: file.port,
         wrapper_timeout,
     })
+}
+
+/// `upstream.key_form`: how the API reads its key header.
+fn upstream_key_form(form: Option<&str>) -> Checked<UpstreamKeyForm> {
+    match form {
+        None | Some("sf-string") => Ok(UpstreamKeyForm::SfString),
+        Some("token") => Ok(UpstreamKeyForm::Token),
+        Some("plain") => Ok(UpstreamKeyForm::Plain),
+        Some(other) => Err(FieldError::new(
+            "upstream.key_form",
+            format!("{other:?}: expected \"sf-string\", \"token\" or \"plain\""),
+        )),
+    }
+}
+
+/// `upstream.wrapper_timeout_ms`: how long the wrapper waits for the API, within bounds.
+fn wrapper_timeout(ms: u64) -> Checked<Duration> {
+    if (100..=60_000).contains(&ms) {
+        return Ok(Duration::from_millis(ms));
+    }
+    Err(FieldError::new(
+        "upstream.wrapper_timeout_ms",
+        format!("{ms}: expected 100 to 60000 (the lab holds a reply that long and a little more)"),
+    ))
 }
 
 /// `upstream.tokens`: each caller's name and a token of printable ASCII, no token twice.
@@ -1984,7 +1937,7 @@ fn create_route(file: CreateRouteFile) -> Checked<CreateRoute> {
     {
         return Err(FieldError::new(
             "upstream.create.answer",
-            "names no {id}, so the wrapper could not tell what was created",
+            "names no {{id}}, so the wrapper could not tell what was created",
         ));
     }
     Ok(CreateRoute {
