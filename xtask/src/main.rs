@@ -2,6 +2,7 @@
 //! `cargo xtask` alias.
 //!
 //! - `cargo xtask book`: run the seven scenarios, write `results.json`, render the book into `book/`.
+//! - `cargo xtask checks`: only the checks of the book's sources that `book` and `test` run.
 //! - `cargo xtask test`: `cargo test --workspace`, a check that every Rust block in the book ran as
 //!   a doctest, then the book test (`mdbook test` through mdBook's library). `cargo xtask test
 //!   --loaded` (or `LAB_TEST_LOADED=1`, for a script that runs the plain command) runs the same
@@ -77,13 +78,14 @@ use anyhow::{Context, Result, bail};
 use mdbook_driver::MDBook;
 use mdbook_driver::config::Config;
 
-const USAGE: &str = "usage: cargo xtask <book | test [--loaded] | book-test | copy-check | book-deps | bench [--http] [--quick] | browser-check [--built] | report-check | overflow-control REV | model-depth | layers [DIR] | words | function-lengths [N] | preprocess [supports RENDERER]>";
+const USAGE: &str = "usage: cargo xtask <book | checks | test [--loaded] | book-test | copy-check | book-deps | bench [--http] [--quick] | browser-check [--built] | report-check | overflow-control REV | model-depth | layers [DIR] | words | function-lengths [N] | preprocess [supports RENDERER]>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let result = match args.as_slice() {
         ["book"] => book(),
+        ["checks"] => checks::all(&root()).map(|()| println!("the book's sources: no problem")),
         ["test"] => test(std::env::var("LAB_TEST_LOADED").as_deref() == Ok("1")),
         ["test", "--loaded"] => test(true),
         ["load-hog", kind, scratch] => load::hog(kind, Path::new(scratch)),
