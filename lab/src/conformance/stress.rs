@@ -10,7 +10,7 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::error::Error;
 use crate::key::{OperationKey, Scope};
@@ -212,27 +212,18 @@ fn release_together<T: TicketTool + Send>(
 /// Two callers do more: after the release each spins until the other is spinning too, so both
 /// are on a core at the same moment when they send. On a busy machine a released thread may
 /// not run for milliseconds, and a race between two callers that never overlap is never seen.
-/// Two callers also spin, rather than yield, while they wait for the release: a thread that
-/// yields on a machine whose every core computes hands its core away for a whole time slice.
-///
-/// Neither spin lasts longer than [`PAIR_SPIN`]: a pair that has not met by then goes ahead
-/// anyway. On a quiet machine they meet within microseconds; on a loaded one a round costs at
-/// most that much more, however long the other processes keep the cores, so the run's time stays
-/// bounded (it once grew to minutes per run beside a CPU hog on every core), and only such a
-/// round's race is left to the scheduler.
 struct Release {
     callers: usize,
     arrived: AtomicUsize,
     round: AtomicUsize,
     abandoned: AtomicBool,
-    /// Callers of this round in the rendezvous, and whether they may go.
+    /// Callers of this round spinning in the rendezvous, and whether it completed.
     spinning: AtomicUsize,
     go: AtomicBool,
 }
 
-/// How long one of two callers spins, waiting for the release or for the other caller, before
-/// it yields or goes ahead alone.
-const PAIR_SPIN: Duration = Duration::from_millis(2);
+/// How long a caller spins in the rendezvous before it steps out and yields its core, in spins.
+const RENDEZVOUS_SPINS: u32 = 20_000;
 
 impl Release {
     fn new(callers: usize) -> Release {
@@ -246,8 +237,8 @@ impl Release {
         }
     }
 
-    /// Waits until every caller reached `round` (and, for two callers, until both are running
-    /// or [`PAIR_SPIN`] has passed); false when the run was abandoned.
+    /// Waits until every caller reached `round` (and, for two callers, until both are running);
+    /// false when the run was abandoned.
     fn wait(&self, round: usize) -> bool {
         if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == self.callers * (round + 1) {
             // Everyone else waits for the store below, so the rendezvous can start afresh.
@@ -258,42 +249,60 @@ impl Release {
         if !self.released(round) {
             return false;
         }
-        if self.callers <= 2 {
-            self.rendezvous();
-        }
-        true
+        self.callers > 2 || self.rendezvous()
     }
 
-    /// Spins until the other caller spins too, or until [`PAIR_SPIN`] has passed: then both go
-    /// at once, wherever the other is.
-    fn rendezvous(&self) {
-        if self.spinning.fetch_add(1, Ordering::AcqRel) + 1 < self.callers {
-            let until = Instant::now() + PAIR_SPIN;
-            while !self.go.load(Ordering::Acquire) && Instant::now() < until {
-                for _ in 0..64 {
-                    std::hint::spin_loop();
+    /// Spins until the other caller spins too. A caller that spun long alone steps out (unless
+    /// the other has just arrived), yields, and comes back.
+    fn rendezvous(&self) -> bool {
+        loop {
+            if self.spinning.fetch_add(1, Ordering::AcqRel) + 1 == self.callers {
+                self.go.store(true, Ordering::Release);
+                return true;
+            }
+            let mut spins = 0;
+            while !self.go.load(Ordering::Acquire) && spins < RENDEZVOUS_SPINS {
+                std::hint::spin_loop();
+                spins += 1;
+            }
+            if self.go.load(Ordering::Acquire) {
+                return true;
+            }
+            // Step out, unless the other caller arrived meanwhile (then it is setting `go`).
+            let mut seen = self.spinning.load(Ordering::Acquire);
+            loop {
+                if seen >= self.callers {
+                    while !self.go.load(Ordering::Acquire) {
+                        std::hint::spin_loop();
+                    }
+                    return true;
+                }
+                match self.spinning.compare_exchange(
+                    seen,
+                    seen - 1,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => break,
+                    Err(now) => seen = now,
                 }
             }
+            if self.abandoned.load(Ordering::Acquire) {
+                return false;
+            }
+            std::thread::yield_now();
         }
-        self.go.store(true, Ordering::Release);
     }
 
-    /// Waits until the round is released: two callers spin for up to [`PAIR_SPIN`] first, so
-    /// that neither hands its core away between rounds; then (more callers at once) it yields,
-    /// and after a while sleeps.
+    /// Waits, yielding, until the round is released.
     fn released(&self, round: usize) -> bool {
-        let spin_until = (self.callers <= 2).then(|| Instant::now() + PAIR_SPIN);
-        let mut yields = 0u32;
+        let mut spins = 0u32;
         while self.round.load(Ordering::Acquire) <= round {
             if self.abandoned.load(Ordering::Acquire) {
                 return false;
             }
-            if spin_until.is_some_and(|until| Instant::now() < until) {
-                for _ in 0..64 {
-                    std::hint::spin_loop();
-                }
-            } else if yields < 2_000 {
-                yields += 1;
+            spins += 1;
+            if spins < 2_000 {
                 std::thread::yield_now();
             } else {
                 std::thread::sleep(Duration::from_micros(50));
