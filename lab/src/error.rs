@@ -347,13 +347,19 @@ impl FieldError {
     }
 }
 
+impl FieldError {
+    /// The problem and its fix, without the field: `problem; fix`.
+    pub fn what(&self) -> String {
+        match &self.fix {
+            Some(fix) => format!("{}; {fix}", self.problem),
+            None => self.problem.clone(),
+        }
+    }
+}
+
 impl std::fmt::Display for FieldError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.field, self.problem)?;
-        match &self.fix {
-            Some(fix) => write!(f, "; {fix}"),
-            None => Ok(()),
-        }
+        write!(f, "{}: {}", self.field, self.what())
     }
 }
 

@@ -100,15 +100,9 @@ impl std::fmt::Display for Stop {
 impl From<super::target::FieldError> for Stop {
     /// The file's fault, at the field the error names.
     fn from(err: super::target::FieldError) -> Stop {
-        let problem = match err.fix {
-            Some(fix) => format!("{}; {fix}", err.problem),
-            None => err.problem,
-        };
         // On one line, as a mismatch is printed (not through `excerpt`, which reads reports).
-        Stop::mismatch(
-            err.field,
-            problem.split_whitespace().collect::<Vec<_>>().join(" "),
-        )
+        let problem = err.what().split_whitespace().collect::<Vec<_>>().join(" ");
+        Stop::mismatch(err.field, problem)
     }
 }
 

@@ -719,9 +719,10 @@ impl McpProbe {
                     .map_err(in_mcp)
             }
             McpCount::Upstream => match &self.upstream {
-                Some(api) => api.count().await.map_err(|problem| {
-                    Stop::mismatch("[upstream]", super::super::excerpt::one_line(&problem))
-                }),
+                Some(api) => api
+                    .count()
+                    .await
+                    .map_err(|problem| Stop::mismatch("[upstream]", one_line(&problem))),
                 None => Err(Stop::mismatch("[upstream]", "the API was not started")),
             },
         }
