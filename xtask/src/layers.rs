@@ -43,6 +43,7 @@ pub const CHECK_LAYERS: [Layer; 4] = [
                     judged, written once against a front where the fronts share it",
         modules: &[
             "probe",
+            "both",
             "content",
             "calibration",
             "points",

@@ -16,9 +16,10 @@ use std::time::Duration;
 use regex::Regex;
 use serde_json::Value;
 
-use super::history::{Answer, History, Sent, WRAPPER_TO_API};
-use super::points::{Run, effects, run_selected};
-use super::probe::{Change, same_effect};
+use super::both::{Front, Told, effects, section};
+use super::history::{Answer, Sent, WRAPPER_TO_API};
+use super::points::{Run, run_selected};
+use super::probe::same_effect;
 use super::report::{Calibration, Checks, Grade, POINT, PointReport, Step as CalibrationStep};
 use super::target::Upstream;
 use super::upstream::{Fault, UpstreamApi, UpstreamRequest, carries, ticket_id};
@@ -26,102 +27,6 @@ use crate::contract::points as registry;
 use crate::contract::points::Selection;
 use crate::http::proxy::Fate;
 use crate::http::wire::{ProblemType, problem as problem_type};
-
-/// A create's fields, by name.
-pub type Fields = std::collections::BTreeMap<String, Value>;
-
-/// What the agent calls, in front of the API the lab serves: an MCP server's create tool, or an
-/// HTTP gateway's create route. The hop points are written once against it.
-#[allow(async_fn_in_trait)]
-pub trait Front {
-    /// One call, as a point means it.
-    type Call: Clone;
-    /// A session (MCP) or a run of the gateway's process (HTTP), for the restart point.
-    type Session;
-    /// The API the lab serves, when the file has `[upstream]`.
-    fn api(&self) -> Option<&UpstreamApi>;
-    /// What was sent and what came back.
-    fn history(&self) -> &History;
-    /// Whether the create takes a key.
-    fn keyed(&self) -> bool;
-    /// The create, for messages: `createTicket`, `POST /tickets`.
-    fn create_name(&self) -> String;
-    /// What takes the key, for messages: `the tool`, `the route`.
-    fn subject(&self) -> &'static str;
-    /// One call, for messages: `tool call`, `request`.
-    fn call_word(&self) -> &'static str;
-    /// A success the agent is told, for messages: `a tool result`, `a success reply`.
-    fn result_word(&self) -> &'static str;
-    /// Where the agent's key goes, for messages: `a key argument (mcp.tool.key_argument)`.
-    fn key_place(&self) -> String;
-    /// The field that says which fields may change, for messages: `mcp.tool.vary`.
-    fn vary_field(&self) -> &'static str;
-    /// The count's section, for messages: `[mcp.count]`.
-    fn count_section(&self) -> &'static str;
-    /// How many calls the concurrent point sends together (the file's load).
-    fn together(&self) -> usize;
-    /// How long the check waits for one call's answer (the file's timeout): a hold of the API's
-    /// reply must end well before it, or the check would judge its own timeout.
-    fn call_timeout(&self) -> Duration;
-    /// Whether the front lists its key where an agent looks (an MCP tool's input schema), as a
-    /// sub-check: its name, whether it holds, what was expected, what was seen. `None` where
-    /// nothing lists inputs.
-    fn key_listed(&self) -> Option<(String, bool, String, String)>;
-    /// Fresh fields for a new intention.
-    fn fresh_fields(&self) -> Fields;
-    /// The changed payloads the file allows from `fields`.
-    fn changes(&self, fields: &Fields) -> Vec<Change>;
-    /// A call with a new intention's key.
-    fn keyed_call(&self, step: &str, fields: &Fields) -> Self::Call;
-    /// A call without a key.
-    fn unkeyed_call(&self, step: &str, fields: &Fields) -> Self::Call;
-    /// `call` again, under another step's name, with other fields when given.
-    fn again(&self, call: &Self::Call, step: &str, fields: Option<Fields>) -> Self::Call;
-    /// The key the agent sent with `call`, as written.
-    fn key_of(&self, call: &Self::Call) -> String;
-    /// What the agent sent as the create's body: the tool's arguments without the key
-    /// argument, the request's JSON body.
-    fn sent_body(&self, call: &Self::Call) -> Value;
-    /// Sends `call` (on `session`, or the front's own) and reads what the agent is told.
-    async fn send(
-        &self,
-        point: &'static str,
-        session: Option<&Self::Session>,
-        call: &Self::Call,
-    ) -> Told;
-    /// Whether the restart point ends the front's process (`false`: it can only close a session
-    /// and open another on the same process, and says so).
-    fn restarts_process(&self) -> bool;
-    /// Why the restart point cannot run against this front, when it cannot.
-    fn cannot_restart(&self) -> Option<String>;
-    /// Opens a new session, or starts the front again.
-    async fn open(&self) -> Result<Self::Session, String>;
-    /// Ends the session or the front's process; says how it ended (`still running` when it did
-    /// not).
-    async fn close(&self, session: Self::Session) -> String;
-    /// The effects now.
-    async fn count(&self) -> Result<i64, String>;
-}
-
-/// What the agent was told, read in the file's terms.
-#[derive(Clone, Debug)]
-pub struct Told {
-    /// The exchange's number in the history.
-    pub id: usize,
-    /// What came back.
-    pub answer: Answer,
-    /// A success, as the agent reads it: a tool result not marked `isError` (whatever its text
-    /// holds), a success reply.
-    pub success: bool,
-    /// A refusal the agent is told as one (an error result, a JSON-RPC error, a 4xx).
-    pub refused: bool,
-    /// The identity a success names.
-    pub identity: Option<String>,
-    /// The text the agent reads: a result's text blocks, an error's message, a reply's body.
-    pub text: String,
-    /// The answer in words, for a report line.
-    pub described: String,
-}
 
 macro_rules! count_or_stop {
     ($front:expr, $checks:expr, $name:expr, $title:expr) => {
@@ -143,14 +48,6 @@ macro_rules! count_or_stop {
             }
         }
     };
-}
-
-/// The draft's sections the grades cite, their rule carried from the agent's key argument to the
-/// wrapper's header.
-mod section {
-    pub const UNIQUENESS: &str = "2.2";
-    pub const ENFORCEMENT: &str = "2.6";
-    pub const ERRORS: &str = "2.7";
 }
 
 /// Every hop point, in order; none without `[upstream]`.

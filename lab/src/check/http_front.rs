@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::both::{Fields, Front, Told};
 use super::history::{Answer, History};
-use super::hop::{Fields, Front, Told};
-use super::probe::{BodyForm, Call, Change, KeyWire, Probe, render};
+use super::probe::{BodyForm, Call, Change, KeyWire, Probe, Seen, render};
 use super::upstream::UpstreamApi;
 
 impl Front for Probe {
@@ -108,21 +108,12 @@ impl Front for Probe {
     }
 
     async fn send(&self, point: &'static str, _session: Option<&()>, call: &Call) -> Told {
-        let seen = Probe::send(self, point, call).await;
-        let read = self.read(&seen.answer, false);
-        let text = match &seen.answer {
-            Answer::Reply { body, .. } => body.clone(),
-            other => other.summary(),
-        };
-        Told {
-            id: seen.id,
-            refused: !read.success && seen.answer.status().is_some_and(|s| s >= 400),
-            success: read.success,
-            identity: read.identity,
-            text,
-            described: self.describe(&seen.answer),
-            answer: seen.answer,
-        }
+        told(self, Probe::send(self, point, call).await)
+    }
+
+    async fn send_settled(&self, point: &'static str, call: &Call) -> Vec<Told> {
+        let seen = Probe::send_settled(self, point, call).await;
+        seen.into_iter().map(|seen| told(self, seen)).collect()
     }
 
     fn restarts_process(&self) -> bool {
@@ -153,5 +144,23 @@ impl Front for Probe {
 
     async fn count(&self) -> Result<i64, String> {
         Probe::count(self).await.map_err(|err| err.to_string())
+    }
+}
+
+/// What the agent was told by one reply, in the file's terms.
+fn told(probe: &Probe, seen: Seen) -> Told {
+    let read = probe.read(&seen.answer, false);
+    let text = match &seen.answer {
+        Answer::Reply { body, .. } => body.clone(),
+        other => other.summary(),
+    };
+    Told {
+        id: seen.id,
+        refused: !read.success && seen.answer.status().is_some_and(|s| s >= 400),
+        success: read.success,
+        identity: read.identity,
+        text,
+        described: probe.describe(&seen.answer),
+        answer: seen.answer,
     }
 }

@@ -18,6 +18,7 @@
 //! - [`mcp`] (feature `mcp`): the same check against an MCP server, from a file with an `[mcp]`
 //!   section.
 
+mod both;
 pub mod calibration;
 mod content;
 pub mod excerpt;

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::both::{self, effects, section};
 use super::calibration::{Retried, retried};
 use super::content::{self, content_of};
 use super::history::Answer;
@@ -22,20 +23,6 @@ use crate::contract::points::Selection;
 
 /// How long after cutting a request off the check retries it.
 const HANG_UP_BACKOFF: Duration = Duration::from_secs(1);
-
-/// The draft's sections the grades cite (draft-06 numbering).
-mod section {
-    /// 2.1 Syntax: the value is an sf-string.
-    pub const SYNTAX: &str = "2.1";
-    /// 2.2 Uniqueness: a key names one request payload.
-    pub const UNIQUENESS: &str = "2.2";
-    /// 2.6 Idempotency Enforcement: a retry gets the first result; a concurrent one a 409.
-    pub const ENFORCEMENT: &str = "2.6";
-    /// 2.7 Error Handling: 400 without a key, 422 for another payload, 409 in progress.
-    pub const ERRORS: &str = "2.7";
-    /// 5 Security Considerations: a composite key, so one client cannot reach another's.
-    pub const SECURITY: &str = "5";
-}
 
 /// Reads `count` until it has risen above `before`, and returns it: the effect of a call whose
 /// answer the check never read is visible from outside, so what the check sends next meets a
@@ -125,7 +112,10 @@ pub async fn all(
         (&registry::HANG_UP, Box::pin(hang_up(probe))),
         (&registry::CHANGED_PAYLOAD, Box::pin(changed_payload(probe))),
         (&registry::REORDERED_FIELDS, Box::pin(reordered(probe))),
-        (&registry::NEW_KEY_SAME_PAYLOAD, Box::pin(new_key(probe))),
+        (
+            &registry::NEW_KEY_SAME_PAYLOAD,
+            Box::pin(both::new_key(probe.as_ref())),
+        ),
         (
             &registry::CONCURRENT_FRESH_KEY,
             Box::pin(concurrent_fresh(probe)),
@@ -320,14 +310,6 @@ fn new_effects(delta: i64) -> String {
         0 => "no new effect".to_owned(),
         1 => "one new effect".to_owned(),
         n => format!("{n} new effects"),
-    }
-}
-
-/// `one effect`, `2 effects`.
-pub(crate) fn effects(delta: i64) -> String {
-    match delta {
-        1 => "one effect".to_owned(),
-        n => format!("{n} effects"),
     }
 }
 
@@ -854,56 +836,6 @@ async fn reordered(probe: &Probe) -> PointReport {
         (Grade::lab(), "one effect in all".to_owned(), "one effect"),
         (after - before == 1, effects(after - before)),
         content::since(probe, &effect).await,
-        &ids(&seen),
-    );
-    PointReport::covered(NAME, TITLE, checks.0)
-}
-
-async fn new_key(probe: &Probe) -> PointReport {
-    const NAME: &str = registry::NEW_KEY_SAME_PAYLOAD.id;
-    const TITLE: &str = registry::NEW_KEY_SAME_PAYLOAD.title;
-    let mut checks = Checks::new();
-    let fields = probe.fresh_fields(false);
-    let before = count_or_stop!(probe, checks, NAME, TITLE);
-    let call = probe.call(
-        "the first request",
-        KeyWire::Normal(probe.fresh_key()),
-        &fields,
-    );
-    let Some((_, first_read)) = first(probe, NAME, &mut checks, &call).await else {
-        return PointReport::covered(NAME, TITLE, checks.0);
-    };
-    let second = probe.call(
-        "the same payload under a new key",
-        KeyWire::Normal(probe.fresh_key()),
-        &fields,
-    );
-    let seen = probe.send_settled(NAME, &second).await;
-    let read = probe.read(&last(&seen).answer, false);
-    checks.add(
-        Grade::lab_over_should(section::UNIQUENESS),
-        "the new key makes a new effect, not a replay of the first",
-        read.success
-            && read.identity.is_some()
-            && !same_effect(&read.identity, &first_read.identity),
-        "a success with another identity",
-        if read.success && same_effect(&read.identity, &first_read.identity) {
-            format!(
-                "{}: the first effect, found by its payload alone",
-                probe.describe(&last(&seen).answer)
-            )
-        } else {
-            probe.describe(&last(&seen).answer)
-        },
-        &ids(&seen),
-    );
-    let after = count_or_stop!(probe, checks, NAME, TITLE);
-    checks.add(
-        Grade::lab(),
-        "two keys made two effects",
-        after - before == 2,
-        "two effects",
-        effects(after - before),
         &ids(&seen),
     );
     PointReport::covered(NAME, TITLE, checks.0)

@@ -4,8 +4,8 @@
 
 use serde_json::Value;
 
+use super::super::both::{Fields, Front, Told};
 use super::super::history::{Answer, History};
-use super::super::hop::{Fields, Front, Told};
 use super::super::probe::Change;
 use super::super::upstream::UpstreamApi;
 use super::probe::{KeyArg, McpProbe, Seen, Session, ToolCall};
@@ -130,17 +130,12 @@ impl Front for McpProbe {
             Some(session) => self.send_on(point, session, call).await,
             None => McpProbe::send(self, point, call).await,
         };
-        Told {
-            id: seen.id,
-            // A refusal in a result not marked isError is a success to the agent: the points
-            // that ask whether it was told of a failure read it as one.
-            success: seen.read.success || seen.read.flagged_success,
-            refused: seen.read.told_refused(),
-            identity: seen.read.identity.clone(),
-            text: agent_text(&seen),
-            described: self.describe(&seen),
-            answer: seen.answer,
-        }
+        told(self, seen)
+    }
+
+    async fn send_settled(&self, point: &'static str, call: &ToolCall) -> Vec<Told> {
+        let seen = McpProbe::send_settled(self, point, call).await;
+        seen.into_iter().map(|seen| told(self, seen)).collect()
     }
 
     fn restarts_process(&self) -> bool {
@@ -163,6 +158,21 @@ impl Front for McpProbe {
 
     async fn count(&self) -> Result<i64, String> {
         McpProbe::count(self).await.map_err(|stop| stop.to_string())
+    }
+}
+
+/// What the agent was told by one result, in the file's terms.
+fn told(probe: &McpProbe, seen: Seen) -> Told {
+    Told {
+        id: seen.id,
+        // A refusal in a result not marked isError is a success to the agent: the points
+        // that ask whether it was told of a failure read it as one.
+        success: seen.read.success || seen.read.flagged_success,
+        refused: seen.read.told_refused(),
+        identity: seen.read.identity.clone(),
+        text: agent_text(&seen),
+        described: probe.describe(&seen),
+        answer: seen.answer,
     }
 }
 

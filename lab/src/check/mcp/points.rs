@@ -9,21 +9,14 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::super::points::{Run, count_until_risen, effects, run_selected};
+use super::super::both::{self, effects, needs_key, section};
+use super::super::points::{Run, count_until_risen, run_selected};
 use super::super::probe::same_effect;
 use super::super::report::{Calibration, Callers, Checks};
 use super::super::report::{Grade, Level, PointReport};
 use super::probe::{KeyArg, McpProbe, Seen, ToolCall};
 use crate::contract::points as registry;
 use crate::contract::points::Selection;
-
-/// The draft's sections the grades cite, their rule carried from a header to an argument.
-mod section {
-    pub const UNIQUENESS: &str = "2.2";
-    pub const ENFORCEMENT: &str = "2.6";
-    pub const ERRORS: &str = "2.7";
-    pub const SECURITY: &str = "5";
-}
 
 /// The MCP specification's rules the MCP points cite (revision 2025-11-25).
 mod rule {
@@ -80,7 +73,10 @@ pub async fn all(
         (&registry::CANCELLED, Box::pin(cancelled(probe))),
         (&registry::RECONNECT, Box::pin(reconnect(probe))),
         (&registry::CHANGED_PAYLOAD, Box::pin(changed_payload(probe))),
-        (&registry::NEW_KEY_SAME_PAYLOAD, Box::pin(new_key(probe))),
+        (
+            &registry::NEW_KEY_SAME_PAYLOAD,
+            Box::pin(both::new_key(probe.as_ref())),
+        ),
         (&registry::CONCURRENT_FRESH_KEY, Box::pin(concurrent(probe))),
         (
             &registry::CONCURRENT_DISTINCT,
@@ -97,26 +93,6 @@ pub async fn all(
         ),
     ];
     run_selected(selection, runs).await
-}
-
-/// A key-dependent point on a tool without a key: why it cannot pass.
-fn cannot(probe: &McpProbe, name: &'static str, title: &'static str) -> Option<PointReport> {
-    if probe.target.keyed() {
-        return None;
-    }
-    let mut checks = Checks::new();
-    checks.add(
-        Grade::lab(),
-        "the tool takes an operation key, which this point needs",
-        false,
-        "a key argument (mcp.tool.key_argument)",
-        format!(
-            "{} takes no key: a retry cannot be told from a new call, so this point cannot pass",
-            probe.target.tool.name
-        ),
-        &[],
-    );
-    Some(PointReport::covered(name, title, checks.0))
 }
 
 fn key(probe: &McpProbe) -> PointReport {
@@ -299,7 +275,7 @@ fn retry_matches(
 async fn replay(probe: &McpProbe) -> PointReport {
     const NAME: &str = registry::RETRY_REPLAYS.id;
     const TITLE: &str = registry::RETRY_REPLAYS.title;
-    if let Some(report) = cannot(probe, NAME, TITLE) {
+    if let Some(report) = needs_key(probe, NAME, TITLE) {
         return report;
     }
     let mut checks = Checks::new();
@@ -556,7 +532,7 @@ async fn reconnect(probe: &McpProbe) -> PointReport {
 async fn changed_payload(probe: &McpProbe) -> PointReport {
     const NAME: &str = registry::CHANGED_PAYLOAD.id;
     const TITLE: &str = registry::CHANGED_PAYLOAD.title;
-    if let Some(report) = cannot(probe, NAME, TITLE) {
+    if let Some(report) = needs_key(probe, NAME, TITLE) {
         return report;
     }
     let changes = probe.changes(&probe.fresh_fields());
@@ -665,52 +641,10 @@ async fn changed_payload_once(
     Some(())
 }
 
-async fn new_key(probe: &McpProbe) -> PointReport {
-    const NAME: &str = registry::NEW_KEY_SAME_PAYLOAD.id;
-    const TITLE: &str = registry::NEW_KEY_SAME_PAYLOAD.title;
-    if let Some(report) = cannot(probe, NAME, TITLE) {
-        return report;
-    }
-    let mut checks = Checks::new();
-    let before = count_or_stop!(probe, checks, NAME, TITLE);
-    let fields = probe.fresh_fields();
-    let call = probe.call("the first call", probe.intention_key(), &fields);
-    let Some(first_seen) = first(probe, NAME, &mut checks, &call).await else {
-        return PointReport::covered(NAME, TITLE, checks.0);
-    };
-    let other = probe.call(
-        "the same arguments, a new key",
-        probe.intention_key(),
-        &fields,
-    );
-    let seen = last(&probe.send_settled(NAME, &other).await).clone();
-    checks.add(
-        Grade::lab_over_should(section::UNIQUENESS),
-        "the new key gets an effect of its own",
-        seen.read.success
-            && seen.read.identity.is_some()
-            && seen.read.identity.is_some()
-            && !same_effect(&seen.read.identity, &first_seen.read.identity),
-        "a tool result naming another effect",
-        probe.describe(&seen),
-        &[first_seen.id, seen.id],
-    );
-    let after = count_or_stop!(probe, checks, NAME, TITLE);
-    checks.add(
-        Grade::lab(),
-        "two keys, two effects",
-        after - before == 2,
-        "two effects",
-        effects(after - before),
-        &[first_seen.id, seen.id],
-    );
-    PointReport::covered(NAME, TITLE, checks.0)
-}
-
 async fn concurrent(probe: &Arc<McpProbe>) -> PointReport {
     const NAME: &str = registry::CONCURRENT_FRESH_KEY.id;
     const TITLE: &str = registry::CONCURRENT_FRESH_KEY.title;
-    if let Some(report) = cannot(probe, NAME, TITLE) {
+    if let Some(report) = needs_key(probe.as_ref(), NAME, TITLE) {
         return report;
     }
     let mut checks = Checks::new();
@@ -889,7 +823,7 @@ async fn concurrent_distinct(probe: &Arc<McpProbe>) -> PointReport {
 async fn scope(probe: &McpProbe, proved: &Callers) -> PointReport {
     const NAME: &str = registry::OTHER_CALLER.id;
     const TITLE: &str = registry::OTHER_CALLER.title;
-    if let Some(report) = cannot(probe, NAME, TITLE) {
+    if let Some(report) = needs_key(probe, NAME, TITLE) {
         return report;
     }
     let callers = &probe.target.callers;
@@ -966,7 +900,7 @@ async fn scope(probe: &McpProbe, proved: &Callers) -> PointReport {
 async fn key_forms(probe: &McpProbe) -> PointReport {
     const NAME: &str = registry::KEY_FORMS.id;
     const TITLE: &str = registry::KEY_FORMS.title;
-    if let Some(report) = cannot(probe, NAME, TITLE) {
+    if let Some(report) = needs_key(probe, NAME, TITLE) {
         return report;
     }
     let mut checks = Checks::new();

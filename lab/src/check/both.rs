@@ -1,0 +1,257 @@
+//! The points an HTTP service and an MCP server share, written once against a [`Front`]: the
+//! create is called, counted and read in the file's terms, whichever front takes it. A point
+//! moves here from `points.rs` and `mcp/points.rs` when both copies say the same thing; what
+//! only one front has (a replay's mark and status, an MCP tool's annotations) stays with it.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::history::{Answer, History};
+use super::probe::{Change, same_effect};
+use super::report::{Checks, Grade, PointReport};
+use super::upstream::UpstreamApi;
+use crate::contract::points as registry;
+
+/// The draft's sections the grades cite (draft-06 numbering).
+pub mod section {
+    /// 2.1 Syntax: the value is an sf-string.
+    pub const SYNTAX: &str = "2.1";
+    /// 2.2 Uniqueness: a key names one request payload.
+    pub const UNIQUENESS: &str = "2.2";
+    /// 2.6 Idempotency Enforcement: a retry gets the first result; a concurrent one a 409.
+    pub const ENFORCEMENT: &str = "2.6";
+    /// 2.7 Error Handling: 400 without a key, 422 for another payload, 409 in progress.
+    pub const ERRORS: &str = "2.7";
+    /// 5 Security Considerations: a composite key, so one client cannot reach another's.
+    pub const SECURITY: &str = "5";
+}
+
+/// A create's fields, by name.
+pub type Fields = std::collections::BTreeMap<String, Value>;
+
+/// What the agent calls, in front of the API the lab serves: an MCP server's create tool, or an
+/// HTTP gateway's create route. The hop points are written once against it.
+#[allow(async_fn_in_trait)]
+pub trait Front {
+    /// One call, as a point means it.
+    type Call: Clone;
+    /// A session (MCP) or a run of the gateway's process (HTTP), for the restart point.
+    type Session;
+    /// The API the lab serves, when the file has `[upstream]`.
+    fn api(&self) -> Option<&UpstreamApi>;
+    /// What was sent and what came back.
+    fn history(&self) -> &History;
+    /// Whether the create takes a key.
+    fn keyed(&self) -> bool;
+    /// The create, for messages: `createTicket`, `POST /tickets`.
+    fn create_name(&self) -> String;
+    /// What takes the key, for messages: `the tool`, `the route`.
+    fn subject(&self) -> &'static str;
+    /// One call, for messages: `tool call`, `request`.
+    fn call_word(&self) -> &'static str;
+    /// A success the agent is told, for messages: `a tool result`, `a success reply`.
+    fn result_word(&self) -> &'static str;
+    /// Where the agent's key goes, for messages: `a key argument (mcp.tool.key_argument)`.
+    fn key_place(&self) -> String;
+    /// The field that says which fields may change, for messages: `mcp.tool.vary`.
+    fn vary_field(&self) -> &'static str;
+    /// The count's section, for messages: `[mcp.count]`.
+    fn count_section(&self) -> &'static str;
+    /// How many calls the concurrent point sends together (the file's load).
+    fn together(&self) -> usize;
+    /// How long the check waits for one call's answer (the file's timeout): a hold of the API's
+    /// reply must end well before it, or the check would judge its own timeout.
+    fn call_timeout(&self) -> Duration;
+    /// Whether the front lists its key where an agent looks (an MCP tool's input schema), as a
+    /// sub-check: its name, whether it holds, what was expected, what was seen. `None` where
+    /// nothing lists inputs.
+    fn key_listed(&self) -> Option<(String, bool, String, String)>;
+    /// Fresh fields for a new intention.
+    fn fresh_fields(&self) -> Fields;
+    /// The changed payloads the file allows from `fields`.
+    fn changes(&self, fields: &Fields) -> Vec<Change>;
+    /// A call with a new intention's key.
+    fn keyed_call(&self, step: &str, fields: &Fields) -> Self::Call;
+    /// A call without a key.
+    fn unkeyed_call(&self, step: &str, fields: &Fields) -> Self::Call;
+    /// `call` again, under another step's name, with other fields when given.
+    fn again(&self, call: &Self::Call, step: &str, fields: Option<Fields>) -> Self::Call;
+    /// The key the agent sent with `call`, as written.
+    fn key_of(&self, call: &Self::Call) -> String;
+    /// What the agent sent as the create's body: the tool's arguments without the key
+    /// argument, the request's JSON body.
+    fn sent_body(&self, call: &Self::Call) -> Value;
+    /// Sends `call` (on `session`, or the front's own) and reads what the agent is told.
+    async fn send(
+        &self,
+        point: &'static str,
+        session: Option<&Self::Session>,
+        call: &Self::Call,
+    ) -> Told;
+    /// Sends `call` until it is no longer answered "in progress" (the file's statuses or codes
+    /// say which), at most ten times; every answer, in order.
+    async fn send_settled(&self, point: &'static str, call: &Self::Call) -> Vec<Told>;
+    /// Whether the restart point ends the front's process (`false`: it can only close a session
+    /// and open another on the same process, and says so).
+    fn restarts_process(&self) -> bool;
+    /// Why the restart point cannot run against this front, when it cannot.
+    fn cannot_restart(&self) -> Option<String>;
+    /// Opens a new session, or starts the front again.
+    async fn open(&self) -> Result<Self::Session, String>;
+    /// Ends the session or the front's process; says how it ended (`still running` when it did
+    /// not).
+    async fn close(&self, session: Self::Session) -> String;
+    /// The effects now.
+    async fn count(&self) -> Result<i64, String>;
+}
+
+/// What the agent was told, read in the file's terms.
+#[derive(Clone, Debug)]
+pub struct Told {
+    /// The exchange's number in the history.
+    pub id: usize,
+    /// What came back.
+    pub answer: Answer,
+    /// A success, as the agent reads it: a tool result not marked `isError` (whatever its text
+    /// holds), a success reply.
+    pub success: bool,
+    /// A refusal the agent is told as one (an error result, a JSON-RPC error, a 4xx).
+    pub refused: bool,
+    /// The identity a success names.
+    pub identity: Option<String>,
+    /// The text the agent reads: a result's text blocks, an error's message, a reply's body.
+    pub text: String,
+    /// The answer in words, for a report line.
+    pub described: String,
+}
+
+/// `one effect`, `2 effects`.
+pub(crate) fn effects(delta: i64) -> String {
+    match delta {
+        1 => "one effect".to_owned(),
+        n => format!("{n} effects"),
+    }
+}
+
+/// A point that needs a key, on a create that takes none: it cannot pass, and says why.
+pub fn needs_key<F: Front>(
+    front: &F,
+    name: &'static str,
+    title: &'static str,
+) -> Option<PointReport> {
+    if front.keyed() {
+        return None;
+    }
+    let mut checks = Checks::new();
+    checks.add(
+        Grade::lab(),
+        format!(
+            "{} takes an operation key, which this point needs",
+            front.subject()
+        ),
+        false,
+        front.key_place(),
+        format!(
+            "{} takes no key: a retry cannot be told from a new call, so this point cannot pass",
+            front.create_name()
+        ),
+        &[],
+    );
+    Some(PointReport::covered(name, title, checks.0))
+}
+
+/// The effects now; `None`, with a failed sub-check saying why, when they cannot be counted.
+pub async fn counted<F: Front>(front: &F, checks: &mut Checks) -> Option<i64> {
+    match front.count().await {
+        Ok(n) => Some(n),
+        Err(problem) => {
+            checks.add(
+                Grade::lab(),
+                format!(
+                    "the effects can be counted as {} says",
+                    front.count_section()
+                ),
+                false,
+                "a count",
+                problem,
+                &[],
+            );
+            None
+        }
+    }
+}
+
+/// Sends a point's first call and checks that it succeeded and named its effect; `None` (with
+/// the failed sub-check added) when it did not, since nothing after it can be judged.
+pub async fn first<F: Front>(
+    front: &F,
+    point: &'static str,
+    checks: &mut Checks,
+    call: &F::Call,
+    step: &str,
+) -> Option<Told> {
+    let told = front.send(point, None, call).await;
+    let ok = checks.add(
+        Grade::lab(),
+        format!("{step} succeeds and names its effect"),
+        told.success && told.identity.is_some(),
+        format!("{} naming its effect", front.result_word()),
+        told.described.clone(),
+        &[told.id],
+    );
+    ok.then_some(told)
+}
+
+/// `new-key-same-payload`: the same payload under a new key is a new intention, and makes an
+/// effect of its own (a service that found the first effect by its payload would merge them).
+pub async fn new_key<F: Front>(front: &F) -> PointReport {
+    let point = &registry::NEW_KEY_SAME_PAYLOAD;
+    if let Some(report) = needs_key(front, point.id, point.title) {
+        return report;
+    }
+    let mut checks = Checks::new();
+    new_key_checks(front, &mut checks).await;
+    PointReport::covered(point.id, point.title, checks.0)
+}
+
+/// The sub-checks of `new-key-same-payload`; `None` where it stopped.
+async fn new_key_checks<F: Front>(front: &F, checks: &mut Checks) -> Option<()> {
+    let name = registry::NEW_KEY_SAME_PAYLOAD.id;
+    let fields = front.fresh_fields();
+    let before = counted(front, checks).await?;
+    let step = format!("the first {}", front.call_word());
+    let call = front.keyed_call(&step, &fields);
+    let first = first(front, name, checks, &call, &step).await?;
+    let second = front.keyed_call("the same payload under a new key", &fields);
+    let seen = front.send_settled(name, &second).await;
+    let last = seen.last()?;
+    let mut exchanges = vec![first.id];
+    exchanges.extend(seen.iter().map(|told| told.id));
+    let merged = last.success && same_effect(&last.identity, &first.identity);
+    checks.add(
+        Grade::lab_over_should(section::UNIQUENESS),
+        "the new key makes a new effect, not a replay of the first",
+        last.success && last.identity.is_some() && !merged,
+        format!("{} naming another effect", front.result_word()),
+        if merged {
+            format!(
+                "{}: the first effect, found by its payload alone",
+                last.described
+            )
+        } else {
+            last.described.clone()
+        },
+        &exchanges,
+    );
+    let after = counted(front, checks).await?;
+    checks.add(
+        Grade::lab(),
+        "two keys made two effects",
+        after - before == 2,
+        "two effects",
+        effects(after - before),
+        &exchanges,
+    );
+    Some(())
+}
