@@ -166,21 +166,39 @@ pub async fn counted<F: Front>(front: &F, checks: &mut Checks) -> Option<i64> {
     match front.count().await {
         Ok(n) => Some(n),
         Err(problem) => {
-            checks.add(
-                Grade::lab(),
-                format!(
-                    "the effects can be counted as {} says",
-                    front.count_section()
-                ),
-                false,
-                "a count",
-                problem,
-                &[],
-            );
+            count_failed(checks, front.count_section(), &problem);
             None
         }
     }
 }
+
+/// A count the check could not read as `section` (`[count]`) says: the point stops there,
+/// reported failed, since nothing after it can be judged.
+pub fn count_failed(checks: &mut Checks, section: &str, problem: &impl std::fmt::Display) {
+    checks.add(
+        Grade::lab(),
+        format!("the effects can be counted as {section} says"),
+        false,
+        "a count",
+        problem.to_string(),
+        &[],
+    );
+}
+
+/// The effects now, or else the point's report as it stands, returned from the point: `front`
+/// is a probe (or an `Arc` of one) with [`Front`] in scope.
+macro_rules! count_or_stop {
+    ($front:expr, $checks:expr, $name:expr, $title:expr) => {
+        match $front.count().await {
+            Ok(n) => n,
+            Err(problem) => {
+                $crate::check::both::count_failed(&mut $checks, $front.count_section(), &problem);
+                return $crate::check::report::PointReport::covered($name, $title, $checks.0);
+            }
+        }
+    };
+}
+pub(crate) use count_or_stop;
 
 /// Sends a point's first call and checks that it succeeded and named its effect; `None` (with
 /// the failed sub-check added) when it did not, since nothing after it can be judged.

@@ -16,7 +16,7 @@ use std::time::Duration;
 use regex::Regex;
 use serde_json::Value;
 
-use super::both::{Front, Told, effects, section};
+use super::both::{Front, Told, count_or_stop, effects, section};
 use super::history::{Answer, Sent, WRAPPER_TO_API};
 use super::points::{Run, run_selected};
 use super::probe::same_effect;
@@ -27,28 +27,6 @@ use crate::contract::points as registry;
 use crate::contract::points::Selection;
 use crate::http::proxy::Fate;
 use crate::http::wire::{ProblemType, problem as problem_type};
-
-macro_rules! count_or_stop {
-    ($front:expr, $checks:expr, $name:expr, $title:expr) => {
-        match $front.count().await {
-            Ok(n) => n,
-            Err(problem) => {
-                $checks.add(
-                    Grade::lab(),
-                    format!(
-                        "the effects can be counted as {} says",
-                        $front.count_section()
-                    ),
-                    false,
-                    "a count",
-                    problem,
-                    &[],
-                );
-                return PointReport::covered($name, $title, $checks.0);
-            }
-        }
-    };
-}
 
 /// Every hop point, in order; none without `[upstream]`.
 pub async fn all<F: Front>(front: &F, selection: &Selection) -> Vec<PointReport> {

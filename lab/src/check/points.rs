@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::both::{self, effects, section};
+use super::both::{self, Front, count_or_stop, effects, section};
 use super::calibration::{Retried, retried};
 use super::content::{self, content_of};
 use super::history::Answer;
@@ -55,25 +55,7 @@ impl Checks {
     /// The effect count now; `None`, with the failed sub-check added, when it cannot be read (the
     /// point stops there: nothing after it can be judged).
     async fn count(&mut self, probe: &Probe) -> Option<i64> {
-        match probe.count().await {
-            Ok(n) => Some(n),
-            Err(problem) => {
-                self.count_failed(&problem);
-                None
-            }
-        }
-    }
-
-    /// A count the check could not read: the point stops, reported failed.
-    fn count_failed(&mut self, problem: &impl std::fmt::Display) {
-        self.add(
-            Grade::lab(),
-            "the effects can be counted as [count] says",
-            false,
-            "a count",
-            problem.to_string(),
-            &[],
-        );
+        both::counted(probe, self).await
     }
 }
 
@@ -244,18 +226,6 @@ pub fn file_at_fault(probe: &Probe, points: &[PointReport]) -> Option<Stop> {
             ),
         )
     })
-}
-
-macro_rules! count_or_stop {
-    ($probe:expr, $checks:expr, $name:expr, $title:expr) => {
-        match $probe.count().await {
-            Ok(n) => n,
-            Err(problem) => {
-                $checks.count_failed(&problem);
-                return PointReport::covered($name, $title, $checks.0);
-            }
-        }
-    };
 }
 
 /// Sends the first request of a point and checks that it succeeded; `None` (with the failed
@@ -556,7 +526,7 @@ async fn hang_up_at(
         if let Err(problem) =
             count_until_risen(|| probe.count(), before, probe.target.service.timeout).await
         {
-            checks.count_failed(&problem);
+            both::count_failed(checks, probe.count_section(), &problem);
             return None;
         }
     } else {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::super::both::{self, effects, needs_key, section};
+use super::super::both::{self, Front, count_or_stop, effects, needs_key, section};
 use super::super::points::{Run, count_until_risen, run_selected};
 use super::super::probe::same_effect;
 use super::super::report::{Calibration, Callers, Checks};
@@ -35,25 +35,6 @@ fn ids(seen: &[Seen]) -> Vec<usize> {
 fn last(seen: &[Seen]) -> &Seen {
     // send_settled sends at least once.
     &seen[seen.len() - 1]
-}
-
-macro_rules! count_or_stop {
-    ($probe:expr, $checks:expr, $name:expr, $title:expr) => {
-        match $probe.count().await {
-            Ok(n) => n,
-            Err(problem) => {
-                $checks.add(
-                    Grade::lab(),
-                    "the effects can be counted as [mcp.count] says",
-                    false,
-                    "a count",
-                    problem.to_string(),
-                    &[],
-                );
-                return PointReport::covered($name, $title, $checks.0);
-            }
-        }
-    };
 }
 
 /// Every point, in order; the key-required point first, since without a key nothing else is safe.
