@@ -140,22 +140,32 @@ pub fn needs_key<F: Front>(
     name: &'static str,
     title: &'static str,
 ) -> Option<PointReport> {
+    without_key(
+        front,
+        (name, title),
+        ", which this point needs",
+        "a retry cannot be told from a new call, so this point cannot pass",
+    )
+}
+
+/// The report of a point on a create that takes no key (`None` when it takes one): `why` the
+/// point needs one (the sentence's end, from its comma or space), and what is `lost` without it.
+pub fn without_key<F: Front>(
+    front: &F,
+    (name, title): (&'static str, &'static str),
+    why: &str,
+    lost: &str,
+) -> Option<PointReport> {
     if front.keyed() {
         return None;
     }
     let mut checks = Checks::new();
     checks.add(
         Grade::lab(),
-        format!(
-            "{} takes an operation key, which this point needs",
-            front.subject()
-        ),
+        format!("{} takes an operation key{why}", front.subject()),
         false,
         front.key_place(),
-        format!(
-            "{} takes no key: a retry cannot be told from a new call, so this point cannot pass",
-            front.create_name()
-        ),
+        format!("{} takes no key: {lost}", front.create_name()),
         &[],
     );
     Some(PointReport::covered(name, title, checks.0))

@@ -16,7 +16,7 @@ use std::time::Duration;
 use regex::Regex;
 use serde_json::Value;
 
-use super::both::{Front, Told, count_or_stop, effects, section};
+use super::both::{Front, Told, count_or_stop, effects, section, without_key};
 use super::history::{Answer, Sent, WRAPPER_TO_API};
 use super::points::{Run, run_selected};
 use super::probe::same_effect;
@@ -236,26 +236,12 @@ fn key_list(keys: &[Option<String>]) -> String {
 
 /// A point that needs a key, on a tool that takes none: it cannot pass, and `hop-key` shows why.
 fn cannot<F: Front>(front: &F, name: &'static str, title: &'static str) -> Option<PointReport> {
-    if front.keyed() {
-        return None;
-    }
-    let mut checks = Checks::new();
-    checks.add(
-        Grade::lab(),
-        format!(
-            "{} takes an operation key to pass on to the API",
-            front.subject()
-        ),
-        false,
-        front.key_place(),
-        format!(
-            "{} takes no key: the API cannot tell a retry from a new call (hop-key shows the \
-             creates)",
-            front.create_name()
-        ),
-        &[],
-    );
-    Some(PointReport::covered(name, title, checks.0))
+    without_key(
+        front,
+        (name, title),
+        " to pass on to the API",
+        "the API cannot tell a retry from a new call (hop-key shows the creates)",
+    )
 }
 
 /// The two sub-checks a retried intention ends with: every create of it carried the agent's key,
