@@ -27,6 +27,11 @@ pub mod section {
     pub const SECURITY: &str = "5";
 }
 
+/// The grade of a retry's promise: the lab's rule, over the draft's SHOULD at 2.6.
+pub fn lab26() -> Grade {
+    Grade::lab_over_should(section::ENFORCEMENT)
+}
+
 /// A create's fields, by name.
 pub type Fields = std::collections::BTreeMap<String, Value>;
 

@@ -16,7 +16,7 @@ use std::time::Duration;
 use regex::Regex;
 use serde_json::Value;
 
-use super::both::{Front, Told, count_or_stop, effects, section, without_key};
+use super::both::{Front, Told, count_or_stop, effects, lab26, section, without_key};
 use super::history::{Answer, Sent, WRAPPER_TO_API};
 use super::points::{Run, run_selected};
 use super::probe::same_effect;
@@ -256,7 +256,7 @@ fn kept_and_once(
 ) {
     keys_carried(checks, api, hops, key, keys);
     checks.add(
-        Grade::lab_over_should(section::ENFORCEMENT),
+        lab26(),
         once,
         delta == 1,
         "one effect in all",
@@ -469,7 +469,7 @@ async fn payload<F: Front>(front: &F, api: &UpstreamApi) -> PointReport {
     let same = parsed.len() >= 2 && parsed.iter().all(|p| p.is_some() && *p == parsed[0]);
     let ids: Vec<usize> = first.ids.iter().chain(&second.ids).copied().collect();
     checks.add(
-        Grade::lab_over_should(section::ENFORCEMENT),
+        lab26(),
         "the retry's body means what the first call's did, so the API replays it",
         same,
         "the same JSON on every create of the intention",
@@ -532,7 +532,7 @@ async fn retry<F: Front>(front: &F, api: &UpstreamApi) -> PointReport {
     );
     let expected = first.told.identity.as_deref().unwrap_or("none");
     checks.add(
-        Grade::lab_over_should(section::ENFORCEMENT),
+        lab26(),
         "the agent's retry is told of the first call's effect",
         second.told.success && same_effect(&second.told.identity, &first.told.identity),
         format!("{} naming {expected}", front.result_word()),
@@ -586,7 +586,7 @@ fn judge_what_the_agent_is_told<F: Front>(
         // The wrapper resent by itself and got the API's replay: a success is true only if it
         // names the effect the API committed.
         checks.add(
-            Grade::lab_over_should(section::ENFORCEMENT),
+            lab26(),
             "a success names the effect the API committed, never another",
             names_id(read.identity.as_deref(), committed),
             format!(
@@ -708,7 +708,7 @@ async fn api_lost<F: Front>(front: &F, api: &UpstreamApi) -> PointReport {
     );
     if let Some(retry) = hops.get(1) {
         checks.add(
-            Grade::lab_over_should(section::ENFORCEMENT),
+            lab26(),
             "the agent's retry is told of the effect the API committed",
             retry.told.success && names_id(retry.told.identity.as_deref(), committed.as_deref()),
             format!(
@@ -1056,7 +1056,7 @@ fn judge_together<F: Front>(
             .iter()
             .all(|t| names_id(t.identity.as_deref(), committed.first().map(String::as_str)));
     checks.add(
-        Grade::lab_over_should(section::ENFORCEMENT),
+        lab26(),
         "every call told a success is told of the one effect the API committed",
         one,
         format!(
@@ -1478,7 +1478,7 @@ async fn errors<F: Front>(front: &F, api: &UpstreamApi) -> PointReport {
         "the retry after the 409 carries the same key",
     );
     checks.add(
-        Grade::lab_over_should(section::ENFORCEMENT),
+        lab26(),
         "the retry after the 409 makes the one effect",
         after - before == 1 && retry.told.success,
         format!("one effect, and {} naming it", front.result_word()),

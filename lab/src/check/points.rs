@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::both::{self, Front, count_or_stop, effects, section};
+use super::both::{self, Front, count_or_stop, effects, lab26, section};
 use super::calibration::{Retried, retried};
 use super::content::{self, content_of};
 use super::history::Answer;
@@ -57,10 +57,6 @@ impl Checks {
     async fn count(&mut self, probe: &Probe) -> Option<i64> {
         both::counted(probe, self).await
     }
-}
-
-fn lab26() -> Grade {
-    Grade::lab_over_should(section::ENFORCEMENT)
 }
 
 /// A point of the registry and the run that checks it: a future, so a point the selection leaves

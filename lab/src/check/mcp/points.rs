@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::super::both::{self, Front, count_or_stop, effects, needs_key, section};
+use super::super::both::{self, Front, count_or_stop, effects, lab26, needs_key, section};
 use super::super::points::{Run, count_until_risen, run_selected};
 use super::super::probe::same_effect;
 use super::super::report::{Calibration, Callers, Checks};
@@ -22,10 +22,6 @@ use crate::contract::points::Selection;
 mod rule {
     pub const ANNOTATIONS: &str = "tools: annotations are hints, untrusted";
     pub const CANCELLATION: &str = "cancellation: the work may have finished";
-}
-
-fn lab26() -> Grade {
-    Grade::lab_over_should(section::ENFORCEMENT)
 }
 
 fn ids(seen: &[Seen]) -> Vec<usize> {
