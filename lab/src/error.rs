@@ -308,6 +308,12 @@ fn key_label(key: &Option<String>) -> String {
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// `text` on one line, as a message is printed: every run of white space, line breaks included,
+/// becomes one space.
+pub(crate) fn folded(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// What a target file's validation found wrong: the field at fault (`key.shape`,
 /// `callers[1].headers`, `[count]`), what is wrong with its value, and the fix where there is one
 /// to give. It prints as `field: problem; fix`, the line `lab check` prints after the file's path.
@@ -345,9 +351,7 @@ impl FieldError {
             error: self,
         }
     }
-}
 
-impl FieldError {
     /// The problem and its fix, without the field: `problem; fix`.
     pub fn what(&self) -> String {
         match &self.fix {

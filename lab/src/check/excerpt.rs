@@ -100,7 +100,7 @@ pub const QUOTED: usize = 300;
 
 /// `text` cut to [`QUOTED`] characters on one line, marking the cut.
 pub fn one_line(text: &str) -> String {
-    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let one_line = crate::error::folded(text);
     let mut out: String = one_line.chars().take(QUOTED).collect();
     if out.len() < one_line.len() {
         out.push_str(&format!("… ({} bytes in all)", text.len()));

@@ -100,8 +100,7 @@ impl std::fmt::Display for Stop {
 impl From<super::target::FieldError> for Stop {
     /// The file's fault, at the field the error names.
     fn from(err: super::target::FieldError) -> Stop {
-        // On one line, as a mismatch is printed (not through `excerpt`, which reads reports).
-        let problem = err.what().split_whitespace().collect::<Vec<_>>().join(" ");
+        let problem = crate::error::folded(&err.what());
         Stop::mismatch(err.field, problem)
     }
 }

@@ -587,10 +587,9 @@ pub(crate) type Checked<T> = std::result::Result<T, FieldError>;
 /// A target file's TOML that does not parse: toml's message names the line, the column and the
 /// key; kept on one line.
 pub(crate) fn not_toml(path: &Path, err: &toml::de::Error) -> Error {
-    let message = err.to_string();
     Error::InputInvalid {
         subject: path.display().to_string(),
-        problem: message.split_whitespace().collect::<Vec<_>>().join(" "),
+        problem: crate::error::folded(&err.to_string()),
     }
 }
 

@@ -1,5 +1,6 @@
 //! The MCP check's points: the HTTP check's where they apply to a tool call (replay, a changed
-//! payload, a new key, concurrent calls, scope, key forms, an error then a corrected call), and
+//! payload, concurrent calls, scope, key forms, an error then a corrected call; a new key is
+//! written once for both fronts in `both.rs`), and
 //! MCP's own: a lost result, a cancelled call whose work finished, a reconnect before the
 //! retry, and the tool's annotations reported as the hints they are. Each point counts the
 //! change in effects, and each fault it injects is proved to have fired before it is judged.
