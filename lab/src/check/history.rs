@@ -79,6 +79,22 @@ pub enum Answer {
 }
 
 impl Answer {
+    /// Whether both are replies with the same body (as JSON, where both are).
+    pub fn same_body(&self, other: &Answer) -> bool {
+        match (self, other) {
+            (Answer::Reply { body: x, .. }, Answer::Reply { body: y, .. }) => {
+                match (
+                    serde_json::from_str::<serde_json::Value>(x),
+                    serde_json::from_str::<serde_json::Value>(y),
+                ) {
+                    (Ok(x), Ok(y)) => x == y,
+                    _ => x == y,
+                }
+            }
+            _ => false,
+        }
+    }
+
     /// The status, when there was a reply.
     pub fn status(&self) -> Option<u16> {
         match self {
@@ -243,8 +259,12 @@ impl History {
         id
     }
 
-    /// Records a count read now, after the exchanges recorded so far.
-    pub fn record_count(&self, value: i64) {
+    /// Records a count read now, after the exchanges recorded so far (a count that could not
+    /// be read is passed on, unrecorded).
+    pub fn record_count<E>(&self, counted: Result<i64, E>) -> Result<i64, E> {
+        let Ok(value) = counted else {
+            return counted;
+        };
         let after = self
             .exchanges
             .lock()
@@ -254,6 +274,7 @@ impl History {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .push(CountRead { after, value });
+        counted
     }
 
     /// Every count read so far, in order.

@@ -719,11 +719,7 @@ impl Probe {
     /// # Errors
     /// The reason, when the count cannot be read.
     pub async fn count(&self) -> Result<i64, FieldError> {
-        let counted = self.count_unrecorded().await;
-        if let Ok(value) = counted {
-            self.history.record_count(value);
-        }
-        counted
+        self.history.record_count(self.count_unrecorded().await)
     }
 
     async fn count_unrecorded(&self) -> Result<i64, FieldError> {
@@ -982,7 +978,12 @@ fn count_in(answer: &Answer, pointer: &str) -> Result<i64, String> {
     }
     let json: Value =
         serde_json::from_str(body).map_err(|err| format!("the answer is not JSON: {err}"))?;
-    match json.pointer(pointer) {
+    count_at(&json, pointer)
+}
+
+/// The count `source` holds at `pointer`: a list's length, or a number (as a number or text).
+pub(crate) fn count_at(source: &Value, pointer: &str) -> Result<i64, String> {
+    match source.pointer(pointer) {
         Some(Value::Array(items)) => Ok(items.len() as i64),
         Some(Value::Number(n)) if n.as_i64().is_some() => Ok(n.as_i64().unwrap_or_default()),
         Some(Value::String(text)) if text.parse::<i64>().is_ok() => {

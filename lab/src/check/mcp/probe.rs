@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use super::super::excerpt::one_line;
 use super::super::history::{Answer, History, Sent};
-use super::super::probe::{Change, changes, command_count, render, sqlite_count, tagged};
+use super::super::probe::{Change, changes, command_count, count_at, render, sqlite_count, tagged};
 use super::super::report::Stop;
 use super::super::target::{in_folder, program_in};
 use super::target::{McpCount, McpIdentity, McpTarget, McpTransport};
@@ -691,11 +691,7 @@ impl McpProbe {
     /// A mismatch naming the `[mcp.count]` field at fault, or unreachable when the server did
     /// not answer.
     pub async fn count(&self) -> Result<i64, Stop> {
-        let counted = self.count_unrecorded().await;
-        if let Ok(value) = counted {
-            self.history.record_count(value);
-        }
-        counted
+        self.history.record_count(self.count_unrecorded().await)
     }
 
     async fn count_unrecorded(&self) -> Result<i64, Stop> {
@@ -857,18 +853,6 @@ fn texts(result: &Value) -> String {
                 .join("\n")
         })
         .unwrap_or_default()
-}
-
-fn count_at(source: &Value, pointer: &str) -> Result<i64, String> {
-    match source.pointer(pointer) {
-        Some(Value::Array(items)) => Ok(items.len() as i64),
-        Some(Value::Number(n)) if n.as_i64().is_some() => Ok(n.as_i64().unwrap_or_default()),
-        Some(Value::String(text)) if text.parse::<i64>().is_ok() => {
-            Ok(text.parse().unwrap_or_default())
-        }
-        Some(other) => Err(format!("{pointer} holds {other}, not a list or a number")),
-        None => Err(format!("nothing at {pointer}")),
-    }
 }
 
 /// Whether a process is still running (not gone, not a zombie), from `/proc`.
