@@ -1,15 +1,19 @@
 //! The points an HTTP service and an MCP server share, written once against a [`Front`]: the
-//! create is called, counted and read in the file's terms, whichever front takes it. A point
-//! moves here from `points.rs` and `mcp/points.rs` when both copies say the same thing; what
-//! only one front has (a replay's mark and status, an MCP tool's annotations) stays with it.
+//! create is called, counted and read in the file's terms, whichever front takes it. Here so
+//! far: `retry-replays`, `reply-dropped` and `new-key-same-payload`. A point moves here from
+//! `points.rs` and `mcp/points.rs` when both copies say the same thing; what only one front
+//! adds is a hook of `Front` that front implements (an HTTP replay's status, body and mark:
+//! [`Front::replay_marks`]; an effect read back: [`content::ReadBack`]), and a point only one
+//! front has (an MCP tool's annotations, a cut-off request) stays with it.
 
 use std::time::Duration;
 
 use serde_json::Value;
 
+use super::content;
 use super::history::{Answer, History};
 use super::probe::{Change, same_effect};
-use super::report::{Checks, Grade, PointReport};
+use super::report::{Calibration, Checks, Grade, PointReport};
 use super::upstream::UpstreamApi;
 use crate::contract::points as registry;
 
@@ -38,7 +42,7 @@ pub type Fields = std::collections::BTreeMap<String, Value>;
 /// What the agent calls, in front of the API the lab serves: an MCP server's create tool, or an
 /// HTTP gateway's create route. The hop points are written once against it.
 #[allow(async_fn_in_trait)]
-pub trait Front {
+pub(crate) trait Front: content::ReadBack {
     /// One call, as a point means it.
     type Call: Clone;
     /// A session (MCP) or a run of the gateway's process (HTTP), for the restart point.
@@ -61,6 +65,9 @@ pub trait Front {
     fn key_place(&self) -> String;
     /// The field that says which fields may change, for messages: `mcp.tool.vary`.
     fn vary_field(&self) -> &'static str;
+    /// The field that describes `caller`'s create, for messages: `create` for the first,
+    /// `callers[1]`, `mcp.callers[1]`.
+    fn caller_field(&self, caller: usize) -> String;
     /// The count's section, for messages: `[mcp.count]`.
     fn count_section(&self) -> &'static str;
     /// How many calls the concurrent point sends together (the file's load).
@@ -109,6 +116,10 @@ pub trait Front {
     async fn close(&self, session: Self::Session) -> String;
     /// The effects now.
     async fn count(&self) -> Result<i64, String>;
+    /// The front's own sub-checks of a replay (`retry` the immediate retry of `first`), or of
+    /// the first answer itself (`retry` is `None`): an HTTP reply's status, body and replay
+    /// mark. An MCP result has none of them.
+    fn replay_marks(&self, _checks: &mut Checks, _first: &Told, _retry: Option<&Told>) {}
 }
 
 /// What the agent was told, read in the file's terms.
@@ -129,6 +140,23 @@ pub struct Told {
     pub text: String,
     /// The answer in words, for a report line.
     pub described: String,
+}
+
+/// Notes that `what`, a create as `caller` (`who`), succeeded as exchange `id`, naming
+/// `identity`.
+pub fn held_created<F: Front>(
+    front: &F,
+    calibration: &mut Calibration,
+    (caller, who): (usize, &str),
+    what: &str,
+    (identity, id): (&str, usize),
+) {
+    calibration.held(
+        "create",
+        front.caller_field(caller),
+        format!("{what} as {who} succeeds, naming {identity}"),
+        &[id],
+    );
 }
 
 /// `one effect`, `2 effects`.
@@ -284,6 +312,189 @@ async fn new_key_checks<F: Front>(front: &F, checks: &mut Checks) -> Option<()> 
         after - before == 2,
         "two effects",
         effects(after - before),
+        &exchanges,
+    );
+    Some(())
+}
+
+/// `no new effect`, `one new effect`, `2 new effects`.
+pub(crate) fn new_effects(delta: i64) -> String {
+    match delta {
+        0 => "no new effect".to_owned(),
+        1 => "one new effect".to_owned(),
+        n => format!("{n} new effects"),
+    }
+}
+
+/// `retry-replays`: the same call under the same key, at once and after a pause, gets the
+/// first effect again and makes none of its own.
+pub async fn replay<F: Front>(front: &F) -> PointReport {
+    let point = &registry::RETRY_REPLAYS;
+    if let Some(report) = needs_key(front, point.id, point.title) {
+        return report;
+    }
+    let mut checks = Checks::new();
+    replay_checks(front, &mut checks).await;
+    PointReport::covered(point.id, point.title, checks.0)
+}
+
+/// The sub-checks of `retry-replays`; `None` where it stopped.
+async fn replay_checks<F: Front>(front: &F, checks: &mut Checks) -> Option<()> {
+    let name = registry::RETRY_REPLAYS.id;
+    let before = counted(front, checks).await?;
+    let step = format!("the first {}", front.call_word());
+    let call = front.keyed_call(&step, &front.fresh_fields());
+    let first = first(front, name, checks, &call, &step).await?;
+    front.replay_marks(checks, &first, None);
+    let after_first = counted(front, checks).await?;
+    checks.add(
+        Grade::lab(),
+        format!("{step} made one effect"),
+        after_first - before == 1,
+        "one effect",
+        effects(after_first - before),
+        &[first.id],
+    );
+    let effect = content::content_of(front, first.identity.as_deref()).await;
+    let identity = first.identity.as_deref();
+    let now = front
+        .send(name, None, &front.again(&call, "an immediate retry", None))
+        .await;
+    let what = (
+        lab26(),
+        "an immediate retry succeeds and names the first effect",
+    );
+    retry_matches(front, checks, what, identity, &now, &[now.id]);
+    front.replay_marks(checks, &first, Some(&now));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let retry = front.again(&call, "a retry after a pause", None);
+    let later = front.send(name, None, &retry).await;
+    let what = (
+        lab26(),
+        "a retry after a pause still replays the first effect",
+    );
+    retry_matches(front, checks, what, identity, &later, &[later.id]);
+    let after = counted(front, checks).await?;
+    content::judged(
+        checks,
+        (
+            lab26(),
+            "the retries made no effect".to_owned(),
+            "no new effect",
+        ),
+        (after == after_first, new_effects(after - after_first)),
+        content::since(front, &effect).await,
+        &[now.id, later.id],
+    );
+    Some(())
+}
+
+/// A retry's answer against the first effect (`first`, the identity it was named by): a
+/// success naming the same one.
+pub fn retry_matches<F: Front>(
+    front: &F,
+    checks: &mut Checks,
+    (grade, what): (Grade, &str),
+    first: Option<&str>,
+    retry: &Told,
+    exchanges: &[usize],
+) -> bool {
+    let expected = first.unwrap_or("none");
+    let passed = retry.success && first.is_some() && retry.identity.as_deref() == first;
+    let observed = if retry.success && (retry.identity.is_none() || first.is_none()) {
+        format!(
+            "{}: no identity on one side, so which effect it names cannot be told",
+            retry.described
+        )
+    } else if retry.success && !passed {
+        format!(
+            "{}: another effect than the first ({expected})",
+            retry.described
+        )
+    } else {
+        retry.described.clone()
+    };
+    checks.add(
+        grade,
+        what,
+        passed,
+        format!(
+            "{} naming the first effect ({expected})",
+            front.result_word()
+        ),
+        observed,
+        exchanges,
+    )
+}
+
+/// `reply-dropped`: a call's reply is lost after its work was done, and the caller retries
+/// under the same key (a create without a key is retried as it is, and shows what that does).
+/// The check reads the lost reply only after the retry, as the history's record of what the
+/// front said: the caller never saw it.
+pub async fn lost_reply<F: Front>(front: &F) -> PointReport {
+    let point = &registry::REPLY_DROPPED;
+    let mut checks = Checks::new();
+    lost_reply_checks(front, &mut checks).await;
+    PointReport::covered(point.id, point.title, checks.0)
+}
+
+/// The sub-checks of `reply-dropped`; `None` where it stopped.
+async fn lost_reply_checks<F: Front>(front: &F, checks: &mut Checks) -> Option<()> {
+    let name = registry::REPLY_DROPPED.id;
+    let before = counted(front, checks).await?;
+    let step = format!("the {} whose reply is lost", front.call_word());
+    let call = front.keyed_call(&step, &front.fresh_fields());
+    let lost = front.send(name, None, &call).await;
+    let after_lost = counted(front, checks).await?;
+    let fired = checks.add(
+        Grade::lab(),
+        "the fault fired: the lost call's work happened before the retry",
+        after_lost - before == 1,
+        "one effect before the retry, its reply discarded unread",
+        format!("{}; its reply discarded", effects(after_lost - before)),
+        &[lost.id],
+    );
+    if !fired {
+        return None;
+    }
+    let effect = content::content_of(front, lost.identity.as_deref()).await;
+    let retry = front.again(&call, "the retry after the lost reply", None);
+    let retried = front.send_settled(name, &retry).await;
+    let last = retried.last()?;
+    let mut exchanges = vec![lost.id];
+    exchanges.extend(retried.iter().map(|told| told.id));
+    if lost.identity.is_some() {
+        retry_matches(
+            front,
+            checks,
+            (
+                lab26(),
+                "the retry succeeds and names the effect whose reply was lost",
+            ),
+            lost.identity.as_deref(),
+            last,
+            &exchanges,
+        );
+    } else {
+        checks.add(
+            lab26(),
+            "the retry succeeds and names the effect the lost call made",
+            last.success && last.identity.is_some(),
+            format!("{} naming the effect", front.result_word()),
+            last.described.clone(),
+            &exchanges,
+        );
+    }
+    let after = counted(front, checks).await?;
+    content::judged(
+        checks,
+        (
+            lab26(),
+            "the lost reply and its retry made one effect".to_owned(),
+            "one effect",
+        ),
+        (after - before == 1, effects(after - before)),
+        content::since(front, &effect).await,
         &exchanges,
     );
     Some(())

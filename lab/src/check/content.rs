@@ -9,14 +9,21 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::probe::{Probe, Read};
 use super::report::{Checks, Grade};
 
 /// Why content cannot be compared without a `[read]`.
-const NO_READ: &str = "the target file declares no [read], and a count cannot see an effect \
+pub(crate) const NO_READ: &str = "the target file declares no [read], and a count cannot see an effect \
                        changed in place under the same key (an overwrite, a retry that writes \
                        again). Declare [read], a request or a query that reads one effect by its \
                        identity, to compare the effect's content";
+
+/// What reads one effect back by its identity (the HTTP check's `[read]`); every front of the
+/// shared points is one, and says why where it cannot read.
+#[allow(async_fn_in_trait)]
+pub(crate) trait ReadBack {
+    /// The effect `identity` names, as JSON; why not, where it cannot be read.
+    async fn content(&self, identity: &str) -> Result<Value, String>;
+}
 
 /// The first effect as `[read]` read it, with what changed between two reads that had nothing
 /// sent between them (a time, a view counter), which no comparison counts.
@@ -38,15 +45,15 @@ pub(crate) enum Since {
 
 /// The first effect's content, read twice; why not, when it cannot be read (no `[read]`, no
 /// identity, a read that fails).
-pub(crate) async fn content_of(probe: &Probe, first: &Read) -> Result<Content, String> {
-    if probe.target.read.is_none() {
-        return Err(NO_READ.to_owned());
-    }
-    let Some(identity) = first.identity.clone() else {
+pub(crate) async fn content_of<F: ReadBack>(
+    front: &F,
+    identity: Option<&str>,
+) -> Result<Content, String> {
+    let Some(identity) = identity.map(str::to_owned) else {
         return Err("the first answer named no effect to read back".to_owned());
     };
-    let one = read(probe, &identity).await?;
-    let two = read(probe, &identity).await?;
+    let one = read(front, &identity).await?;
+    let two = read(front, &identity).await?;
     let restless = one
         .keys()
         .chain(two.keys())
@@ -60,18 +67,11 @@ pub(crate) async fn content_of(probe: &Probe, first: &Read) -> Result<Content, S
     })
 }
 
-async fn read(probe: &Probe, identity: &str) -> Result<BTreeMap<String, Value>, String> {
-    match probe.read_effect(identity).await {
-        None => Err(NO_READ.to_owned()),
-        Some(Ok(value)) => {
-            let mut flat = BTreeMap::new();
-            flatten(&value, String::new(), &mut flat);
-            Ok(flat)
-        }
-        Some(Err(problem)) => Err(format!(
-            "[read] could not read the effect {identity}: {problem}"
-        )),
-    }
+async fn read<F: ReadBack>(front: &F, identity: &str) -> Result<BTreeMap<String, Value>, String> {
+    let value = front.content(identity).await?;
+    let mut flat = BTreeMap::new();
+    flatten(&value, String::new(), &mut flat);
+    Ok(flat)
 }
 
 /// Every scalar of `value` by its JSON pointer.
@@ -95,12 +95,12 @@ fn flatten(value: &Value, at: String, out: &mut BTreeMap<String, Value>) {
 }
 
 /// How the first effect changed since `content` was read.
-pub(crate) async fn since(probe: &Probe, content: &Result<Content, String>) -> Since {
+pub(crate) async fn since<F: ReadBack>(front: &F, content: &Result<Content, String>) -> Since {
     let content = match content {
         Ok(content) => content,
         Err(why) => return Since::Unknown(why.clone()),
     };
-    let after = match read(probe, &content.identity).await {
+    let after = match read(front, &content.identity).await {
         Ok(after) => after,
         Err(why) => return Since::Unknown(why),
     };

@@ -29,7 +29,7 @@ use crate::http::proxy::Fate;
 use crate::http::wire::{ProblemType, problem as problem_type};
 
 /// Every hop point, in order; none without `[upstream]`.
-pub async fn all<F: Front>(front: &F, selection: &Selection) -> Vec<PointReport> {
+pub(crate) async fn all<F: Front>(front: &F, selection: &Selection) -> Vec<PointReport> {
     let Some(api) = front.api() else {
         return Vec::new();
     };
@@ -56,7 +56,7 @@ pub async fn all<F: Front>(front: &F, selection: &Selection) -> Vec<PointReport>
 /// When the calibration stopped on a wrapper whose creates the API refused (400 or 422): the
 /// calibration as it stands, and the points that show what the wrapper did to the key. `None`
 /// when the API refused nothing, or those points find nothing wrong, so the file is at fault.
-pub async fn when_refused<F: Front>(
+pub(crate) async fn when_refused<F: Front>(
     front: &F,
     mismatch: &str,
     selection: &Selection,

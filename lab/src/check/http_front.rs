@@ -6,9 +6,12 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::both::{Fields, Front, Told};
+use super::both::{Fields, Front, Told, section};
+use super::content::{NO_READ, ReadBack};
 use super::history::{Answer, History};
 use super::probe::{BodyForm, Call, Change, KeyWire, Probe, Seen, render};
+use super::report::{Checks, Grade};
+use super::target::Replay;
 use super::upstream::UpstreamApi;
 
 impl Front for Probe {
@@ -50,6 +53,14 @@ impl Front for Probe {
 
     fn vary_field(&self) -> &'static str {
         "create.vary"
+    }
+
+    fn caller_field(&self, caller: usize) -> String {
+        if caller == 0 {
+            "create".to_owned()
+        } else {
+            format!("callers[{caller}]")
+        }
     }
 
     fn count_section(&self) -> &'static str {
@@ -145,10 +156,71 @@ impl Front for Probe {
     async fn count(&self) -> Result<i64, String> {
         Probe::count(self).await.map_err(|err| err.to_string())
     }
+
+    fn replay_marks(&self, checks: &mut Checks, first: &Told, retry: Option<&Told>) {
+        let Some(now) = retry else {
+            if let Some(marked) = self.read(&first.answer, false).marked_replay {
+                checks.add(
+                    Grade::lab(),
+                    "the first answer is not marked as a replay",
+                    !marked,
+                    "no replay mark on a first answer",
+                    "marked as a replay",
+                    &[first.id],
+                );
+            }
+            return;
+        };
+        let expected_status = match self.target.replay {
+            Replay::Status(status) => Some(status),
+            _ => first.answer.status(),
+        };
+        checks.add(
+            Grade::should(section::ENFORCEMENT),
+            "the retry has the first answer's status (or the file's replay status)",
+            now.answer.status() == expected_status,
+            expected_status.map_or("-".to_owned(), |s| s.to_string()),
+            now.answer.summary(),
+            &[first.id, now.id],
+        );
+        checks.add(
+            Grade::should(section::ENFORCEMENT),
+            "the retry's body is the first answer's body (as JSON)",
+            first.answer.same_body(&now.answer),
+            "the same body",
+            if now.success {
+                "another body"
+            } else {
+                "not a success"
+            },
+            &[first.id, now.id],
+        );
+        if let Some(marked) = self.read(&now.answer, false).marked_replay {
+            checks.add(
+                Grade::lab(),
+                "the retry is marked as a replay, as [replay] says",
+                marked,
+                "the replay mark",
+                "no replay mark",
+                &[now.id],
+            );
+        }
+    }
+}
+
+impl ReadBack for Probe {
+    async fn content(&self, identity: &str) -> Result<Value, String> {
+        match self.read_effect(identity).await {
+            None => Err(NO_READ.to_owned()),
+            Some(read) => read.map_err(|problem| {
+                format!("[read] could not read the effect {identity}: {problem}")
+            }),
+        }
+    }
 }
 
 /// What the agent was told by one reply, in the file's terms.
-fn told(probe: &Probe, seen: Seen) -> Told {
+pub(crate) fn told(probe: &Probe, seen: Seen) -> Told {
     let read = probe.read(&seen.answer, false);
     let text = match &seen.answer {
         Answer::Reply { body, .. } => body.clone(),

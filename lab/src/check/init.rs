@@ -208,7 +208,7 @@ async fn probe_key(probe: &Probe) -> KeyGuess {
         .send(STEP, &call(KeyWire::Normal(key.clone())))
         .await
         .answer;
-    if !super::points::same_json(&bare, &again) {
+    if !bare.same_body(&again) {
         return KeyGuess::untold(format!(
             "the same key sent twice was answered {} then {} with another body, not a replay",
             bare.summary(),
@@ -229,7 +229,7 @@ async fn read_quoted(
     bare: &Answer,
     quoted: &Answer,
 ) -> KeyGuess {
-    if super::points::same_json(bare, quoted) {
+    if bare.same_body(quoted) {
         return KeyGuess::found(
             "sf-string",
             "the key sent bare and then quoted, as the draft's sf-string, was read as one key \

@@ -8,13 +8,12 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::Value;
-
-use super::both::{self, Front, count_or_stop, effects, lab26, section};
+use super::both::{self, Front, count_or_stop, effects, lab26, new_effects, section};
 use super::calibration::{Retried, retried};
 use super::content::{self, content_of};
 use super::history::Answer;
 use super::http::HangUp;
+use super::http_front::told;
 use super::probe::{BodyForm, Call, Change, KeyWire, Probe, Read, Seen, same_effect};
 use super::report::{Calibration, Callers, Checks, Grade, PointReport, Stop, SubCheck};
 use super::target::{Endpoint, KeyForm, Provocation, Replay};
@@ -85,8 +84,14 @@ pub async fn all(
     selection: &Selection,
 ) -> Vec<PointReport> {
     let runs: Vec<Run<'_>> = vec![
-        (&registry::RETRY_REPLAYS, Box::pin(replay(probe))),
-        (&registry::REPLY_DROPPED, Box::pin(lost_reply(probe))),
+        (
+            &registry::RETRY_REPLAYS,
+            Box::pin(both::replay(probe.as_ref())),
+        ),
+        (
+            &registry::REPLY_DROPPED,
+            Box::pin(both::lost_reply(probe.as_ref())),
+        ),
         (&registry::HANG_UP, Box::pin(hang_up(probe))),
         (&registry::CHANGED_PAYLOAD, Box::pin(changed_payload(probe))),
         (&registry::REORDERED_FIELDS, Box::pin(reordered(probe))),
@@ -254,31 +259,6 @@ fn ids(seen: &[Seen]) -> Vec<usize> {
     seen.iter().map(|s| s.id).collect()
 }
 
-/// Whether two answers are replies with the same body (as JSON, where both are).
-pub(crate) fn same_json(a: &Answer, b: &Answer) -> bool {
-    match (a, b) {
-        (Answer::Reply { body: x, .. }, Answer::Reply { body: y, .. }) => {
-            match (
-                serde_json::from_str::<Value>(x),
-                serde_json::from_str::<Value>(y),
-            ) {
-                (Ok(x), Ok(y)) => x == y,
-                _ => x == y,
-            }
-        }
-        _ => false,
-    }
-}
-
-/// `no new effect`, `one new effect`, `2 new effects`.
-fn new_effects(delta: i64) -> String {
-    match delta {
-        0 => "no new effect".to_owned(),
-        1 => "one new effect".to_owned(),
-        n => format!("{n} new effects"),
-    }
-}
-
 /// A retry's answer, judged against the first success: success, same identity.
 fn retry_matches(
     probe: &Probe,
@@ -288,190 +268,9 @@ fn retry_matches(
     retry: &Seen,
     grade: Grade,
 ) -> bool {
-    let read = probe.read(&retry.answer, false);
-    let passed = read.success && same_effect(&read.identity, &first.identity);
-    let observed = if read.success && (read.identity.is_none() || first.identity.is_none()) {
-        format!(
-            "{}: no identity on one side, so which effect it names cannot be told",
-            probe.describe(&retry.answer)
-        )
-    } else if read.success && !passed {
-        format!(
-            "{}: another effect than the first ({})",
-            probe.describe(&retry.answer),
-            first.identity.as_deref().unwrap_or("none")
-        )
-    } else {
-        probe.describe(&retry.answer)
-    };
-    checks.add(
-        grade,
-        what,
-        passed,
-        format!(
-            "a success naming the first effect ({})",
-            first.identity.as_deref().unwrap_or("none")
-        ),
-        observed,
-        &[retry.id],
-    )
-}
-
-async fn replay(probe: &Probe) -> PointReport {
-    const NAME: &str = registry::RETRY_REPLAYS.id;
-    const TITLE: &str = registry::RETRY_REPLAYS.title;
-    let mut checks = Checks::new();
-    replay_checks(probe, &mut checks, NAME).await;
-    PointReport::covered(NAME, TITLE, checks.0)
-}
-
-/// The replay point's sub-checks; `None` where it stopped.
-async fn replay_checks(probe: &Probe, checks: &mut Checks, name: &'static str) -> Option<()> {
-    let key = probe.fresh_key();
-    let fields = probe.fresh_fields(false);
-    let before = checks.count(probe).await?;
-    let call = probe.call("the first request", KeyWire::Normal(key), &fields);
-    let (first_seen, first_read) = first(probe, name, checks, &call).await?;
-    if let Some(marked) = first_read.marked_replay {
-        checks.add(
-            Grade::lab(),
-            "the first answer is not marked as a replay",
-            !marked,
-            "no replay mark on a first answer",
-            "marked as a replay",
-            &[first_seen.id],
-        );
-    }
-    let after_first = checks.count(probe).await?;
-    checks.add(
-        Grade::lab(),
-        "the first request made one effect",
-        after_first - before == 1,
-        "one effect",
-        effects(after_first - before),
-        &[first_seen.id],
-    );
-    let effect = content_of(probe, &first_read).await;
-    let mut retry = call.clone();
-    retry.step = "an immediate retry".to_owned();
-    let now = probe.send(name, &retry).await;
-    immediate_replay(probe, checks, (&first_seen, &first_read), &now);
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    retry.step = "a retry after a pause".to_owned();
-    let later = probe.send(name, &retry).await;
-    retry_matches(
-        probe,
-        checks,
-        "a retry after a pause still replays the first effect",
-        &first_read,
-        &later,
-        lab26(),
-    );
-    let after = checks.count(probe).await?;
-    content::judged(
-        checks,
-        (
-            lab26(),
-            "the retries made no effect".to_owned(),
-            "no new effect",
-        ),
-        (after == after_first, new_effects(after - after_first)),
-        content::since(probe, &effect).await,
-        &[now.id, later.id],
-    );
-    Some(())
-}
-
-/// An immediate retry, against the first answer: same effect, status, body, and the replay mark.
-fn immediate_replay(probe: &Probe, checks: &mut Checks, first: (&Seen, &Read), now: &Seen) {
-    let (first_seen, first_read) = first;
-    retry_matches(
-        probe,
-        checks,
-        "an immediate retry succeeds and names the first effect",
-        first_read,
-        now,
-        lab26(),
-    );
-    let now_read = probe.read(&now.answer, false);
-    let expected_status = match probe.target.replay {
-        Replay::Status(status) => Some(status),
-        _ => first_seen.answer.status(),
-    };
-    checks.add(
-        Grade::should(section::ENFORCEMENT),
-        "the retry has the first answer's status (or the file's replay status)",
-        now.answer.status() == expected_status,
-        expected_status.map_or("-".to_owned(), |s| s.to_string()),
-        now.answer.summary(),
-        &[first_seen.id, now.id],
-    );
-    checks.add(
-        Grade::should(section::ENFORCEMENT),
-        "the retry's body is the first answer's body (as JSON)",
-        same_json(&first_seen.answer, &now.answer),
-        "the same body",
-        if now_read.success {
-            "another body"
-        } else {
-            "not a success"
-        },
-        &[first_seen.id, now.id],
-    );
-    if let Some(marked) = now_read.marked_replay {
-        checks.add(
-            Grade::lab(),
-            "the retry is marked as a replay, as [replay] says",
-            marked,
-            "the replay mark",
-            "no replay mark",
-            &[now.id],
-        );
-    }
-}
-
-async fn lost_reply(probe: &Probe) -> PointReport {
-    const NAME: &str = registry::REPLY_DROPPED.id;
-    const TITLE: &str = registry::REPLY_DROPPED.title;
-    let mut checks = Checks::new();
-    let fields = probe.fresh_fields(false);
-    let before = count_or_stop!(probe, checks, NAME, TITLE);
-    let call = probe.call(
-        "the request whose reply is lost",
-        KeyWire::Normal(probe.fresh_key()),
-        &fields,
-    );
-    let Some((lost, lost_read)) = first(probe, NAME, &mut checks, &call).await else {
-        return PointReport::covered(NAME, TITLE, checks.0);
-    };
-    // The client never saw `lost`; only the history keeps it, to judge the retry.
-    let effect = content_of(probe, &lost_read).await;
-    let mut retry = call.clone();
-    retry.step = "the retry after the lost reply".to_owned();
-    let retried = probe.send_settled(NAME, &retry).await;
-    retry_matches(
-        probe,
-        &mut checks,
-        "the retry succeeds and names the effect whose reply was lost",
-        &lost_read,
-        last(&retried),
-        lab26(),
-    );
-    let after = count_or_stop!(probe, checks, NAME, TITLE);
-    let mut evidence = vec![lost.id];
-    evidence.extend(ids(&retried));
-    content::judged(
-        &mut checks,
-        (
-            lab26(),
-            "the lost reply and its retry made one effect".to_owned(),
-            "one effect",
-        ),
-        (after - before == 1, effects(after - before)),
-        content::since(probe, &effect).await,
-        &evidence,
-    );
-    PointReport::covered(NAME, TITLE, checks.0)
+    let told = told(probe, retry.clone());
+    let first = first.identity.as_deref();
+    both::retry_matches(probe, checks, (grade, what), first, &told, &[retry.id])
 }
 
 async fn hang_up(probe: &Probe) -> PointReport {
@@ -643,7 +442,7 @@ async fn changed_payload_checks(
     );
     let (first_seen, first_read) = first(probe, name, checks, &call).await?;
     let after_first = checks.count(probe).await?;
-    let effect = content_of(probe, &first_read).await;
+    let effect = content_of(probe, first_read.identity.as_deref()).await;
     let changed = probe.call(
         &format!("the same key with another payload ({})", change.what),
         KeyWire::Normal(key),
@@ -710,7 +509,7 @@ async fn changed_then_first_again(
     checks.add(
         Grade::should(section::ENFORCEMENT),
         format!("and answers the first body{pair}"),
-        same_json(&first_seen.answer, &last(&replayed).answer),
+        first_seen.answer.same_body(&last(&replayed).answer),
         "the first body",
         "another body",
         &[first_seen.id, last(&replayed).id],
@@ -771,7 +570,7 @@ async fn reordered(probe: &Probe) -> PointReport {
     let Some((_, first_read)) = first(probe, NAME, &mut checks, &call).await else {
         return PointReport::covered(NAME, TITLE, checks.0);
     };
-    let effect = content_of(probe, &first_read).await;
+    let effect = content_of(probe, first_read.identity.as_deref()).await;
     let mut respaced = call.clone();
     respaced.step = "the same payload, fields reversed and respaced".to_owned();
     respaced.body = BodyForm::Reordered(fields);
@@ -1069,7 +868,7 @@ async fn completed_round(
         return None;
     }
     let before = checks.count(probe).await?;
-    let effect = content_of(probe, &first_read).await;
+    let effect = content_of(probe.as_ref(), first_read.identity.as_deref()).await;
     let calls = (0..probe.target.load.callers)
         .map(|i| {
             probe.call(
@@ -1103,7 +902,7 @@ async fn completed_round(
     }
     found
         .contents
-        .push((round, content::since(probe, &effect).await));
+        .push((round, content::since(probe.as_ref(), &effect).await));
     found.rounds += 1;
     Some(())
 }
@@ -1274,7 +1073,7 @@ fn second_caller(
     let leak = read.success && same_effect(&read.identity, &first_read.identity);
     let same_body = read.success
         && first_read.identity.is_some()
-        && same_json(&first_seen.answer, &other_seen.answer);
+        && first_seen.answer.same_body(&other_seen.answer);
     checks.add(
         scope_grade(),
         format!("{second_name} is not given {first_name}'s effect"),
@@ -1334,7 +1133,7 @@ async fn other_endpoint(probe: &Probe) -> PointReport {
     let Some((first_seen, first_read)) = first(probe, NAME, &mut checks, &call).await else {
         return PointReport::covered(NAME, TITLE, checks.0);
     };
-    let effect = content_of(probe, &first_read).await;
+    let effect = content_of(probe, first_read.identity.as_deref()).await;
     let elsewhere = Call {
         step: format!("the same key on {} {}", other.method, other.path),
         caller: 0,
@@ -1347,7 +1146,7 @@ async fn other_endpoint(probe: &Probe) -> PointReport {
     let answer = &last(&seen).answer;
     let read = probe.read(answer, true);
     let replayed_first = read.success
-        && (same_json(answer, &first_seen.answer)
+        && (answer.same_body(&first_seen.answer)
             || same_effect(&read.identity, &first_read.identity));
     checks.add(
         Grade::lab(),

@@ -422,7 +422,8 @@ fn each_planted_bug_fails_the_point_that_should_catch_it_and_the_server_without_
         assert_eq!(verdict(&report, point), "FAIL", "ignores-key: {point}");
     }
     assert!(failed_observations(&report, "retry-replays").contains("another effect"));
-    assert!(failed_observations(&report, "retry-replays").contains("2 effects"));
+    // Two retries, an immediate one and one after a pause, each a new effect.
+    assert!(failed_observations(&report, "retry-replays").contains("2 new effects"));
     // A new key is a new ticket either way: that point cannot tell this bug.
     assert_eq!(verdict(&report, "new-key-same-payload"), "PASS");
 
@@ -436,7 +437,7 @@ fn each_planted_bug_fails_the_point_that_should_catch_it_and_the_server_without_
     let replay = failed_observations(&report, "retry-replays");
     assert!(replay.contains("another effect than the first"), "{replay}");
     // It creates nothing on a replay: the count holds, only the identity is wrong.
-    assert!(!replay.contains("2 effects"), "{replay}");
+    assert!(!replay.contains("2 new effects"), "{replay}");
 
     let report = planted(&python, "accepts-changed-payload", folder.path());
     table.push_str(&format!(

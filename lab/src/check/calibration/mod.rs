@@ -26,6 +26,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use super::both::held_created;
 use super::excerpt::{one_line, quoted};
 use super::history::Answer;
 use super::http::{Outgoing, Wire};
@@ -214,15 +215,12 @@ async fn created(
         ));
     }
     let identity = identity(probe, &call, &seen)?;
-    calibration.held(
-        "create",
-        if caller == 0 {
-            "create".to_owned()
-        } else {
-            format!("callers[{caller}]")
-        },
-        format!("{what} as {name} succeeds, naming {identity}"),
-        &[seen.id],
+    held_created(
+        probe,
+        calibration,
+        (caller, name),
+        what,
+        (&identity, seen.id),
     );
     Ok(Created {
         call,
@@ -335,30 +333,47 @@ async fn diagnose(probe: &Probe, call: &Call, seen: &Seen) -> Stop {
     )
 }
 
+/// A key of the other shape than `sent` (text for a UUID, a UUID for text), and the shape's
+/// name in `key.shape`.
+pub(crate) fn other_shape(sent: &str) -> (String, &'static str) {
+    if is_uuid(sent) {
+        (format!("chk-{}", &uuid_key()[..13]), "text")
+    } else {
+        (uuid_key(), "uuid")
+    }
+}
+
+/// The mismatch of a create refused (`exchange`) under the key `sent` that exchange `id`, the
+/// same create under `other` (of `shape`), got through: the `who` takes keys of another shape.
+pub(crate) fn shape_at_fault(
+    exchange: &str,
+    (sent, other, shape): (&str, &str, &str),
+    id: usize,
+    who: &str,
+) -> Stop {
+    Stop::mismatch(
+        "key.shape",
+        format!(
+            "{exchange} to the key {sent:?}, and #{id} succeeded with the key {other:?}: the \
+             {who} takes keys of another shape. Set key.shape = \"{shape}\""
+        ),
+    )
+}
+
 /// Whether the service takes the create with the key in another shape (a UUID, or text) or in
 /// its other form (bare or quoted); the mismatch naming `key.shape` or `key.form` if so.
 async fn key_at_fault(probe: &Probe, call: &Call, exchange: &str) -> Option<Stop> {
     let KeyWire::Normal(sent) = &call.key else {
         return None;
     };
-    let (other, shape) = if is_uuid(sent) {
-        (format!("chk-{}", &uuid_key()[..13]), "text")
-    } else {
-        (uuid_key(), "uuid")
-    };
+    let (other, shape) = other_shape(sent);
     let mut retry = call.clone();
     retry.step = format!("calibration: the create with a key of shape {shape}");
     retry.key = KeyWire::Normal(other.clone());
     let seen = probe.send(POINT, &retry).await;
     if probe.read(&seen.answer, false).success {
-        return Some(Stop::mismatch(
-            "key.shape",
-            format!(
-                "{exchange} to the key {sent:?}, and #{} succeeded with the key {other:?}: the \
-                 service takes keys of another shape. Set key.shape = \"{shape}\"",
-                seen.id
-            ),
-        ));
+        let tried = (sent.as_str(), other.as_str(), shape);
+        return Some(shape_at_fault(exchange, tried, seen.id, "service"));
     }
     let (form, name) = match probe.target.key.form {
         KeyForm::SfString => ("token", "bare"),
@@ -934,7 +949,7 @@ async fn replay_marks(probe: &Probe, calibration: &mut Calibration, first: &Crea
     };
     let first_read = probe.read(&first.seen.answer, false);
     // With a `[read]`, the effect as it was: a retry that rewrote it was no replay.
-    let content = super::content::content_of(probe, &first_read).await;
+    let content = super::content::content_of(probe, first_read.identity.as_deref()).await;
     let mut retry = first.call.clone();
     retry.step = "calibration: the first create again, same key and body".to_owned();
     let seen = probe.send(POINT, &retry).await;

@@ -142,14 +142,24 @@ pub(super) async fn names_the_effect(
     let listing = counter.listing();
     let seen_by = seen_by(probe, &answers, listing.as_ref(), first).await?;
     if let Some((a, b, made)) = &twins {
-        judge_twins(
-            probe,
-            calibration,
-            &answers,
-            listing.as_ref(),
-            (a, b),
-            *made,
-        )?;
+        let wrong = || {
+            format!(
+                "{} does not name the effect: two creates with new keys and identical fields \
+                 (#{} and #{}) made two effects, counted, and both named {:?}, a value the \
+                 fields decide (a title, a content field). {}",
+                named(probe),
+                a.seen.id,
+                b.seen.id,
+                a.identity,
+                answers.advice(probe, listing.as_ref())
+            )
+        };
+        let field = identity_field(probe);
+        let twins = (
+            (a.seen.id, a.identity.as_str()),
+            (b.seen.id, b.identity.as_str()),
+        );
+        judge_twins(calibration, (field, "fields"), twins, *made, wrong)?;
     }
     if let Some((seen, made)) = &replayed {
         let confirmed = seen_by.is_some();
@@ -230,47 +240,34 @@ async fn twins(
     Ok((after, Some((a, b, after - now))))
 }
 
-/// Two new keys, identical fields, two effects counted: two identities, or the pointer names
-/// a content field.
-fn judge_twins(
-    probe: &Probe,
+/// Two new keys, identical fields (`words`: `fields`, `arguments`), `made` effects counted:
+/// held when `a` and `b` (exchange, identity) name two; when they name one value for two
+/// effects, `field` names a value the fields decide, and `wrong` says so with its advice.
+pub(crate) fn judge_twins(
     calibration: &mut Calibration,
-    answers: &Answers,
-    listing: Option<&Value>,
-    (a, b): (&Created, &Created),
+    (field, words): (&str, &str),
+    (a, b): ((usize, &str), (usize, &str)),
     made: i64,
+    wrong: impl FnOnce() -> String,
 ) -> Proved<()> {
-    let field = identity_field(probe);
-    if a.identity != b.identity {
+    if a.1 != b.1 {
         calibration.held(
             "identity-not-content",
             field,
             format!(
-                "two new keys with identical fields name two effects: {} and {}",
-                a.identity, b.identity
+                "two new keys with identical {words} name two effects: {} and {}",
+                a.1, b.1
             ),
-            &[a.seen.id, b.seen.id],
+            &[a.0, b.0],
         );
         return Ok(());
     }
+    // Fewer: the service merged them (or the count did not see both), and equal identities
+    // are what it answers, not the file's fault.
     if made != 2 {
-        // The service merged them (or the count did not see both): equal identities are
-        // what it answers, not the file's fault.
         return Ok(());
     }
-    Err(Stop::mismatch(
-        field,
-        format!(
-            "{} does not name the effect: two creates with new keys and identical fields (#{} \
-             and #{}) made two effects, counted, and both named {:?}, a value the fields \
-             decide (a title, a content field). {}",
-            named(probe),
-            a.seen.id,
-            b.seen.id,
-            a.identity,
-            answers.advice(probe, listing)
-        ),
-    ))
+    Err(Stop::mismatch(field, wrong()))
 }
 
 /// A replay that made no new effect names the first effect, unless the count's listing or

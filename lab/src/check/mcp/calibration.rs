@@ -10,12 +10,12 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::super::calibration::naming::Answers;
-use super::super::calibration::{id_pointers, uuid_key};
+use super::super::both::held_created;
+use super::super::calibration::naming::{Answers, judge_twins};
+use super::super::calibration::{id_pointers, other_shape, shape_at_fault};
 use super::super::excerpt::one_line;
 use super::super::history::Answer;
 use super::super::report::{Calibration, Callers, POINT, Stop};
-use super::super::target::is_uuid;
 use super::super::upstream::{UpstreamApi, key_elsewhere};
 use super::probe::{KeyArg, McpProbe, Seen, ToolCall, api_error_status};
 use super::target::{McpCount, McpIdentity, McpTransport};
@@ -277,15 +277,12 @@ async fn created(
     let Some(identity) = seen.read.identity.clone() else {
         return Err(no_identity(probe, call, &seen));
     };
-    calibration.held(
-        "create",
-        if caller == 0 {
-            "mcp.tool".to_owned()
-        } else {
-            format!("mcp.callers[{caller}]")
-        },
-        format!("{what} as {who} succeeds, naming {identity}"),
-        &[seen.id],
+    held_created(
+        probe,
+        calibration,
+        (caller, who),
+        what,
+        (&identity, seen.id),
     );
     Ok((seen, identity))
 }
@@ -396,24 +393,14 @@ async fn diagnose(probe: &McpProbe, call: &ToolCall, seen: &Seen) -> Stop {
         );
     }
     if let KeyArg::Key(sent) = &call.key {
-        let (other, shape) = if is_uuid(sent) {
-            (format!("chk-{}", &uuid_key()[..13]), "text")
-        } else {
-            (uuid_key(), "uuid")
-        };
+        let (other, shape) = other_shape(sent);
         let mut retry = call.clone();
         retry.step = format!("calibration: the create with a key of shape {shape}");
         retry.key = KeyArg::Key(other.clone());
         let again = probe.send(POINT, &retry).await;
         if again.read.success {
-            return Stop::mismatch(
-                "key.shape",
-                format!(
-                    "{exchange} to the key {sent:?}, and #{} succeeded with the key {other:?}: \
-                     the server takes keys of another shape. Set key.shape = \"{shape}\"",
-                    again.id
-                ),
-            );
+            let tried = (sent.as_str(), other.as_str(), shape);
+            return shape_at_fault(&exchange, tried, again.id, "server");
         }
     }
     if let Some(stop) = field_at_fault(probe, call, &exchange).await {
@@ -592,14 +579,19 @@ async fn names_the_effect(
         },
     };
     if let [(a, named), (b, other)] = twins.as_slice() {
-        judge_twins(
-            probe,
-            calibration,
-            &answers,
-            (a.id, named),
-            (b.id, other),
-            after - now,
-        )?;
+        let wrong = || {
+            format!(
+                "two calls with new keys and identical arguments (#{} and #{}) made two \
+                 effects, counted, and both named {named:?}: a value the arguments decide (a \
+                 title), not what identifies the created thing.{}",
+                a.id,
+                b.id,
+                advice(probe, &answers)
+            )
+        };
+        let twins = ((a.id, named.as_str()), (b.id, other.as_str()));
+        let field = (identity_field(probe), "arguments");
+        judge_twins(calibration, field, twins, after - now, wrong)?;
     }
     if let Some(replayed) = &replayed {
         judge_replay(probe, calibration, &answers, first, replayed)?;
@@ -667,40 +659,6 @@ async fn replay(
     let stable = third.read.identity.as_deref() == Some(named.as_str());
     let after = settled(probe, now, |_| true).await?;
     Ok((after, Some(Replayed::Other { seen, stable })))
-}
-
-/// Two new keys, identical arguments, two effects counted: two identities, or the identity
-/// names a value the arguments decide.
-fn judge_twins(
-    probe: &McpProbe,
-    calibration: &mut Calibration,
-    answers: &Answers,
-    (a, named): (usize, &String),
-    (b, other): (usize, &String),
-    made: i64,
-) -> Proved<()> {
-    let field = identity_field(probe);
-    if named != other {
-        calibration.held(
-            "identity-not-content",
-            field,
-            format!("two new keys with identical arguments name two effects: {named} and {other}"),
-            &[a, b],
-        );
-        return Ok(());
-    }
-    if made != 2 {
-        return Ok(());
-    }
-    Err(Stop::mismatch(
-        field,
-        format!(
-            "two calls with new keys and identical arguments (#{a} and #{b}) made two effects, \
-             counted, and both named {named:?}: a value the arguments decide (a title), not \
-             what identifies the created thing.{}",
-            advice(probe, answers)
-        ),
-    ))
 }
 
 /// A replay that made no new effect names the first effect. Another value is the file's fault

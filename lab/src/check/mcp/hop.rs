@@ -5,6 +5,7 @@
 use serde_json::Value;
 
 use super::super::both::{Fields, Front, Told};
+use super::super::content::ReadBack;
 use super::super::history::{Answer, History};
 use super::super::probe::Change;
 use super::super::upstream::UpstreamApi;
@@ -49,6 +50,14 @@ impl Front for McpProbe {
 
     fn vary_field(&self) -> &'static str {
         "mcp.tool.vary"
+    }
+
+    fn caller_field(&self, caller: usize) -> String {
+        if caller == 0 {
+            "mcp.tool".to_owned()
+        } else {
+            format!("mcp.callers[{caller}]")
+        }
     }
 
     fn count_section(&self) -> &'static str {
@@ -161,8 +170,18 @@ impl Front for McpProbe {
     }
 }
 
+impl ReadBack for McpProbe {
+    async fn content(&self, _identity: &str) -> Result<Value, String> {
+        Err(
+            "the MCP check cannot read one effect back (it has no [read]), and a count cannot \
+             see an effect changed in place under the same key"
+                .to_owned(),
+        )
+    }
+}
+
 /// What the agent was told by one result, in the file's terms.
-fn told(probe: &McpProbe, seen: Seen) -> Told {
+pub(crate) fn told(probe: &McpProbe, seen: Seen) -> Told {
     Told {
         id: seen.id,
         // A refusal in a result not marked isError is a success to the agent: the points

@@ -2,7 +2,7 @@
 //! reached over stdio (a command the check starts) or Streamable HTTP (a loopback URL), its
 //! create tool and the argument that carries the key (or none), and how identities, errors and
 //! effects are read from outside. The points are the HTTP check's where they apply to a tool
-//! call, and MCP's own: a lost result, a cancelled call, a reconnect, the tool's annotations.
+//! call, and MCP's own: a cancelled call, a reconnect, the tool's annotations.
 //!
 //! - [`target`]: the `[mcp]` section and its validation.
 //! - The Streamable HTTP client is the lab's one, [`crate::mcp::http_client`] (JSON answers and

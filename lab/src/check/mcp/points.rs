@@ -1,9 +1,9 @@
-//! The MCP check's points: the HTTP check's where they apply to a tool call (replay, a changed
-//! payload, concurrent calls, scope, key forms, an error then a corrected call; a new key is
-//! written once for both fronts in `both.rs`), and
-//! MCP's own: a lost result, a cancelled call whose work finished, a reconnect before the
-//! retry, and the tool's annotations reported as the hints they are. Each point counts the
-//! change in effects, and each fault it injects is proved to have fired before it is judged.
+//! The MCP check's points: the HTTP check's where they apply to a tool call (a changed payload,
+//! concurrent calls, scope, key forms, an error then a corrected call; the replay, a lost reply
+//! and a new key are written once for both fronts in `both.rs`), and MCP's own: a cancelled
+//! call whose work finished, a reconnect before the retry, and the tool's annotations reported
+//! as the hints they are. Each point counts the change in effects, and each fault it injects is
+//! proved to have fired before it is judged.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,6 +15,7 @@ use super::super::points::{Run, count_until_risen, run_selected};
 use super::super::probe::same_effect;
 use super::super::report::{Calibration, Callers, Checks};
 use super::super::report::{Grade, Level, PointReport};
+use super::hop::told;
 use super::probe::{KeyArg, McpProbe, Seen, ToolCall};
 use crate::contract::points as registry;
 use crate::contract::points::Selection;
@@ -46,8 +47,14 @@ pub async fn all(
             &registry::ANNOTATIONS,
             Box::pin(async { annotations(probe) }),
         ),
-        (&registry::RETRY_REPLAYS, Box::pin(replay(probe))),
-        (&registry::REPLY_DROPPED, Box::pin(lost_result(probe))),
+        (
+            &registry::RETRY_REPLAYS,
+            Box::pin(both::replay(probe.as_ref())),
+        ),
+        (
+            &registry::REPLY_DROPPED,
+            Box::pin(both::lost_reply(probe.as_ref())),
+        ),
         (&registry::CANCELLED, Box::pin(cancelled(probe))),
         (&registry::RECONNECT, Box::pin(reconnect(probe))),
         (&registry::CHANGED_PAYLOAD, Box::pin(changed_payload(probe))),
@@ -230,66 +237,19 @@ fn retry_matches(
     retry: &Seen,
     grade: Grade,
 ) -> bool {
-    let expected = first.read.identity.as_deref().unwrap_or("none");
-    let passed = retry.read.success && same_effect(&retry.read.identity, &first.read.identity);
-    let observed = if retry.read.success && retry.read.identity.is_some() && !passed {
-        format!(
-            "{}: another effect than the first ({expected})",
-            probe.describe(retry)
-        )
-    } else {
-        probe.describe(retry)
-    };
-    checks.add(
-        grade,
-        what,
-        passed,
-        format!("a tool result naming the first effect ({expected})"),
-        observed,
+    let first_identity = first.read.identity.as_deref();
+    let told = told(probe, retry.clone());
+    both::retry_matches(
+        probe,
+        checks,
+        (grade, what),
+        first_identity,
+        &told,
         &[first.id, retry.id],
     )
 }
 
-async fn replay(probe: &McpProbe) -> PointReport {
-    const NAME: &str = registry::RETRY_REPLAYS.id;
-    const TITLE: &str = registry::RETRY_REPLAYS.title;
-    if let Some(report) = needs_key(probe, NAME, TITLE) {
-        return report;
-    }
-    let mut checks = Checks::new();
-    let before = count_or_stop!(probe, checks, NAME, TITLE);
-    let call = probe.call(
-        "the first call",
-        probe.intention_key(),
-        &probe.fresh_fields(),
-    );
-    let Some(first_seen) = first(probe, NAME, &mut checks, &call).await else {
-        return PointReport::covered(NAME, TITLE, checks.0);
-    };
-    let mut again = call.clone();
-    again.step = "the same call again".to_owned();
-    let retried = probe.send_settled(NAME, &again).await;
-    retry_matches(
-        probe,
-        &mut checks,
-        "the retry names the first call's effect",
-        &first_seen,
-        last(&retried),
-        Grade::must(section::ENFORCEMENT),
-    );
-    let after = count_or_stop!(probe, checks, NAME, TITLE);
-    checks.add(
-        lab26(),
-        "one intention, two calls: one effect",
-        after - before == 1,
-        "one effect",
-        effects(after - before),
-        &ids(&retried),
-    );
-    PointReport::covered(NAME, TITLE, checks.0)
-}
-
-/// The retry half of the lost-result, cancelled and reconnect points: the retry names the first
+/// The retry half of the cancelled and reconnect points: the retry names the first
 /// effect and the count stays one up.
 async fn judge_retry(
     probe: &McpProbe,
@@ -342,39 +302,6 @@ async fn judge_retry(
             );
         }
     }
-}
-
-async fn lost_result(probe: &McpProbe) -> PointReport {
-    const NAME: &str = registry::REPLY_DROPPED.id;
-    const TITLE: &str = registry::REPLY_DROPPED.title;
-    let mut checks = Checks::new();
-    let before = count_or_stop!(probe, checks, NAME, TITLE);
-    let call = probe.call(
-        "the call whose result is lost",
-        probe.intention_key(),
-        &probe.fresh_fields(),
-    );
-    let lost = probe.send(NAME, &call).await;
-    let after_lost = count_or_stop!(probe, checks, NAME, TITLE);
-    let fired = checks.add(
-        Grade::lab(),
-        "the fault fired: the lost call's work happened before the retry",
-        after_lost - before == 1,
-        "one effect before the retry, its result discarded unread",
-        format!("{}; its result discarded", effects(after_lost - before)),
-        &[lost.id],
-    );
-    if !fired {
-        return PointReport::covered(NAME, TITLE, checks.0);
-    }
-    let mut again = call.clone();
-    again.step = "the retry, same key and arguments".to_owned();
-    let retried = probe.send_settled(NAME, &again).await;
-    // The check compares against the discarded result only after the retry, as the history's
-    // record of what the server said: the caller never read it.
-    let first_seen = lost.read.identity.is_some().then_some(&lost);
-    judge_retry(probe, &mut checks, first_seen, last(&retried), before).await;
-    PointReport::covered(NAME, TITLE, checks.0)
 }
 
 async fn cancelled(probe: &McpProbe) -> PointReport {
