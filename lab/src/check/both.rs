@@ -120,6 +120,14 @@ pub(crate) trait Front: content::ReadBack {
     /// the first answer itself (`retry` is `None`): an HTTP reply's status, body and replay
     /// mark. An MCP result has none of them.
     fn replay_marks(&self, _checks: &mut Checks, _first: &Told, _retry: Option<&Told>) {}
+    /// Whether `retry` is answered with `first`'s answer as it was (an HTTP reply's body, as
+    /// JSON); `None` where the front's answers are not compared whole.
+    fn same_answer(&self, _first: &Told, _retry: &Told) -> Option<bool> {
+        None
+    }
+    /// The file's own refusal of a changed payload, for `refused`: the sub-check's words, whether
+    /// `refused` is it, and what the file names (`None` where the file names none).
+    fn conflict(&self, refused: &Told) -> Option<(&'static str, bool, String)>;
 }
 
 /// What the agent was told, read in the file's terms.
@@ -389,6 +397,188 @@ async fn replay_checks<F: Front>(front: &F, checks: &mut Checks) -> Option<()> {
     Some(())
 }
 
+/// The retry after a fault (`retried`, every answer until it settled): it names the effect
+/// the first call's answer named (`first`, which the caller never read, with its content as
+/// read then), or some effect where that answer named none; and the first call and its retry
+/// made one effect since `before`. `texts`: the two sub-checks.
+pub async fn judge_retry<F: Front>(
+    front: &F,
+    checks: &mut Checks,
+    (matched, one): (&str, &str),
+    (first, effect): (&Told, &Result<content::Content, String>),
+    retried: &[Told],
+    before: i64,
+) -> Option<()> {
+    let last = retried.last()?;
+    let mut exchanges = vec![first.id];
+    exchanges.extend(retried.iter().map(|told| told.id));
+    if first.identity.is_some() {
+        let identity = first.identity.as_deref();
+        retry_matches(
+            front,
+            checks,
+            (lab26(), matched),
+            identity,
+            last,
+            &exchanges,
+        );
+    } else {
+        checks.add(
+            lab26(),
+            "the retry succeeds and names the effect the first call made",
+            last.success && last.identity.is_some(),
+            format!("{} naming the effect", front.result_word()),
+            last.described.clone(),
+            &exchanges,
+        );
+    }
+    let after = counted(front, checks).await?;
+    content::judged(
+        checks,
+        (lab26(), one.to_owned(), "one effect"),
+        (after - before == 1, effects(after - before)),
+        content::since(front, effect).await,
+        &exchanges,
+    );
+    Some(())
+}
+
+/// `changed-payload`: another payload under a key already used is refused, makes no effect,
+/// and leaves the key naming its first effect, for each change the file allows.
+pub async fn changed_payload<F: Front>(front: &F) -> PointReport {
+    let point = &registry::CHANGED_PAYLOAD;
+    if let Some(report) = needs_key(front, point.id, point.title) {
+        return report;
+    }
+    let changes = front.changes(&front.fresh_fields());
+    if changes.is_empty() {
+        let reason = format!(
+            "{} names no field the check may change, so it cannot send another payload under \
+             one key. Name one: vary = {{ title = \"text\" }} for free text, or a list of values \
+             {} accepts (vary = {{ priority = [\"low\", \"high\"] }}).",
+            front.vary_field(),
+            front.subject()
+        );
+        return PointReport::not_covered(point.id, point.title, reason);
+    }
+    let mut checks = Checks::new();
+    for change in &changes {
+        changed_payload_checks(front, &mut checks, change).await;
+    }
+    PointReport::covered(point.id, point.title, checks.0)
+}
+
+/// The sub-checks of `changed-payload` for one change; `None` where it stopped. The plain
+/// change keeps the point's sentences; a pair of values a loose comparison merges names itself.
+async fn changed_payload_checks<F: Front>(
+    front: &F,
+    checks: &mut Checks,
+    change: &Change,
+) -> Option<()> {
+    let name = registry::CHANGED_PAYLOAD.id;
+    let pair = if change.loose {
+        format!(" ({}, values a loose comparison merges)", change.what)
+    } else {
+        String::new()
+    };
+    let before = counted(front, checks).await?;
+    let step = format!("the first {}", front.call_word());
+    let call = front.keyed_call(&step, &change.first);
+    let first = first(front, name, checks, &call, &step).await?;
+    let after_first = counted(front, checks).await?;
+    let effect = content::content_of(front, first.identity.as_deref()).await;
+    let step = format!("the same key with another payload ({})", change.what);
+    let changed = front.again(&call, &step, Some(change.changed.clone()));
+    let seen = front.send_settled(name, &changed).await;
+    let ids: Vec<usize> = seen.iter().map(|told| told.id).collect();
+    changed_refused(front, checks, &first, seen.last()?, (&ids, &pair));
+    let after_changed = counted(front, checks).await?;
+    content::judged(
+        checks,
+        (
+            Grade::must(section::ERRORS),
+            format!("the changed payload made no effect{pair}"),
+            "no new effect, and the first effect as it was",
+        ),
+        (
+            after_changed == after_first,
+            new_effects(after_changed - after_first),
+        ),
+        content::since(front, &effect).await,
+        &ids,
+    );
+    let again = front.again(&call, "the first payload again", None);
+    let replayed = front.send_settled(name, &again).await;
+    let last = replayed.last()?;
+    let what = format!("the key still names the first effect with the first payload{pair}");
+    let identity = first.identity.as_deref();
+    retry_matches(front, checks, (lab26(), &what), identity, last, &[last.id]);
+    if let Some(same) = front.same_answer(&first, last) {
+        checks.add(
+            Grade::should(section::ENFORCEMENT),
+            format!("and answers the first body{pair}"),
+            same,
+            "the first body",
+            "another body",
+            &[first.id, last.id],
+        );
+    }
+    let after = counted(front, checks).await?;
+    checks.add(
+        Grade::lab(),
+        format!("one effect in all{pair}"),
+        after - before == 1,
+        "one effect",
+        effects(after - before),
+        &[first.id],
+    );
+    Some(())
+}
+
+/// The answer to a changed payload (`other`, the last of exchanges `ids`): refused, as the
+/// file's conflict where it names one.
+fn changed_refused<F: Front>(
+    front: &F,
+    checks: &mut Checks,
+    first: &Told,
+    other: &Told,
+    (ids, pair): (&[usize], &str),
+) {
+    let observed = if other.success && same_effect(&other.identity, &first.identity) {
+        format!(
+            "{}: the changed payload was answered as a replay of the first {}",
+            other.described,
+            front.call_word()
+        )
+    } else if other.success {
+        format!(
+            "{}: the changed payload was accepted as a new {}",
+            other.described,
+            front.call_word()
+        )
+    } else {
+        other.described.clone()
+    };
+    checks.add(
+        Grade::must(section::ERRORS),
+        format!("the changed payload is refused{pair}"),
+        other.refused,
+        "a refusal",
+        observed,
+        ids,
+    );
+    if let Some((what, held, expected)) = front.conflict(other) {
+        checks.add(
+            Grade::should(section::ERRORS),
+            format!("{what}{pair}"),
+            held,
+            expected,
+            other.described.clone(),
+            &[other.id],
+        );
+    }
+}
+
 /// A retry's answer against the first effect (`first`, the identity it was named by): a
 /// success naming the same one.
 pub fn retry_matches<F: Front>(
@@ -460,42 +650,10 @@ async fn lost_reply_checks<F: Front>(front: &F, checks: &mut Checks) -> Option<(
     let effect = content::content_of(front, lost.identity.as_deref()).await;
     let retry = front.again(&call, "the retry after the lost reply", None);
     let retried = front.send_settled(name, &retry).await;
-    let last = retried.last()?;
-    let mut exchanges = vec![lost.id];
-    exchanges.extend(retried.iter().map(|told| told.id));
-    if lost.identity.is_some() {
-        retry_matches(
-            front,
-            checks,
-            (
-                lab26(),
-                "the retry succeeds and names the effect whose reply was lost",
-            ),
-            lost.identity.as_deref(),
-            last,
-            &exchanges,
-        );
-    } else {
-        checks.add(
-            lab26(),
-            "the retry succeeds and names the effect the lost call made",
-            last.success && last.identity.is_some(),
-            format!("{} naming the effect", front.result_word()),
-            last.described.clone(),
-            &exchanges,
-        );
-    }
-    let after = counted(front, checks).await?;
-    content::judged(
-        checks,
-        (
-            lab26(),
-            "the lost reply and its retry made one effect".to_owned(),
-            "one effect",
-        ),
-        (after - before == 1, effects(after - before)),
-        content::since(front, &effect).await,
-        &exchanges,
+    let texts = (
+        "the retry succeeds and names the effect whose reply was lost",
+        "the lost reply and its retry made one effect",
     );
+    judge_retry(front, checks, texts, (&lost, &effect), &retried, before).await;
     Some(())
 }

@@ -157,6 +157,22 @@ impl Front for Probe {
         Probe::count(self).await.map_err(|err| err.to_string())
     }
 
+    fn same_answer(&self, first: &Told, retry: &Told) -> Option<bool> {
+        Some(first.answer.same_body(&retry.answer))
+    }
+
+    fn conflict(&self, refused: &Told) -> Option<(&'static str, bool, String)> {
+        let statuses = &self.target.statuses.conflict;
+        Some((
+            "it is refused with the file's conflict status (statuses.conflict)",
+            refused
+                .answer
+                .status()
+                .is_some_and(|s| statuses.contains(&s)),
+            format!("{statuses:?}"),
+        ))
+    }
+
     fn replay_marks(&self, checks: &mut Checks, first: &Told, retry: Option<&Told>) {
         let Some(now) = retry else {
             if let Some(marked) = self.read(&first.answer, false).marked_replay {
@@ -186,7 +202,7 @@ impl Front for Probe {
         checks.add(
             Grade::should(section::ENFORCEMENT),
             "the retry's body is the first answer's body (as JSON)",
-            first.answer.same_body(&now.answer),
+            self.same_answer(first, now).unwrap_or_default(),
             "the same body",
             if now.success {
                 "another body"

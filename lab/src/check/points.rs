@@ -8,13 +8,13 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::both::{self, Front, count_or_stop, effects, lab26, new_effects, section};
+use super::both::{self, Front, count_or_stop, effects, lab26, section};
 use super::calibration::{Retried, retried};
 use super::content::{self, content_of};
 use super::history::Answer;
 use super::http::HangUp;
 use super::http_front::told;
-use super::probe::{BodyForm, Call, Change, KeyWire, Probe, Read, Seen, same_effect};
+use super::probe::{BodyForm, Call, KeyWire, Probe, Read, Seen, same_effect};
 use super::report::{Calibration, Callers, Checks, Grade, PointReport, Stop, SubCheck};
 use super::target::{Endpoint, KeyForm, Provocation, Replay};
 use crate::contract::points as registry;
@@ -93,7 +93,10 @@ pub async fn all(
             Box::pin(both::lost_reply(probe.as_ref())),
         ),
         (&registry::HANG_UP, Box::pin(hang_up(probe))),
-        (&registry::CHANGED_PAYLOAD, Box::pin(changed_payload(probe))),
+        (
+            &registry::CHANGED_PAYLOAD,
+            Box::pin(both::changed_payload(probe.as_ref())),
+        ),
         (&registry::REORDERED_FIELDS, Box::pin(reordered(probe))),
         (
             &registry::NEW_KEY_SAME_PAYLOAD,
@@ -397,166 +400,6 @@ async fn retries_after_hang_up(
     let mut exchanges = ids(&retried);
     exchanges.extend(ids(&again));
     exchanges
-}
-
-async fn changed_payload(probe: &Probe) -> PointReport {
-    const NAME: &str = registry::CHANGED_PAYLOAD.id;
-    const TITLE: &str = registry::CHANGED_PAYLOAD.title;
-    let changes = probe.changes(&probe.fresh_fields(false));
-    if changes.is_empty() {
-        return PointReport::not_covered(
-            NAME,
-            TITLE,
-            "create.vary names no field the check may change, so it cannot send another \
-             payload under one key. Name one: vary = { title = \"text\" } for free text, or a \
-             list of values the service accepts (vary = { priority = [\"low\", \"high\"] })."
-                .to_owned(),
-        );
-    }
-    let mut checks = Checks::new();
-    for change in &changes {
-        changed_payload_checks(probe, &mut checks, NAME, change).await;
-    }
-    PointReport::covered(NAME, TITLE, checks.0)
-}
-
-/// The changed-payload point's sub-checks for one change; `None` where it stopped. The plain
-/// change keeps the point's sentences; a pair of values a loose comparison merges names itself.
-async fn changed_payload_checks(
-    probe: &Probe,
-    checks: &mut Checks,
-    name: &'static str,
-    change: &Change,
-) -> Option<()> {
-    let pair = if change.loose {
-        format!(" ({}, values a loose comparison merges)", change.what)
-    } else {
-        String::new()
-    };
-    let key = probe.fresh_key();
-    let before = checks.count(probe).await?;
-    let call = probe.call(
-        "the first request",
-        KeyWire::Normal(key.clone()),
-        &change.first,
-    );
-    let (first_seen, first_read) = first(probe, name, checks, &call).await?;
-    let after_first = checks.count(probe).await?;
-    let effect = content_of(probe, first_read.identity.as_deref()).await;
-    let changed = probe.call(
-        &format!("the same key with another payload ({})", change.what),
-        KeyWire::Normal(key),
-        &change.changed,
-    );
-    let seen = probe.send_settled(name, &changed).await;
-    changed_refused(probe, checks, &first_read, &seen, &pair);
-    let after_changed = checks.count(probe).await?;
-    content::judged(
-        checks,
-        (
-            Grade::must(section::ERRORS),
-            format!("the changed payload made no effect{pair}"),
-            "no new effect, and the first effect as it was",
-        ),
-        (
-            after_changed == after_first,
-            new_effects(after_changed - after_first),
-        ),
-        content::since(probe, &effect).await,
-        &ids(&seen),
-    );
-    changed_then_first_again(
-        probe,
-        checks,
-        name,
-        (&call, &first_seen, &first_read),
-        &pair,
-    )
-    .await?;
-    let after = checks.count(probe).await?;
-    checks.add(
-        Grade::lab(),
-        format!("one effect in all{pair}"),
-        after - before == 1,
-        "one effect",
-        effects(after - before),
-        &[first_seen.id],
-    );
-    Some(())
-}
-
-/// The first payload again after the changed one: the key still names the first effect, with
-/// the first body.
-async fn changed_then_first_again(
-    probe: &Probe,
-    checks: &mut Checks,
-    name: &'static str,
-    first: (&Call, &Seen, &Read),
-    pair: &str,
-) -> Option<()> {
-    let (call, first_seen, first_read) = first;
-    let mut again = call.clone();
-    again.step = "the first payload again".to_owned();
-    let replayed = probe.send_settled(name, &again).await;
-    retry_matches(
-        probe,
-        checks,
-        &format!("the key still names the first effect with the first payload{pair}"),
-        first_read,
-        last(&replayed),
-        lab26(),
-    );
-    checks.add(
-        Grade::should(section::ENFORCEMENT),
-        format!("and answers the first body{pair}"),
-        first_seen.answer.same_body(&last(&replayed).answer),
-        "the first body",
-        "another body",
-        &[first_seen.id, last(&replayed).id],
-    );
-    Some(())
-}
-
-/// The answers to the changed payload: refused, with the file's conflict status.
-fn changed_refused(
-    probe: &Probe,
-    checks: &mut Checks,
-    first_read: &Read,
-    seen: &[Seen],
-    pair: &str,
-) {
-    let changed_seen = last(seen);
-    let read = probe.read(&changed_seen.answer, false);
-    let observed = if read.success && same_effect(&read.identity, &first_read.identity) {
-        format!(
-            "{}: the changed payload was answered as a replay of the first request",
-            probe.describe(&changed_seen.answer)
-        )
-    } else if read.success {
-        format!(
-            "{}: the changed payload was accepted as a new request",
-            probe.describe(&changed_seen.answer)
-        )
-    } else {
-        probe.describe(&changed_seen.answer)
-    };
-    checks.add(
-        Grade::must(section::ERRORS),
-        format!("the changed payload is refused{pair}"),
-        !read.success && changed_seen.answer.status().is_some(),
-        "an error status",
-        observed,
-        &ids(seen),
-    );
-    let status = changed_seen.answer.status();
-    checks.add(
-        Grade::should(section::ERRORS),
-        format!("it is refused with the file's conflict status (statuses.conflict){pair}"),
-        status.is_some_and(|s| probe.target.statuses.conflict.contains(&s)),
-        format!("{:?}", probe.target.statuses.conflict),
-        changed_seen.answer.summary(),
-        &[changed_seen.id],
-    );
 }
 
 async fn reordered(probe: &Probe) -> PointReport {

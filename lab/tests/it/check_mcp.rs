@@ -448,7 +448,7 @@ fn each_planted_bug_fails_the_point_that_should_catch_it_and_the_server_without_
     assert_eq!(verdict(&report, "changed-payload"), "FAIL");
     assert!(
         failed_observations(&report, "changed-payload")
-            .contains("the first result, for other arguments")
+            .contains("the changed payload was answered as a replay of the first tool call")
     );
     for (point, verdict) in verdicts(&report) {
         if point != "changed-payload" {

@@ -147,6 +147,18 @@ impl Front for McpProbe {
         seen.into_iter().map(|seen| told(self, seen)).collect()
     }
 
+    fn conflict(&self, refused: &Told) -> Option<(&'static str, bool, String)> {
+        let codes = &self.target.errors.conflict;
+        let code = self.read(&refused.answer).code;
+        (!codes.is_empty()).then(|| {
+            (
+                "it is refused with the file's conflict code (mcp.errors.conflict)",
+                refused.refused && code.is_some_and(|c| codes.contains(&c)),
+                format!("{codes:?}"),
+            )
+        })
+    }
+
     fn restarts_process(&self) -> bool {
         matches!(self.target.transport, McpTransport::Stdio { .. })
     }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::super::both::{self, Front, count_or_stop, effects, lab26, needs_key, section};
+use super::super::content::content_of;
 use super::super::points::{Run, count_until_risen, run_selected};
 use super::super::probe::same_effect;
 use super::super::report::{Calibration, Callers, Checks};
@@ -57,7 +58,10 @@ pub async fn all(
         ),
         (&registry::CANCELLED, Box::pin(cancelled(probe))),
         (&registry::RECONNECT, Box::pin(reconnect(probe))),
-        (&registry::CHANGED_PAYLOAD, Box::pin(changed_payload(probe))),
+        (
+            &registry::CHANGED_PAYLOAD,
+            Box::pin(both::changed_payload(probe.as_ref())),
+        ),
         (
             &registry::NEW_KEY_SAME_PAYLOAD,
             Box::pin(both::new_key(probe.as_ref())),
@@ -228,80 +232,26 @@ async fn first(
     ok.then_some(seen)
 }
 
-/// A retry's answer against the first: a success naming the same effect.
-fn retry_matches(
-    probe: &McpProbe,
-    checks: &mut Checks,
-    what: &str,
-    first: &Seen,
-    retry: &Seen,
-    grade: Grade,
-) -> bool {
-    let first_identity = first.read.identity.as_deref();
-    let told = told(probe, retry.clone());
-    both::retry_matches(
-        probe,
-        checks,
-        (grade, what),
-        first_identity,
-        &told,
-        &[first.id, retry.id],
-    )
-}
-
-/// The retry half of the cancelled and reconnect points: the retry names the first
-/// effect and the count stays one up.
+/// The retry half of the cancelled and reconnect points: the retry names the effect `first`
+/// named, and the count stays one up.
 async fn judge_retry(
     probe: &McpProbe,
     checks: &mut Checks,
-    first_seen: Option<&Seen>,
-    retry: &Seen,
+    first: &Seen,
+    retried: &[Seen],
     before: i64,
 ) {
-    match first_seen {
-        Some(first_seen) => {
-            retry_matches(
-                probe,
-                checks,
-                "the retry names the first call's effect",
-                first_seen,
-                retry,
-                lab26(),
-            );
-        }
-        None => {
-            checks.add(
-                lab26(),
-                "the retry succeeds and names the effect the first call made",
-                retry.read.success && retry.read.identity.is_some(),
-                "a tool result naming the effect",
-                probe.describe(retry),
-                &[retry.id],
-            );
-        }
-    }
-    match probe.count().await {
-        Ok(after) => {
-            checks.add(
-                lab26(),
-                "the retry made no second effect",
-                after - before == 1,
-                "one effect in all",
-                effects(after - before),
-                &[retry.id],
-            );
-        }
-        Err(problem) => {
-            checks.add(
-                Grade::lab(),
-                "the effects can be counted",
-                false,
-                "a count",
-                problem.to_string(),
-                &[],
-            );
-        }
-    }
+    let texts = (
+        "the retry names the first call's effect",
+        "the retry made no second effect",
+    );
+    let first = told(probe, first.clone());
+    let effect = content_of(probe, first.identity.as_deref()).await;
+    let retried: Vec<_> = retried
+        .iter()
+        .map(|seen| told(probe, seen.clone()))
+        .collect();
+    both::judge_retry(probe, checks, texts, (&first, &effect), &retried, before).await;
 }
 
 async fn cancelled(probe: &McpProbe) -> PointReport {
@@ -365,8 +315,7 @@ async fn cancelled(probe: &McpProbe) -> PointReport {
     );
     // The cancelled call's own result, when it came before the cancellation: the client never
     // read it, the history keeps it, and the retry must name the effect it names.
-    let made = cancelled.read.identity.is_some().then_some(&cancelled);
-    judge_retry(probe, &mut checks, made, retry, before).await;
+    judge_retry(probe, &mut checks, &cancelled, &retried, before).await;
     PointReport::covered(NAME, TITLE, checks.0)
 }
 
@@ -429,121 +378,9 @@ async fn reconnect(probe: &McpProbe) -> PointReport {
     );
     let retry = probe.send_on(NAME, &session, &again).await;
     probe.close(session).await;
-    let first_ref = first_seen.read.identity.is_some().then_some(&first_seen);
-    judge_retry(probe, &mut checks, first_ref, &retry, before).await;
+    let retried = std::slice::from_ref(&retry);
+    judge_retry(probe, &mut checks, &first_seen, retried, before).await;
     PointReport::covered(NAME, TITLE, checks.0)
-}
-
-async fn changed_payload(probe: &McpProbe) -> PointReport {
-    const NAME: &str = registry::CHANGED_PAYLOAD.id;
-    const TITLE: &str = registry::CHANGED_PAYLOAD.title;
-    if let Some(report) = needs_key(probe, NAME, TITLE) {
-        return report;
-    }
-    let changes = probe.changes(&probe.fresh_fields());
-    if changes.is_empty() {
-        return PointReport::not_covered(
-            NAME,
-            TITLE,
-            "mcp.tool.vary names no field the check may change, so it cannot send other \
-             arguments under one key. Name one: vary = { title = \"text\" } for free text, or \
-             a list of values the tool accepts."
-                .to_owned(),
-        );
-    }
-    let mut checks = Checks::new();
-    for change in &changes {
-        if changed_payload_once(probe, &mut checks, change)
-            .await
-            .is_none()
-        {
-            break;
-        }
-    }
-    PointReport::covered(NAME, TITLE, checks.0)
-}
-
-/// One changed payload (the plain one, or a pair a loose comparison merges); `None` when the
-/// point stops.
-async fn changed_payload_once(
-    probe: &McpProbe,
-    checks: &mut Checks,
-    change: &super::super::probe::Change,
-) -> Option<()> {
-    const NAME: &str = registry::CHANGED_PAYLOAD.id;
-    // The plain change keeps the sentences the pinned findings name; a loose pair names itself.
-    let pair = if change.loose {
-        format!(" ({}, values a loose comparison merges)", change.what)
-    } else {
-        String::new()
-    };
-    let before = probe.count().await.ok()?;
-    let call = probe.call("the first call", probe.intention_key(), &change.first);
-    let first_seen = first(probe, NAME, checks, &call).await?;
-    let mut changed = call.clone();
-    changed.step = format!("the same key, another argument ({})", change.what);
-    changed.fields = change.changed.clone();
-    let seen = probe.send_settled(NAME, &changed).await;
-    let other = last(&seen);
-    let replayed =
-        other.read.success && same_effect(&other.read.identity, &first_seen.read.identity);
-    checks.add(
-        Grade::must(section::ERRORS),
-        format!("it is refused (an error result or a JSON-RPC error){pair}"),
-        other.read.told_refused(),
-        "a refusal",
-        if replayed {
-            format!(
-                "{}: the first result, for other arguments",
-                probe.describe(other)
-            )
-        } else {
-            probe.describe(other)
-        },
-        &[other.id],
-    );
-    let codes = &probe.target.errors.conflict;
-    if !codes.is_empty() {
-        checks.add(
-            Grade::should(section::ERRORS),
-            format!("it is refused with the file's conflict code (mcp.errors.conflict){pair}"),
-            other.read.told_refused()
-                && other.read.code.as_ref().is_some_and(|c| codes.contains(c)),
-            format!("{codes:?}"),
-            probe.describe(other),
-            &[other.id],
-        );
-    }
-    let after = probe.count().await.ok()?;
-    // An overwrite of the first effect by the other arguments leaves the count as it was, and
-    // the MCP check has no read of one effect: a count that did not rise proves nothing here.
-    crate::check::content::judged(
-        checks,
-        (
-            Grade::must(section::ERRORS),
-            format!("the other arguments made no effect{pair}"),
-            "one effect in all",
-        ),
-        (after - before == 1, effects(after - before)),
-        crate::check::content::Since::Unknown(
-            "a count cannot see the first effect changed in place by the other arguments, and \
-             the MCP check cannot read one effect back"
-                .to_owned(),
-        ),
-        &[first_seen.id, other.id],
-    );
-    let mut again = call.clone();
-    again.step = "the first arguments again".to_owned();
-    let retried = probe.send_settled(NAME, &again).await;
-    retry_matches(
-        probe,
-        checks,
-        &format!("the key still replays its first arguments{pair}"),
-        &first_seen,
-        last(&retried),
-        lab26(),
-    );
-    Some(())
 }
 
 async fn concurrent(probe: &Arc<McpProbe>) -> PointReport {
