@@ -584,6 +584,17 @@ pub use crate::error::FieldError;
 /// A validation step's result.
 pub(crate) type Checked<T> = std::result::Result<T, FieldError>;
 
+/// An argv list (`field`) whose first word names the program.
+pub(crate) fn argv(command: &[String], field: &str) -> Checked<()> {
+    if command.first().is_none_or(String::is_empty) {
+        return Err(FieldError::new(
+            field,
+            "an argv list whose first word is the program",
+        ));
+    }
+    Ok(())
+}
+
 /// A target file's TOML that does not parse: toml's message names the line, the column and the
 /// key; kept on one line.
 pub(crate) fn not_toml(path: &Path, err: &toml::de::Error) -> Error {
@@ -1022,13 +1033,8 @@ fn service(file: ServiceFile, overrides: &Overrides) -> Checked<Service> {
         .reset
         .map(|r| endpoint(r, "service.reset"))
         .transpose()?;
-    if let Some(command) = &file.reset_command
-        && command.first().is_none_or(String::is_empty)
-    {
-        return Err(FieldError::new(
-            "service.reset_command",
-            "an argv list whose first word is the program",
-        ));
+    if let Some(command) = &file.reset_command {
+        argv(command, "service.reset_command")?;
     }
     let timeout_ms = file.timeout_ms.unwrap_or(10_000);
     if !(100..=600_000).contains(&timeout_ms) {
@@ -1038,12 +1044,7 @@ fn service(file: ServiceFile, overrides: &Overrides) -> Checked<Service> {
         ));
     }
     if let Some(command) = &file.command {
-        if command.first().is_none_or(String::is_empty) {
-            return Err(FieldError::new(
-                "service.command",
-                "an argv list whose first word is the program",
-            ));
-        }
+        argv(command, "service.command")?;
         if !url.is_loopback() {
             return Err(FieldError::new(
                 "service.command",
@@ -1554,12 +1555,7 @@ fn count(file: CountFile, callers: &[Caller], folder: &Path) -> Checked<Count> {
             }
         }
         (None, None, Some(command)) => {
-            if command.first().is_none_or(String::is_empty) {
-                return Err(FieldError::new(
-                    "count.command",
-                    "an argv list whose first word is the program",
-                ));
-            }
+            argv(&command, "count.command")?;
             Ok(Count::Command(command))
         }
         _ => Err(FieldError::new(
@@ -2073,65 +2069,74 @@ request = { path = "/tickets", json_pointer = "/tickets" }
 
     #[test]
     fn each_fault_in_a_file_is_named_by_its_field() {
-        let cases = [
-            (GOOD.replace("127.0.0.1", "192.0.2.1"), "service.base_url"),
+        let edits = [
+            ("127.0.0.1", "192.0.2.1", "service.base_url"),
+            ("form = \"sf-string\"", "form = \"quoted\"", "key.form"),
+            ("{{n}}", "{{m}}", "create.body"),
+            ("Bearer b", "Bearer a", "callers[1].headers"),
             (
-                GOOD.replace("form = \"sf-string\"", "form = \"quoted\""),
-                "key.form",
-            ),
-            (GOOD.replace("{{n}}", "{{m}}"), "create.body"),
-            (GOOD.replace("Bearer b", "Bearer a"), "callers[1].headers"),
-            (
-                GOOD.replace("json_pointer = \"/tickets\"", "json_pointer = \"tickets\""),
+                "json_pointer = \"/tickets\"",
+                "json_pointer = \"tickets\"",
                 "count.request.json_pointer",
             ),
             (
-                GOOD.replace("[identity]\njson_pointer = \"/ticket_id\"", "[identity]"),
+                "[identity]\njson_pointer = \"/ticket_id\"",
+                "[identity]",
                 "[identity]",
             ),
+            ("title = \"Jammed\", ", "title = 7, ", "create.vary.title"),
             (
-                GOOD.replace("title = \"Jammed\", ", "title = 7, "),
-                "create.vary.title",
-            ),
-            (
-                GOOD.replace("vary = { title = \"text\" }", "vary = { n = [4, 5] }"),
+                "vary = { title = \"text\" }",
+                "vary = { n = [4, 5] }",
                 "create.vary.n",
             ),
             (
-                GOOD.replace("vary = { title = \"text\" }", "vary = { m = \"text\" }"),
+                "vary = { title = \"text\" }",
+                "vary = { m = \"text\" }",
                 "create.vary.m",
             ),
+            ("form = \"sf-string\"", "shape = \"ulid\"", "key.shape"),
             (
-                GOOD.replace("form = \"sf-string\"", "shape = \"ulid\""),
-                "key.shape",
-            ),
-            (
-                format!("{GOOD}\n[statuses]\nmissing_key = []\n"),
+                "",
+                "\n[statuses]\nmissing_key = []\n",
                 "statuses.missing_key",
             ),
-            (format!("{GOOD}\n[replay]\nstatus = 99\n"), "replay.status"),
+            ("", "\n[replay]\nstatus = 99\n", "replay.status"),
             (
-                format!(
-                    "{GOOD}\n[errors]\nserver = [{{ headers = {{ X = \"1\" }} }}, {{ fields = {{ z = 1 }} }}]\n"
-                ),
+                "",
+                "\n[errors]\nserver = [{ headers = { X = \"1\" } }, { fields = { z = 1 } }]\n",
                 "errors.server[1].fields.z",
             ),
             (
-                format!("{GOOD}\n[read]\nrequest = {{ path = \"/tickets\" }}\n"),
+                "",
+                "\n[read]\nrequest = { path = \"/tickets\" }\n",
                 "read.request.path",
             ),
-            (format!("{GOOD}\n[load]\ncallers = 1000\n"), "load.callers"),
-            (
-                format!("{GOOD}\n[errors]\nserver = {{}}\n"),
-                "errors.server",
-            ),
+            ("", "\n[load]\ncallers = 1000\n", "load.callers"),
+            ("", "\n[errors]\nserver = {}\n", "errors.server"),
         ];
-        for (text, field) in cases {
-            assert_eq!(field_error(&text).field, field, "{text}");
-        }
+        each_edit_names(GOOD, &edits, |text| field_error(text).field);
         // An unknown field is serde's to name, in the TOML error.
         let err = parse(&GOOD.replace("path = \"/tickets\"\nbody", "pth = \"/tickets\"\nbody"));
         assert!(err.unwrap_err().contains("unknown field `pth`"));
+    }
+
+    /// Each edit of `good` (`from` replaced by `to`, or `to` appended where `from` is empty) is
+    /// refused naming its field, as `named` reads the refusal.
+    pub(crate) fn each_edit_names(
+        good: &str,
+        edits: &[(&str, &str, &str)],
+        named: impl Fn(&str) -> String,
+    ) {
+        for (from, to, field) in edits {
+            let text = if from.is_empty() {
+                format!("{good}{to}")
+            } else {
+                assert!(good.contains(from), "{from:?} is not in the good file");
+                good.replace(from, to)
+            };
+            assert_eq!(named(&text), *field, "{text}");
+        }
     }
 
     /// The field error a file's validation stops at; a file that parses, or TOML that does not,

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::super::excerpt::one_line;
-use super::super::target::{Checked, FieldError, Overrides, Vary, required};
+use super::super::target::{Checked, FieldError, Overrides, Vary, argv, required};
 pub use super::super::target::{CreateRoute, UPSTREAM_PLACEHOLDER, Upstream, UpstreamKeyForm};
 use super::super::target::{UpstreamFile, upstream};
 use super::super::target::{base_url_in, folder_of, not_toml, placeholders, vary};
@@ -376,12 +376,7 @@ impl McpFile {
                     ));
                 }
                 let command = required(self.command.take(), "mcp.command")?;
-                if command.first().is_none_or(String::is_empty) {
-                    return Err(FieldError::new(
-                        "mcp.command",
-                        "an argv list whose first word is the program",
-                    ));
-                }
+                argv(&command, "mcp.command")?;
                 McpTransport::Stdio {
                     command,
                     env: env(std::mem::take(&mut self.env), "mcp.env")?,
@@ -737,12 +732,7 @@ fn count(file: CountFile, callers: &[McpCaller]) -> Checked<McpCount> {
             query: required(sql.query, "mcp.count.sql.query")?,
         }),
         (None, None, Some(command)) => {
-            if command.first().is_none_or(String::is_empty) {
-                return Err(FieldError::new(
-                    "mcp.count.command",
-                    "an argv list whose first word is the program",
-                ));
-            }
+            argv(&command, "mcp.count.command")?;
             Ok(McpCount::Command(command))
         }
         _ => Err(FieldError::new(
@@ -898,6 +888,7 @@ fn check_upstream_use(target: &McpTarget, upstream: &Upstream) -> Checked<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::check::target::tests::each_edit_names;
 
     const GOOD: &str = r#"
 [mcp]
@@ -948,61 +939,48 @@ tool = { name = "list_tickets", structured_pointer = "/tickets" }
 
     #[test]
     fn each_fault_in_an_mcp_file_is_named_by_its_field() {
-        let cases = [
-            (GOOD.replace("\"stdio\"", "\"sse\""), "mcp.transport"),
+        let edits = [
+            ("\"stdio\"", "\"sse\"", "mcp.transport"),
             (
-                GOOD.replace("key_argument = \"operation_key\"\n", ""),
+                "key_argument = \"operation_key\"\n",
+                "",
                 "mcp.tool.key_argument",
             ),
+            ("{{priority}}\"", "{{prio}}\"", "mcp.tool.arguments"),
             (
-                GOOD.replace("{{priority}}\"", "{{prio}}\""),
-                "mcp.tool.arguments",
-            ),
-            (
-                GOOD.replace("\"/ticket_id\"", "\"ticket_id\""),
+                "\"/ticket_id\"",
+                "\"ticket_id\"",
                 "mcp.identity.structured_pointer",
             ),
             (
-                GOOD.replace("structured_pointer = \"/ticket_id\"", "text_regex = \"(\""),
+                "structured_pointer = \"/ticket_id\"",
+                "text_regex = \"(\"",
                 "mcp.identity.text_regex",
             ),
             (
-                GOOD.replace(
-                    "\"--stdio-caller\", \"bob\"",
-                    "\"--stdio-caller\", \"alice\"",
-                ),
+                "\"--stdio-caller\", \"bob\"",
+                "\"--stdio-caller\", \"alice\"",
                 "mcp.callers[1]",
             ),
+            ("code_pointer = \"/code\"\n", "", "mcp.errors.code_pointer"),
             (
-                GOOD.replace("code_pointer = \"/code\"\n", ""),
-                "mcp.errors.code_pointer",
-            ),
-            (
-                GOOD.replace(
-                    "tool = { name = \"list_tickets\", structured_pointer = \"/tickets\" }",
-                    "tool = { name = \"list_tickets\" }",
-                ),
+                "tool = { name = \"list_tickets\", structured_pointer = \"/tickets\" }",
+                "tool = { name = \"list_tickets\" }",
                 "mcp.count.tool",
             ),
+            ("", "[mcp.load]\ncalls = 1000\n", "mcp.load.calls"),
             (
-                format!("{GOOD}[mcp.load]\ncalls = 1000\n"),
-                "mcp.load.calls",
-            ),
-            (
-                GOOD.replace(
-                    "priority = \"high\" }",
-                    "priority = \"high\" }\nvary = { priority = [\"low\", \"med\"] }",
-                ),
+                "priority = \"high\" }",
+                "priority = \"high\" }\nvary = { priority = [\"low\", \"med\"] }",
                 "mcp.tool.vary.priority",
             ),
             (
-                GOOD.replace("transport = \"stdio\"", "transport = \"http\""),
+                "transport = \"stdio\"",
+                "transport = \"http\"",
                 "mcp.command",
             ),
         ];
-        for (text, field) in cases {
-            assert_eq!(field_error(&text).field, field, "{text}");
-        }
+        each_edit_names(GOOD, &edits, |text| field_error(text).field);
     }
 
     #[test]
