@@ -1,11 +1,13 @@
 //! The points an HTTP service and an MCP server share, written once against a [`Front`]: the
-//! create is called, counted and read in the file's terms, whichever front takes it. Here so
-//! far: `retry-replays`, `reply-dropped` and `new-key-same-payload`. A point moves here from
+//! create is called, counted and read in the file's terms, whichever front takes it. Here:
+//! `retry-replays`, `reply-dropped`, `changed-payload`, `new-key-same-payload`,
+//! `concurrent-fresh-key`, `other-caller` and `error-then-corrected`. A point moves here from
 //! `points.rs` and `mcp/points.rs` when both copies say the same thing; what only one front
 //! adds is a hook of `Front` that front implements (an HTTP replay's status, body and mark:
 //! [`Front::replay_marks`]; an effect read back: [`content::ReadBack`]), and a point only one
 //! front has (an MCP tool's annotations, a cut-off request) stays with it.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -13,7 +15,7 @@ use serde_json::Value;
 use super::content;
 use super::history::{Answer, History};
 use super::probe::{Change, same_effect};
-use super::report::{Calibration, Checks, Grade, PointReport};
+use super::report::{Calibration, Callers, Checks, Grade, PointReport};
 use super::upstream::UpstreamApi;
 use crate::contract::points as registry;
 
@@ -128,6 +130,38 @@ pub(crate) trait Front: content::ReadBack {
     /// The file's own refusal of a changed payload, for `refused`: the sub-check's words, whether
     /// `refused` is it, and what the file names (`None` where the file names none).
     fn conflict(&self, refused: &Told) -> Option<(&'static str, bool, String)>;
+    /// How many rounds the concurrent point runs (the file's load).
+    fn rounds(&self) -> usize;
+    /// Sends `calls` together, each on its own connection or task, released at once; every
+    /// answer.
+    async fn send_together(
+        self: &Arc<Self>,
+        point: &'static str,
+        calls: Vec<Self::Call>,
+    ) -> Vec<Told>;
+    /// Whether `told` says the key is still in progress, as the file's statuses or codes say.
+    fn in_progress(&self, told: &Told) -> bool;
+    /// The callers' names, as the file gives them.
+    fn caller_names(&self) -> Vec<String>;
+    /// Where the file names its callers, for messages: `[[callers]]`.
+    fn callers_field(&self) -> &'static str;
+    /// `call` sent by `caller` instead, under another step's name.
+    fn by_caller(&self, call: &Self::Call, caller: usize, step: &str) -> Self::Call;
+    /// The kind of error `error-then-corrected` provokes, in words: `validation error (4xx)`.
+    fn validation_kind(&self) -> &'static str;
+    /// Sends `call` made to fail with `provoked` (the file's validation error, or its
+    /// server error `Some(i)`), and adds the sub-check that says whether the fault fired (the
+    /// error came back as the agent is told one); the answer, when it fired.
+    async fn provoke(
+        &self,
+        point: &'static str,
+        checks: &mut Checks,
+        call: &Self::Call,
+        provoked: &Provoked,
+    ) -> Option<Told>;
+    /// The file's in-progress answers, for messages: `the in-progress status
+    /// (statuses.in_progress)`, and the list.
+    fn in_progress_words(&self) -> (&'static str, String);
 }
 
 /// What the agent was told, read in the file's terms.
@@ -656,4 +690,459 @@ async fn lost_reply_checks<F: Front>(front: &F, checks: &mut Checks) -> Option<(
     );
     judge_retry(front, checks, texts, (&lost, &effect), &retried, before).await;
     Some(())
+}
+
+/// What the rounds of a concurrent point found, for one sub-check each.
+#[derive(Default)]
+pub(crate) struct Rounds {
+    pub rounds: usize,
+    pub wrong_effects: Vec<(usize, i64, Vec<usize>)>,
+    pub split_identities: Vec<(usize, Vec<String>, Vec<usize>)>,
+    pub other_statuses: Vec<(String, usize)>,
+    pub unanswered: Vec<(String, usize)>,
+    pub in_progress: Vec<usize>,
+    pub bad_retries: Vec<(String, usize)>,
+    /// What `[read]` showed of each round's first effect after its retries.
+    pub contents: Vec<(usize, content::Since)>,
+}
+
+/// The exchanges of the first three findings, as a sub-check's evidence.
+fn first_ids(list: &[(String, usize)]) -> Vec<usize> {
+    list.iter().take(3).map(|u| u.1).collect()
+}
+
+/// `concurrent-fresh-key`: in each round, the file's load of calls with one fresh key sent
+/// together make one effect, every success names it, and a retry after the round replays it.
+pub async fn concurrent<F: Front>(front: &Arc<F>) -> PointReport {
+    let point = &registry::CONCURRENT_FRESH_KEY;
+    if let Some(report) = needs_key(front.as_ref(), point.id, point.title) {
+        return report;
+    }
+    let mut checks = Checks::new();
+    let mut found = Rounds::default();
+    for round in 1..=front.rounds() {
+        if fresh_round(front, &mut checks, round, &mut found)
+            .await
+            .is_none()
+        {
+            return PointReport::covered(point.id, point.title, checks.0);
+        }
+    }
+    fresh_effects(front.as_ref(), &mut checks, &found);
+    fresh_answers(front.as_ref(), &mut checks, &found);
+    PointReport::covered(point.id, point.title, checks.0)
+}
+
+/// One round of racers on a fresh key, then a retry, into `found`; `None` when the point stops.
+async fn fresh_round<F: Front>(
+    front: &Arc<F>,
+    checks: &mut Checks,
+    round: usize,
+    found: &mut Rounds,
+) -> Option<()> {
+    let name = registry::CONCURRENT_FRESH_KEY.id;
+    let fields = front.fresh_fields();
+    let before = counted(front.as_ref(), checks).await?;
+    let call = front.keyed_call(&format!("round {round}, racer"), &fields);
+    let calls = (0..front.together())
+        .map(|i| front.again(&call, &format!("round {round}, racer {}", i + 1), None))
+        .collect();
+    let seen = front.send_together(name, calls).await;
+    let identities = sort_racers(front.as_ref(), &seen, found);
+    let after = counted(front.as_ref(), checks).await?;
+    let round_ids: Vec<usize> = seen.iter().map(|told| told.id).collect();
+    if after - before != 1 {
+        found
+            .wrong_effects
+            .push((round, after - before, round_ids.clone()));
+    }
+    if identities.len() > 1 {
+        found
+            .split_identities
+            .push((round, identities.clone(), round_ids));
+    }
+    let retry = front.again(
+        &call,
+        &format!("round {round}, a retry after the race"),
+        None,
+    );
+    let settled = front.send_settled(name, &retry).await;
+    let last = settled.last()?;
+    let fits = last.success
+        && (identities.is_empty()
+            || last
+                .identity
+                .as_ref()
+                .is_some_and(|i| identities.contains(i)));
+    if !fits {
+        found.bad_retries.push((last.described.clone(), last.id));
+    }
+    found.rounds += 1;
+    Some(())
+}
+
+/// Sorts a round's racers' answers into `found`; the distinct identities their successes named.
+fn sort_racers<F: Front>(front: &F, seen: &[Told], found: &mut Rounds) -> Vec<String> {
+    let mut identities: Vec<String> = Vec::new();
+    for one in seen {
+        match &one.identity {
+            Some(id) if one.success => {
+                if !identities.contains(id) {
+                    identities.push(id.clone());
+                }
+            }
+            _ if front.in_progress(one) => found.in_progress.push(one.id),
+            _ if answered(&one.answer) => {
+                found.other_statuses.push((one.described.clone(), one.id));
+            }
+            _ => found.unanswered.push((one.answer.summary(), one.id)),
+        }
+    }
+    identities
+}
+
+/// Whether the front answered at all: a reply, a tool result or a JSON-RPC error, not a
+/// connection that failed or a call the check hung up on.
+fn answered(answer: &Answer) -> bool {
+    !matches!(answer, Answer::NoAnswer { .. } | Answer::HungUp { .. })
+}
+
+/// `other-caller`: a second caller's call under the first caller's key, with the same payload,
+/// is a call of its own, never given the first caller's effect. A reply that names the first
+/// effect is a leak only between two callers, so `proved` must say the file's callers are two.
+pub async fn other_caller<F: Front>(front: &F, proved: &Callers) -> PointReport {
+    let point = &registry::OTHER_CALLER;
+    if let Some(report) = needs_key(front, point.id, point.title) {
+        return report;
+    }
+    if front.caller_names().len() < 2 {
+        let reason = format!(
+            "The file names one caller; name a second in {} to check that keys are scoped by \
+             caller.",
+            front.callers_field()
+        );
+        return PointReport::not_covered(point.id, point.title, reason);
+    }
+    if let Callers::Unproved(why) = proved {
+        return PointReport::not_covered(point.id, point.title, why.clone());
+    }
+    let mut checks = Checks::new();
+    other_caller_checks(front, &mut checks).await;
+    PointReport::covered(point.id, point.title, checks.0)
+}
+
+/// The other-caller point's grade: the lab's, citing the draft's security section.
+fn scope_grade() -> Grade {
+    Grade {
+        section: Some(section::SECURITY),
+        ..Grade::lab()
+    }
+}
+
+/// The sub-checks of `other-caller`; `None` where it stopped.
+async fn other_caller_checks<F: Front>(front: &F, checks: &mut Checks) -> Option<()> {
+    let name = registry::OTHER_CALLER.id;
+    let names = front.caller_names();
+    let (a, b, word) = (&names[0], &names[1], front.call_word());
+    let before = counted(front, checks).await?;
+    let step = format!("{a}'s {word}");
+    let call = front.keyed_call(&step, &front.fresh_fields());
+    let first = first(front, name, checks, &call, &step).await?;
+    let after_first = counted(front, checks).await?;
+    let other = front.by_caller(&call, 1, &format!("{b}'s {word}, same key and payload"));
+    let seen = front.send_settled(name, &other).await;
+    let ids: Vec<usize> = seen.iter().map(|told| told.id).collect();
+    let theirs = seen.last()?;
+    let leak = second_caller(front, checks, &first, theirs, &ids);
+    let after_other = counted(front, checks).await?;
+    checks.add(
+        scope_grade(),
+        format!("{b}'s {word} made an effect of its own"),
+        after_other - after_first == 1,
+        "one new effect",
+        effects(after_other - after_first),
+        &ids,
+    );
+    if theirs.success && !leak {
+        let again = front.again(&other, &format!("{b}'s retry"), None);
+        let retried = front.send_settled(name, &again).await;
+        let what = format!("{b}'s retry names {b}'s effect");
+        let last = retried.last()?;
+        retry_matches(
+            front,
+            checks,
+            (lab26(), &what),
+            theirs.identity.as_deref(),
+            last,
+            &[last.id],
+        );
+    }
+    let mine = front.again(&call, &format!("{a}'s retry"), None);
+    let retried = front.send_settled(name, &mine).await;
+    let what = format!("{a}'s retry still names {a}'s effect");
+    let last = retried.last()?;
+    retry_matches(
+        front,
+        checks,
+        (lab26(), &what),
+        first.identity.as_deref(),
+        last,
+        &[last.id],
+    );
+    let after = counted(front, checks).await?;
+    checks.add(
+        Grade::lab(),
+        "two callers, one key each: two effects in all",
+        after - before == 2,
+        "two effects",
+        effects(after - before),
+        &[first.id],
+    );
+    Some(())
+}
+
+/// The second caller's answer (`theirs`, the last of exchanges `ids`) to the first caller's key:
+/// not the first caller's effect (a leak), and a success of its own. Whether it leaked.
+fn second_caller<F: Front>(
+    front: &F,
+    checks: &mut Checks,
+    first: &Told,
+    theirs: &Told,
+    ids: &[usize],
+) -> bool {
+    let names = front.caller_names();
+    let (a, b, word) = (&names[0], &names[1], front.call_word());
+    // An identity found on neither side is no evidence: two absent identities never name one
+    // effect, and two equal answers without one say nothing of whose effect it is.
+    let leak = theirs.success && same_effect(&theirs.identity, &first.identity);
+    let same_answer = theirs.success
+        && first.identity.is_some()
+        && front.same_answer(first, theirs).unwrap_or_default();
+    checks.add(
+        scope_grade(),
+        format!("{b} is not given {a}'s effect"),
+        !(leak || same_answer),
+        format!("{b}'s own effect"),
+        if leak {
+            format!(
+                "DATA LEAK: {b} got {a}'s effect {} and its answer",
+                first.identity.as_deref().unwrap_or("")
+            )
+        } else {
+            theirs.described.clone()
+        },
+        &[first.id, theirs.id],
+    );
+    let blocked = !theirs.success
+        && (front.in_progress(theirs) || front.conflict(theirs).is_some_and(|c| c.1));
+    checks.add(
+        scope_grade(),
+        format!("{b}'s {word} succeeds as a {word} of its own"),
+        theirs.success && !leak,
+        "a success",
+        if blocked {
+            format!("{}: {a}'s key blocked {b}", theirs.described)
+        } else if leak {
+            "a replay of the other caller's effect".to_owned()
+        } else {
+            theirs.described.clone()
+        },
+        ids,
+    );
+    leak
+}
+
+/// An error a point provokes before the corrected call: which one (`None`: the file's
+/// validation error; `Some(i)`: its `errors.server[i]`), and its kind in words.
+pub(crate) struct Provoked {
+    pub server: Option<usize>,
+    pub kind: String,
+}
+
+/// `error-then-corrected`: a call refused for its payload leaves its key free, so the
+/// corrected call under that key is processed, once.
+pub async fn error_then_corrected<F: Front>(front: &F) -> PointReport {
+    let point = &registry::ERROR_THEN_CORRECTED;
+    let provoked = Provoked {
+        server: None,
+        kind: front.validation_kind().to_owned(),
+    };
+    let mut checks = Checks::new();
+    error_then_fix(front, &mut checks, point.id, &provoked).await;
+    PointReport::covered(point.id, point.title, checks.0)
+}
+
+/// The sub-checks of a point that provokes an error and then sends the corrected call under
+/// the same key; `None` where it stopped.
+pub async fn error_then_fix<F: Front>(
+    front: &F,
+    checks: &mut Checks,
+    name: &'static str,
+    provoked: &Provoked,
+) -> Option<()> {
+    let (kind, word) = (&provoked.kind, front.call_word());
+    let before = counted(front, checks).await?;
+    let call = front.keyed_call(
+        &format!("the corrected {word} under the same key"),
+        &front.fresh_fields(),
+    );
+    let refused = front.provoke(name, checks, &call, provoked).await?;
+    let after_bad = counted(front, checks).await?;
+    checks.add(
+        Grade::lab(),
+        format!("the {kind} made no effect"),
+        after_bad == before,
+        "no effect",
+        effects(after_bad - before),
+        &[refused.id],
+    );
+    if !front.keyed() {
+        return None;
+    }
+    let settled = front.send_settled(name, &call).await;
+    let ids: Vec<usize> = settled.iter().map(|told| told.id).collect();
+    let last = settled.last()?;
+    let replayed_error = !last.success
+        && last.answer.status().is_some()
+        && last.answer.status() == refused.answer.status();
+    checks.add(
+        lab26(),
+        format!("the corrected {word} after the {kind} is processed"),
+        last.success,
+        "a success",
+        if replayed_error {
+            format!(
+                "{}: the saved {kind} was replayed; the key is burned",
+                last.described
+            )
+        } else if last.refused {
+            format!(
+                "{}: the {kind} left a record that holds the key; the key is burned",
+                last.described
+            )
+        } else {
+            last.described.clone()
+        },
+        &ids,
+    );
+    let after = counted(front, checks).await?;
+    checks.add(
+        Grade::lab(),
+        format!("the corrected {word} made one effect"),
+        after - before == 1,
+        "one effect",
+        effects(after - before),
+        &ids,
+    );
+    if last.success {
+        let again = front.send_settled(name, &call).await;
+        let retry = again.last()?;
+        let what = (lab26(), "its retry names the same effect");
+        retry_matches(
+            front,
+            checks,
+            what,
+            last.identity.as_deref(),
+            retry,
+            &[retry.id],
+        );
+    }
+    Some(())
+}
+
+/// The rounds' effects: one per round, one identity per round.
+fn fresh_effects<F: Front>(front: &F, checks: &mut Checks, found: &Rounds) {
+    let rounds = found.rounds;
+    checks.add(
+        lab26(),
+        format!(
+            "each of {rounds} rounds of {} racers made exactly one effect",
+            front.together()
+        ),
+        found.wrong_effects.is_empty(),
+        "one effect per round",
+        found
+            .wrong_effects
+            .first()
+            .map_or("every round made one".to_owned(), |(round, n, _)| {
+                format!(
+                    "{} of {rounds} rounds did not; round {round} made {}",
+                    found.wrong_effects.len(),
+                    effects(*n)
+                )
+            }),
+        &found
+            .wrong_effects
+            .first()
+            .map(|w| w.2.clone())
+            .unwrap_or_default(),
+    );
+    checks.add(
+        lab26(),
+        "every success in a round names the same effect",
+        found.split_identities.is_empty(),
+        "one identity per round",
+        found
+            .split_identities
+            .first()
+            .map_or("so they did".to_owned(), |(round, ids, _)| {
+                format!("round {round}: successes named {}", ids.join(", "))
+            }),
+        &found
+            .split_identities
+            .first()
+            .map(|w| w.2.clone())
+            .unwrap_or_default(),
+    );
+}
+
+/// The rounds' answers: every racer answered, the losers with the in-progress status, and a
+/// retry after each round replaying its effect.
+fn fresh_answers<F: Front>(front: &F, checks: &mut Checks, found: &Rounds) {
+    let (in_progress, listed) = front.in_progress_words();
+    checks.add(
+        Grade::lab(),
+        "every racer was answered",
+        found.unanswered.is_empty(),
+        format!("an answer to each {}", front.call_word()),
+        found
+            .unanswered
+            .first()
+            .map_or("all were".to_owned(), |(why, _)| {
+                format!("{} were not; the first: {why}", found.unanswered.len())
+            }),
+        &first_ids(&found.unanswered),
+    );
+    checks.add(
+        Grade::should(section::ENFORCEMENT),
+        format!("a racer that did not get the success got {in_progress}"),
+        found.other_statuses.is_empty(),
+        format!("success or {listed}"),
+        found.other_statuses.first().map_or(
+            format!(
+                "so it did ({} in-progress answers)",
+                found.in_progress.len()
+            ),
+            |(what, _)| {
+                format!(
+                    "{} other answers; the first: {what}",
+                    found.other_statuses.len()
+                )
+            },
+        ),
+        &first_ids(&found.other_statuses),
+    );
+    checks.add(
+        lab26(),
+        "after each round, a retry replays the round's effect",
+        found.bad_retries.is_empty(),
+        "a success naming the round's effect",
+        found
+            .bad_retries
+            .first()
+            .map_or("so it did".to_owned(), |(what, _)| {
+                format!("{} did not; the first: {what}", found.bad_retries.len())
+            }),
+        &first_ids(&found.bad_retries),
+    );
 }

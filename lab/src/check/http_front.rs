@@ -2,11 +2,12 @@
 //! ([`super::hop`]): a call is an HTTP request the file describes, a session is nothing, and
 //! restarting the front restarts the gateway the check started ([`super::gateway`]).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
 
-use super::both::{Fields, Front, Told, section};
+use super::both::{Fields, Front, Provoked, Told, section};
 use super::content::{NO_READ, ReadBack};
 use super::history::{Answer, History};
 use super::probe::{BodyForm, Call, Change, KeyWire, Probe, Seen, render};
@@ -155,6 +156,81 @@ impl Front for Probe {
 
     async fn count(&self) -> Result<i64, String> {
         Probe::count(self).await.map_err(|err| err.to_string())
+    }
+
+    fn rounds(&self) -> usize {
+        self.target.load.fresh_rounds
+    }
+
+    async fn send_together(self: &Arc<Self>, point: &'static str, calls: Vec<Call>) -> Vec<Told> {
+        let seen = Probe::send_together(self, point, calls).await;
+        seen.into_iter().map(|seen| told(self, seen)).collect()
+    }
+
+    fn in_progress(&self, told: &Told) -> bool {
+        let statuses = &self.target.statuses.in_progress;
+        told.answer.status().is_some_and(|s| statuses.contains(&s))
+    }
+
+    fn caller_names(&self) -> Vec<String> {
+        self.target.callers.iter().map(|c| c.name.clone()).collect()
+    }
+
+    fn callers_field(&self) -> &'static str {
+        "[[callers]]"
+    }
+
+    fn by_caller(&self, call: &Call, caller: usize, step: &str) -> Call {
+        let mut other = self.again(call, step, None);
+        other.caller = caller;
+        other
+    }
+
+    fn validation_kind(&self) -> &'static str {
+        "validation error (4xx)"
+    }
+
+    async fn provoke(
+        &self,
+        point: &'static str,
+        checks: &mut Checks,
+        call: &Call,
+        provoked: &Provoked,
+    ) -> Option<Told> {
+        let errors = &self.target.errors;
+        let (provocation, statuses, how) = match provoked.server {
+            Some(i) => (&errors.server[i], 500..=599, ""),
+            None if errors.validation_given => (&errors.validation, 400..=499, ""),
+            None => (
+                &errors.validation,
+                400..=499,
+                " (the file gives no [errors.validation]; the check sent a body that is not JSON)",
+            ),
+        };
+        let kind = &provoked.kind;
+        let mut bad = self.again(call, &format!("a request provoking a {kind}"), None);
+        if let BodyForm::Compact(fields) = &call.body {
+            bad.body = self.provoked(fields, provocation);
+        }
+        bad.extra.clone_from(&provocation.headers);
+        let seen = told(self, Probe::send(self, point, &bad).await);
+        checks
+            .add(
+                Grade::lab(),
+                format!("the provoked request is answered with a {kind}{how}"),
+                seen.answer.status().is_some_and(|s| statuses.contains(&s)),
+                format!("a {kind}"),
+                seen.described.clone(),
+                &[seen.id],
+            )
+            .then_some(seen)
+    }
+
+    fn in_progress_words(&self) -> (&'static str, String) {
+        (
+            "the in-progress status (statuses.in_progress)",
+            format!("{:?}", self.target.statuses.in_progress),
+        )
     }
 
     fn same_answer(&self, first: &Told, retry: &Told) -> Option<bool> {

@@ -1,22 +1,26 @@
-//! The points: everything the retry contract says that a black box can observe, each with its
-//! own fresh keys and field values, judged by the change in the effect count so that a service
-//! holding other data can be checked. Every point records every sub-check it made, passed or
-//! not, so a mild symptom never hides a worse one (a collision across callers beside a leak).
+//! The HTTP check's points: everything the retry contract says that a black box can observe,
+//! each with its own fresh keys and field values, judged by the change in the effect count so
+//! that a service holding other data can be checked. The points an MCP server shares are
+//! written once in `both.rs`; here are the HTTP service's own (a cut-off request, a reordered
+//! body, retries on a completed key, another endpoint, the key's forms as a header, a server
+//! error, a fault between the effect and its record). Every point records every sub-check it
+//! made, passed or not, so a mild symptom never hides a worse one (a collision across callers
+//! beside a leak).
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::both::{self, Front, count_or_stop, effects, lab26, section};
+use super::both::{self, Front, Provoked, Rounds, count_or_stop, effects, lab26, section};
 use super::calibration::{Retried, retried};
 use super::content::{self, content_of};
 use super::history::Answer;
 use super::http::HangUp;
 use super::http_front::told;
 use super::probe::{BodyForm, Call, KeyWire, Probe, Read, Seen, same_effect};
-use super::report::{Calibration, Callers, Checks, Grade, PointReport, Stop, SubCheck};
-use super::target::{Endpoint, KeyForm, Provocation, Replay};
+use super::report::{Calibration, Checks, Grade, PointReport, Stop, SubCheck};
+use super::target::{Endpoint, KeyForm, Replay};
 use crate::contract::points as registry;
 use crate::contract::points::Selection;
 
@@ -104,7 +108,7 @@ pub async fn all(
         ),
         (
             &registry::CONCURRENT_FRESH_KEY,
-            Box::pin(concurrent_fresh(probe)),
+            Box::pin(both::concurrent(probe)),
         ),
         (
             &registry::CONCURRENT_COMPLETED_KEY,
@@ -112,13 +116,13 @@ pub async fn all(
         ),
         (
             &registry::OTHER_CALLER,
-            Box::pin(scope(probe, &calibration.callers)),
+            Box::pin(both::other_caller(probe.as_ref(), &calibration.callers)),
         ),
         (&registry::OTHER_ENDPOINT, Box::pin(other_endpoint(probe))),
         (&registry::KEY_FORMS, Box::pin(key_forms(probe))),
         (
             &registry::ERROR_THEN_CORRECTED,
-            Box::pin(error_then_corrected(probe)),
+            Box::pin(both::error_then_corrected(probe.as_ref())),
         ),
         (
             &registry::SERVER_ERROR_THEN_CORRECTED,
@@ -449,221 +453,6 @@ async fn reordered(probe: &Probe) -> PointReport {
     PointReport::covered(NAME, TITLE, checks.0)
 }
 
-/// What the rounds of a concurrent point found, for one sub-check each.
-#[derive(Default)]
-struct Rounds {
-    rounds: usize,
-    wrong_effects: Vec<(usize, i64, Vec<usize>)>,
-    split_identities: Vec<(usize, Vec<String>, Vec<usize>)>,
-    other_statuses: Vec<(String, usize)>,
-    unanswered: Vec<(String, usize)>,
-    in_progress: Vec<usize>,
-    bad_retries: Vec<(String, usize)>,
-    /// What `[read]` showed of each round's first effect after its retries.
-    contents: Vec<(usize, content::Since)>,
-}
-
-/// The exchanges of the first three findings, as a sub-check's evidence.
-fn first_ids(list: &[(String, usize)]) -> Vec<usize> {
-    list.iter().take(3).map(|u| u.1).collect()
-}
-
-async fn concurrent_fresh(probe: &Arc<Probe>) -> PointReport {
-    const NAME: &str = registry::CONCURRENT_FRESH_KEY.id;
-    const TITLE: &str = registry::CONCURRENT_FRESH_KEY.title;
-    let mut checks = Checks::new();
-    let mut found = Rounds::default();
-    for round in 1..=probe.target.load.fresh_rounds {
-        if fresh_round(probe, &mut checks, NAME, round, &mut found)
-            .await
-            .is_none()
-        {
-            return PointReport::covered(NAME, TITLE, checks.0);
-        }
-    }
-    fresh_effects(probe, &mut checks, &found);
-    fresh_answers(probe, &mut checks, &found);
-    PointReport::covered(NAME, TITLE, checks.0)
-}
-
-/// One round of racers on a fresh key, then a retry, into `found`; `None` when the point stops.
-async fn fresh_round(
-    probe: &Arc<Probe>,
-    checks: &mut Checks,
-    name: &'static str,
-    round: usize,
-    found: &mut Rounds,
-) -> Option<()> {
-    let key = probe.fresh_key();
-    let fields = probe.fresh_fields(false);
-    let before = checks.count(probe).await?;
-    let calls = (0..probe.target.load.callers)
-        .map(|i| {
-            probe.call(
-                &format!("round {round}, racer {}", i + 1),
-                KeyWire::Normal(key.clone()),
-                &fields,
-            )
-        })
-        .collect();
-    let seen = probe.send_together(name, calls).await;
-    let identities = sort_racers(probe, &seen, found);
-    let after = checks.count(probe).await?;
-    let round_ids = ids(&seen);
-    if after - before != 1 {
-        found
-            .wrong_effects
-            .push((round, after - before, round_ids.clone()));
-    }
-    if identities.len() > 1 {
-        found
-            .split_identities
-            .push((round, identities.clone(), round_ids));
-    }
-    let retry = probe.call(
-        &format!("round {round}, a retry after the race"),
-        KeyWire::Normal(key),
-        &fields,
-    );
-    let settled = probe.send_settled(name, &retry).await;
-    let read = probe.read(&last(&settled).answer, false);
-    let fits = read.success
-        && (identities.is_empty()
-            || read
-                .identity
-                .as_ref()
-                .is_some_and(|i| identities.contains(i)));
-    if !fits {
-        found
-            .bad_retries
-            .push((probe.describe(&last(&settled).answer), last(&settled).id));
-    }
-    found.rounds += 1;
-    Some(())
-}
-
-/// Sorts a round's racers' answers into `found`; the distinct identities their successes named.
-fn sort_racers(probe: &Probe, seen: &[Seen], found: &mut Rounds) -> Vec<String> {
-    let mut identities: Vec<String> = Vec::new();
-    for one in seen {
-        let read = probe.read(&one.answer, false);
-        match (&one.answer, read.success) {
-            (_, true) => {
-                let id = read.identity.unwrap_or_else(|| "(none)".to_owned());
-                if !identities.contains(&id) {
-                    identities.push(id);
-                }
-            }
-            (Answer::Reply { status, .. }, false)
-                if probe.target.statuses.in_progress.contains(status) =>
-            {
-                found.in_progress.push(one.id);
-            }
-            (Answer::Reply { .. }, false) => found
-                .other_statuses
-                .push((probe.describe(&one.answer), one.id)),
-            _ => found.unanswered.push((one.answer.summary(), one.id)),
-        }
-    }
-    identities
-}
-
-/// The rounds' effects: one per round, one identity per round.
-fn fresh_effects(probe: &Probe, checks: &mut Checks, found: &Rounds) {
-    let rounds = found.rounds;
-    checks.add(
-        lab26(),
-        format!(
-            "each of {rounds} rounds of {} racers made exactly one effect",
-            probe.target.load.callers
-        ),
-        found.wrong_effects.is_empty(),
-        "one effect per round",
-        found
-            .wrong_effects
-            .first()
-            .map_or("every round made one".to_owned(), |(round, n, _)| {
-                format!(
-                    "{} of {rounds} rounds did not; round {round} made {}",
-                    found.wrong_effects.len(),
-                    effects(*n)
-                )
-            }),
-        &found
-            .wrong_effects
-            .first()
-            .map(|w| w.2.clone())
-            .unwrap_or_default(),
-    );
-    checks.add(
-        lab26(),
-        "every success in a round names the same effect",
-        found.split_identities.is_empty(),
-        "one identity per round",
-        found
-            .split_identities
-            .first()
-            .map_or("so they did".to_owned(), |(round, ids, _)| {
-                format!("round {round}: successes named {}", ids.join(", "))
-            }),
-        &found
-            .split_identities
-            .first()
-            .map(|w| w.2.clone())
-            .unwrap_or_default(),
-    );
-}
-
-/// The rounds' answers: every racer answered, the losers with the in-progress status, and a
-/// retry after each round replaying its effect.
-fn fresh_answers(probe: &Probe, checks: &mut Checks, found: &Rounds) {
-    checks.add(
-        Grade::lab(),
-        "every racer was answered",
-        found.unanswered.is_empty(),
-        "an answer to each request",
-        found
-            .unanswered
-            .first()
-            .map_or("all were".to_owned(), |(why, _)| {
-                format!("{} were not; the first: {why}", found.unanswered.len())
-            }),
-        &first_ids(&found.unanswered),
-    );
-    checks.add(
-        Grade::should(section::ENFORCEMENT),
-        "a racer that did not get the success got the in-progress status (statuses.in_progress)",
-        found.other_statuses.is_empty(),
-        format!("success or {:?}", probe.target.statuses.in_progress),
-        found.other_statuses.first().map_or(
-            format!(
-                "so it did ({} in-progress answers)",
-                found.in_progress.len()
-            ),
-            |(what, _)| {
-                format!(
-                    "{} other answers; the first: {what}",
-                    found.other_statuses.len()
-                )
-            },
-        ),
-        &first_ids(&found.other_statuses),
-    );
-    checks.add(
-        lab26(),
-        "after each round, a retry replays the round's effect",
-        found.bad_retries.is_empty(),
-        "a success naming the round's effect",
-        found
-            .bad_retries
-            .first()
-            .map_or("so it did".to_owned(), |(what, _)| {
-                format!("{} did not; the first: {what}", found.bad_retries.len())
-            }),
-        &first_ids(&found.bad_retries),
-    );
-}
-
 async fn concurrent_completed(probe: &Arc<Probe>) -> PointReport {
     const NAME: &str = registry::CONCURRENT_COMPLETED_KEY.id;
     const TITLE: &str = registry::CONCURRENT_COMPLETED_KEY.title;
@@ -811,150 +600,6 @@ fn completed_verdicts(probe: &Probe, checks: &mut Checks, found: &Rounds) {
             .map(|w| w.2.clone())
             .unwrap_or_default(),
     );
-}
-
-async fn scope(probe: &Probe, callers: &Callers) -> PointReport {
-    const NAME: &str = registry::OTHER_CALLER.id;
-    const TITLE: &str = registry::OTHER_CALLER.title;
-    // A reply to the second caller that names the first caller's effect is a leak only when
-    // the two are two callers to the service; unproved, it is no evidence either way.
-    if let Callers::Unproved(why) = callers {
-        return PointReport::not_covered(NAME, TITLE, why.clone());
-    }
-    let mut checks = Checks::new();
-    scope_checks(probe, &mut checks, NAME).await;
-    PointReport::covered(NAME, TITLE, checks.0)
-}
-
-/// The other-caller point's sub-checks; `None` where it stopped.
-async fn scope_checks(probe: &Probe, checks: &mut Checks, name: &'static str) -> Option<()> {
-    let callers = &probe.target.callers;
-    let (first_name, second_name) = (&callers[0].name, &callers[1].name);
-    let key = probe.fresh_key();
-    let fields = probe.fresh_fields(false);
-    let before = checks.count(probe).await?;
-    let call = probe.call(
-        &format!("{first_name}'s request"),
-        KeyWire::Normal(key.clone()),
-        &fields,
-    );
-    let (first_seen, first_read) = first(probe, name, checks, &call).await?;
-    let after_first = checks.count(probe).await?;
-    let mut other = call.clone();
-    other.step = format!("{second_name}'s request, same key and body");
-    other.caller = 1;
-    let seen = probe.send_settled(name, &other).await;
-    let (read, leak) = second_caller(probe, checks, (&first_seen, &first_read), &seen);
-    let after_other = checks.count(probe).await?;
-    checks.add(
-        scope_grade(),
-        format!("{second_name}'s request made an effect of its own"),
-        after_other - after_first == 1,
-        "one new effect",
-        effects(after_other - after_first),
-        &ids(&seen),
-    );
-    if read.success && !leak {
-        let mut again = other.clone();
-        again.step = format!("{second_name}'s retry");
-        let retried = probe.send_settled(name, &again).await;
-        retry_matches(
-            probe,
-            checks,
-            &format!("{second_name}'s retry names {second_name}'s effect"),
-            &read,
-            last(&retried),
-            lab26(),
-        );
-    }
-    let mut mine = call.clone();
-    mine.step = format!("{first_name}'s retry");
-    let retried = probe.send_settled(name, &mine).await;
-    retry_matches(
-        probe,
-        checks,
-        &format!("{first_name}'s retry still names {first_name}'s effect"),
-        &first_read,
-        last(&retried),
-        lab26(),
-    );
-    let after = checks.count(probe).await?;
-    checks.add(
-        Grade::lab(),
-        "two callers, one key each: two effects in all",
-        after - before == 2,
-        "two effects",
-        effects(after - before),
-        &[first_seen.id],
-    );
-    Some(())
-}
-
-/// The other-caller point's grade: the lab's, citing the draft's security section.
-fn scope_grade() -> Grade {
-    Grade {
-        section: Some(section::SECURITY),
-        ..Grade::lab()
-    }
-}
-
-/// The second caller's answer to the first caller's key: not the first caller's effect (a
-/// leak), and a success of its own. Its reading, and whether it leaked.
-fn second_caller(
-    probe: &Probe,
-    checks: &mut Checks,
-    first: (&Seen, &Read),
-    seen: &[Seen],
-) -> (Read, bool) {
-    let (first_seen, first_read) = first;
-    let callers = &probe.target.callers;
-    let (first_name, second_name) = (&callers[0].name, &callers[1].name);
-    let other_seen = last(seen);
-    let read = probe.read(&other_seen.answer, false);
-    // An identity found on neither side is no evidence: two absent identities never name one
-    // effect, and two equal bodies without one say nothing of whose effect it is.
-    let leak = read.success && same_effect(&read.identity, &first_read.identity);
-    let same_body = read.success
-        && first_read.identity.is_some()
-        && first_seen.answer.same_body(&other_seen.answer);
-    checks.add(
-        scope_grade(),
-        format!("{second_name} is not given {first_name}'s effect"),
-        !(leak || same_body),
-        format!("{second_name}'s own effect"),
-        if leak {
-            format!(
-                "DATA LEAK: {second_name} got {first_name}'s effect {} and its reply",
-                first_read.identity.as_deref().unwrap_or("")
-            )
-        } else {
-            probe.describe(&other_seen.answer)
-        },
-        &[first_seen.id, other_seen.id],
-    );
-    checks.add(
-        scope_grade(),
-        format!("{second_name}'s request succeeds as a request of its own"),
-        read.success && !leak,
-        "a success",
-        if !read.success
-            && other_seen.answer.status().is_some_and(|s| {
-                probe.target.statuses.conflict.contains(&s)
-                    || probe.target.statuses.in_progress.contains(&s)
-            })
-        {
-            format!(
-                "{}: {first_name}'s key blocked {second_name}",
-                probe.describe(&other_seen.answer)
-            )
-        } else if leak {
-            "a replay of the other caller's effect".to_owned()
-        } else {
-            probe.describe(&other_seen.answer)
-        },
-        &ids(seen),
-    );
-    (read, leak)
 }
 
 async fn other_endpoint(probe: &Probe) -> PointReport {
@@ -1291,155 +936,6 @@ async fn other_key_form(probe: &Probe, checks: &mut Checks, name: &'static str) 
 }
 
 /// An error answer under a key, then the corrected request under the same key.
-async fn error_then_fix(
-    probe: &Probe,
-    name: &'static str,
-    title: &'static str,
-    provoked: &Provoked<'_>,
-) -> PointReport {
-    let mut checks = Checks::new();
-    error_then_fix_checks(probe, &mut checks, name, provoked).await;
-    PointReport::covered(name, title, checks.0)
-}
-
-/// The error an error-then-fix point provokes, and how its answer is recognised.
-struct Provoked<'a> {
-    provocation: &'a Provocation,
-    /// Whether the target file gave the provocation (or the check made one up).
-    given: bool,
-    kind: &'a str,
-    statuses: std::ops::RangeInclusive<u16>,
-}
-
-/// An error-then-fix point's sub-checks; `None` where it stopped.
-async fn error_then_fix_checks(
-    probe: &Probe,
-    checks: &mut Checks,
-    name: &'static str,
-    provoked: &Provoked<'_>,
-) -> Option<()> {
-    let kind = provoked.kind;
-    let key = probe.fresh_key();
-    let fields = probe.fresh_fields(false);
-    let before = checks.count(probe).await?;
-    let mut bad = probe.call(
-        &format!("a request provoking a {kind}"),
-        KeyWire::Normal(key.clone()),
-        &fields,
-    );
-    bad.body = probe.provoked(&fields, provoked.provocation);
-    bad.extra = provoked.provocation.headers.clone();
-    let seen = probe.send(name, &bad).await;
-    let fired = seen
-        .answer
-        .status()
-        .is_some_and(|s| provoked.statuses.contains(&s));
-    let how = if provoked.given {
-        ""
-    } else {
-        " (the file gives no [errors.validation]; the check sent a body that is not JSON)"
-    };
-    checks
-        .add(
-            Grade::lab(),
-            format!("the provoked request is answered with a {kind}{how}"),
-            fired,
-            format!("a {kind}"),
-            probe.describe(&seen.answer),
-            &[seen.id],
-        )
-        .then_some(())?;
-    let after_bad = checks.count(probe).await?;
-    checks.add(
-        Grade::lab(),
-        format!("the {kind} made no effect"),
-        after_bad == before,
-        "no effect",
-        effects(after_bad - before),
-        &[seen.id],
-    );
-    let fixed = probe.call(
-        "the corrected request under the same key",
-        KeyWire::Normal(key),
-        &fields,
-    );
-    let settled = probe.send_settled(name, &fixed).await;
-    let read = corrected(probe, checks, kind, &seen, &settled);
-    let after = checks.count(probe).await?;
-    checks.add(
-        Grade::lab(),
-        "the corrected request made one effect",
-        after - before == 1,
-        "one effect",
-        effects(after - before),
-        &ids(&settled),
-    );
-    if read.success {
-        let again = probe.send_settled(name, &fixed).await;
-        retry_matches(
-            probe,
-            checks,
-            "its retry names the same effect",
-            &read,
-            last(&again),
-            lab26(),
-        );
-    }
-    Some(())
-}
-
-/// The corrected request after the error `seen`: processed, not the error replayed or the key
-/// held. Its reading.
-fn corrected(
-    probe: &Probe,
-    checks: &mut Checks,
-    kind: &str,
-    seen: &Seen,
-    settled: &[Seen],
-) -> Read {
-    let answer = &last(settled).answer;
-    let read = probe.read(answer, false);
-    let replayed_error = !read.success && answer.status() == seen.answer.status();
-    let held = !read.success && answer.status().is_some();
-    checks.add(
-        lab26(),
-        format!("the corrected request after the {kind} is processed"),
-        read.success,
-        "a success",
-        if replayed_error {
-            format!(
-                "{}: the saved {kind} was replayed; the key is burned",
-                probe.describe(answer)
-            )
-        } else if held {
-            format!(
-                "{}: the {kind} left a record that holds the key; the key is burned",
-                probe.describe(answer)
-            )
-        } else {
-            probe.describe(answer)
-        },
-        &ids(settled),
-    );
-    read
-}
-
-async fn error_then_corrected(probe: &Probe) -> PointReport {
-    let errors = &probe.target.errors;
-    error_then_fix(
-        probe,
-        registry::ERROR_THEN_CORRECTED.id,
-        registry::ERROR_THEN_CORRECTED.title,
-        &Provoked {
-            provocation: &errors.validation,
-            given: errors.validation_given,
-            kind: "validation error (4xx)",
-            statuses: 400..=499,
-        },
-    )
-    .await
-}
-
 async fn server_error_then_corrected(probe: &Probe) -> PointReport {
     const NAME: &str = registry::SERVER_ERROR_THEN_CORRECTED.id;
     const TITLE: &str = registry::SERVER_ERROR_THEN_CORRECTED.title;
@@ -1455,7 +951,7 @@ async fn server_error_then_corrected(probe: &Probe) -> PointReport {
         );
     }
     let mut checks = Checks::new();
-    for (i, provocation) in provocations.iter().enumerate() {
+    for i in 0..provocations.len() {
         // One provocation keeps the plain wording; several name theirs, each graded on its own.
         let kind = if provocations.len() == 1 {
             "server error (5xx)".to_owned()
@@ -1463,12 +959,10 @@ async fn server_error_then_corrected(probe: &Probe) -> PointReport {
             format!("server error (5xx) of errors.server[{i}]")
         };
         let provoked = Provoked {
-            provocation,
-            given: true,
-            kind: &kind,
-            statuses: 500..=599,
+            server: Some(i),
+            kind,
         };
-        error_then_fix_checks(probe, &mut checks, NAME, &provoked).await;
+        both::error_then_fix(probe, &mut checks, NAME, &provoked).await;
     }
     PointReport::covered(NAME, TITLE, checks.0)
 }

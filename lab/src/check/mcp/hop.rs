@@ -2,12 +2,15 @@
 //! call its create tool as an agent would, on the caller's standing session or on a session of
 //! their own (a new process over stdio, a reconnect over HTTP) for the restart point.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
-use super::super::both::{Fields, Front, Told};
+use super::super::both::{Fields, Front, Provoked, Told};
 use super::super::content::ReadBack;
 use super::super::history::{Answer, History};
 use super::super::probe::Change;
+use super::super::report::{Checks, Grade};
 use super::super::upstream::UpstreamApi;
 use super::probe::{KeyArg, McpProbe, Seen, Session, ToolCall};
 use super::target::McpTransport;
@@ -147,6 +150,92 @@ impl Front for McpProbe {
         seen.into_iter().map(|seen| told(self, seen)).collect()
     }
 
+    fn rounds(&self) -> usize {
+        self.target.load.rounds
+    }
+
+    async fn send_together(
+        self: &Arc<Self>,
+        point: &'static str,
+        calls: Vec<ToolCall>,
+    ) -> Vec<Told> {
+        // Released together once every task has started, so the calls go out side by side
+        // however late a task starts on a loaded machine.
+        let start = Arc::new(tokio::sync::Barrier::new(calls.len()));
+        let tasks: Vec<_> = calls
+            .into_iter()
+            .map(|call| {
+                let (probe, start) = (Arc::clone(self), Arc::clone(&start));
+                tokio::spawn(async move {
+                    start.wait().await;
+                    let seen = McpProbe::send(&probe, point, &call).await;
+                    told(&probe, seen)
+                })
+            })
+            .collect();
+        let mut answers = Vec::new();
+        for task in tasks {
+            if let Ok(one) = task.await {
+                answers.push(one);
+            }
+        }
+        answers
+    }
+
+    fn in_progress(&self, told: &Told) -> bool {
+        let code = self.read(&told.answer).code;
+        code.is_some_and(|c| self.target.errors.in_progress.contains(&c))
+    }
+
+    fn caller_names(&self) -> Vec<String> {
+        self.target.callers.iter().map(|c| c.name.clone()).collect()
+    }
+
+    fn callers_field(&self) -> &'static str {
+        "[[mcp.callers]] (other args or env over stdio, other headers over HTTP)"
+    }
+
+    fn by_caller(&self, call: &ToolCall, caller: usize, step: &str) -> ToolCall {
+        let mut other = self.again(call, step, None);
+        other.caller = caller;
+        other
+    }
+
+    fn validation_kind(&self) -> &'static str {
+        "validation error (mcp.errors.validation)"
+    }
+
+    async fn provoke(
+        &self,
+        point: &'static str,
+        checks: &mut Checks,
+        call: &ToolCall,
+        _provoked: &Provoked,
+    ) -> Option<Told> {
+        let step = "a call the tool refuses (mcp.errors.validation)";
+        let mut bad = self.again(call, step, None);
+        bad.fields.extend(self.target.errors.validation.clone());
+        let mark = self.upstream.as_ref().map(UpstreamApi::mark);
+        self.provoke_refusal();
+        let refused = McpProbe::send(self, point, &bad).await;
+        self.settle_refusal();
+        // Behind a wrapper, the API's own 400 says the call was refused, whatever the result
+        // holds.
+        let api_refused = self.upstream.as_ref().zip(mark).is_some_and(|(api, mark)| {
+            api.creates_since(mark)
+                .iter()
+                .any(|c| c.status() == Some(400))
+        });
+        refused_as_told(checks, self, &refused, api_refused).then(|| told(self, refused))
+    }
+
+    fn in_progress_words(&self) -> (&'static str, String) {
+        (
+            "the in-progress code (mcp.errors.in_progress)",
+            format!("{:?}", self.target.errors.in_progress),
+        )
+    }
+
     fn conflict(&self, refused: &Told) -> Option<(&'static str, bool, String)> {
         let codes = &self.target.errors.conflict;
         let code = self.read(&refused.answer).code;
@@ -227,4 +316,42 @@ fn agent_text(seen: &Seen) -> String {
         Answer::RpcError { message, .. } => message.clone(),
         other => other.summary(),
     }
+}
+
+/// Whether the provoked call was refused (the fault fired; `api_refused`: the API behind a
+/// wrapper answered it 400), with its sub-check: the refusal the agent is told as one. A refusal
+/// in a result not marked `isError` fired the fault, but the agent was told its call succeeded:
+/// that sub-check fails, and none passes on it.
+fn refused_as_told(
+    checks: &mut Checks,
+    probe: &McpProbe,
+    refused: &Seen,
+    api_refused: bool,
+) -> bool {
+    let unmarked = matches!(
+        refused.answer,
+        Answer::ToolResult {
+            is_error: false,
+            ..
+        }
+    );
+    if refused.read.flagged_success || (api_refused && unmarked) {
+        checks.add(
+            Grade::lab(),
+            "the refusal reaches the agent as one: an error result (isError) or a JSON-RPC error",
+            false,
+            "an error result or a JSON-RPC error",
+            probe.describe(refused),
+            &[refused.id],
+        );
+        return true;
+    }
+    checks.add(
+        Grade::lab(),
+        "the fault fired: the provoked call is refused",
+        refused.read.refused,
+        "an error result or a JSON-RPC error",
+        probe.describe(refused),
+        &[refused.id],
+    )
 }

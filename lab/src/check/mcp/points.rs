@@ -1,23 +1,21 @@
-//! The MCP check's points: the HTTP check's where they apply to a tool call (a changed payload,
-//! concurrent calls, scope, key forms, an error then a corrected call; the replay, a lost reply
-//! and a new key are written once for both fronts in `both.rs`), and MCP's own: a cancelled
-//! call whose work finished, a reconnect before the retry, and the tool's annotations reported
-//! as the hints they are. Each point counts the change in effects, and each fault it injects is
-//! proved to have fired before it is judged.
+//! The MCP check's points: the ones both fronts share are in `both.rs` (a replay, a lost reply,
+//! a changed payload, a new key, calls together, another caller, an error then a corrected
+//! call); here are MCP's own: the key argument itself, the tool's annotations reported as the
+//! hints they are, a cancelled call whose work finished, a reconnect before the retry, calls
+//! with distinct keys together, and the key's forms as an argument. Each point counts the
+//! change in effects, and each fault it injects is proved to have fired before it is judged.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::super::both::{self, Front, count_or_stop, effects, lab26, needs_key, section};
+use super::super::both::{self, Front, count_or_stop, effects, needs_key, section};
 use super::super::content::content_of;
 use super::super::points::{Run, count_until_risen, run_selected};
-use super::super::probe::same_effect;
-use super::super::report::{Calibration, Callers, Checks};
+use super::super::report::{Calibration, Checks};
 use super::super::report::{Grade, Level, PointReport};
 use super::hop::told;
-use super::probe::{KeyArg, McpProbe, Seen, ToolCall};
+use super::probe::{KeyArg, McpProbe, Seen};
 use crate::contract::points as registry;
 use crate::contract::points::Selection;
 
@@ -66,19 +64,22 @@ pub async fn all(
             &registry::NEW_KEY_SAME_PAYLOAD,
             Box::pin(both::new_key(probe.as_ref())),
         ),
-        (&registry::CONCURRENT_FRESH_KEY, Box::pin(concurrent(probe))),
+        (
+            &registry::CONCURRENT_FRESH_KEY,
+            Box::pin(both::concurrent(probe)),
+        ),
         (
             &registry::CONCURRENT_DISTINCT,
             Box::pin(concurrent_distinct(probe)),
         ),
         (
             &registry::OTHER_CALLER,
-            Box::pin(scope(probe, &calibration.callers)),
+            Box::pin(both::other_caller(probe.as_ref(), &calibration.callers)),
         ),
         (&registry::KEY_FORMS, Box::pin(key_forms(probe))),
         (
             &registry::ERROR_THEN_CORRECTED,
-            Box::pin(error_then_corrected(probe)),
+            Box::pin(both::error_then_corrected(probe.as_ref())),
         ),
     ];
     run_selected(selection, runs).await
@@ -211,25 +212,6 @@ fn annotations(probe: &McpProbe) -> PointReport {
         &[],
     );
     PointReport::covered(NAME, TITLE, checks.0)
-}
-
-/// Sends the first call of a point and checks it succeeded.
-async fn first(
-    probe: &McpProbe,
-    point: &'static str,
-    checks: &mut Checks,
-    call: &ToolCall,
-) -> Option<Seen> {
-    let seen = probe.send(point, call).await;
-    let ok = checks.add(
-        Grade::lab(),
-        format!("{} succeeds and names its effect", call.step),
-        seen.read.success && seen.read.identity.is_some(),
-        "a tool result naming the effect ([mcp.identity])",
-        probe.describe(&seen),
-        &[seen.id],
-    );
-    ok.then_some(seen)
 }
 
 /// The retry half of the cancelled and reconnect points: the retry names the effect `first`
@@ -383,118 +365,6 @@ async fn reconnect(probe: &McpProbe) -> PointReport {
     PointReport::covered(NAME, TITLE, checks.0)
 }
 
-async fn concurrent(probe: &Arc<McpProbe>) -> PointReport {
-    const NAME: &str = registry::CONCURRENT_FRESH_KEY.id;
-    const TITLE: &str = registry::CONCURRENT_FRESH_KEY.title;
-    if let Some(report) = needs_key(probe.as_ref(), NAME, TITLE) {
-        return report;
-    }
-    let mut checks = Checks::new();
-    let load = probe.target.load;
-    let mut found = Race::default();
-    let before = count_or_stop!(probe, checks, NAME, TITLE);
-    for round in 0..load.rounds {
-        race_round(probe, NAME, round, &mut found).await;
-    }
-    let after = count_or_stop!(probe, checks, NAME, TITLE);
-    let Race {
-        ids: all_ids,
-        disagreements,
-        failures,
-    } = found;
-    checks.add(
-        lab26(),
-        "every call of a round that succeeded names one and the same effect",
-        disagreements.is_empty(),
-        "one effect per round",
-        if disagreements.is_empty() {
-            "one per round".to_owned()
-        } else {
-            disagreements.join("; ")
-        },
-        &all_ids,
-    );
-    checks.add(
-        Grade::should(section::ENFORCEMENT),
-        "every call is answered with the effect once the first finished (in-progress codes retried)",
-        failures.is_empty(),
-        "a tool result for each",
-        if failures.is_empty() {
-            format!("{} calls, each answered", all_ids.len())
-        } else {
-            failures.join("; ")
-        },
-        &all_ids,
-    );
-    checks.add(
-        lab26(),
-        format!(
-            "{} rounds of {} calls together: one effect per round",
-            load.rounds, load.calls
-        ),
-        after - before == load.rounds as i64,
-        effects(load.rounds as i64),
-        effects(after - before),
-        &all_ids,
-    );
-    PointReport::covered(NAME, TITLE, checks.0)
-}
-
-/// What the rounds of the concurrent-fresh-key point found.
-#[derive(Default)]
-struct Race {
-    /// Every exchange of every round.
-    ids: Vec<usize>,
-    /// A round whose successes named more than one effect, and the effects.
-    disagreements: Vec<String>,
-    /// A call that ended without a success naming an effect.
-    failures: Vec<String>,
-}
-
-/// One round: the load's calls with one key sent together, each settled, into `found`.
-async fn race_round(probe: &Arc<McpProbe>, name: &'static str, round: usize, found: &mut Race) {
-    let call = probe.call(
-        &format!("round {} call", round + 1),
-        probe.intention_key(),
-        &probe.fresh_fields(),
-    );
-    let mut tasks = Vec::new();
-    // Released together once every task has started, so the calls go out side by side however
-    // late a task starts on a loaded machine.
-    let start = Arc::new(tokio::sync::Barrier::new(probe.target.load.calls));
-    for i in 0..probe.target.load.calls {
-        let probe = Arc::clone(probe);
-        let start = Arc::clone(&start);
-        let mut call = call.clone();
-        call.step = format!("{} {}", call.step, i + 1);
-        tasks.push(tokio::spawn(async move {
-            start.wait().await;
-            probe.send_settled(name, &call).await
-        }));
-    }
-    let mut identities = BTreeMap::new();
-    for task in tasks {
-        let Ok(seen) = task.await else { continue };
-        found.ids.extend(ids(&seen));
-        let one = last(&seen);
-        match (&one.read.identity, one.read.success) {
-            (Some(identity), true) => {
-                *identities.entry(identity.clone()).or_insert(0) += 1;
-            }
-            _ => found
-                .failures
-                .push(format!("#{}: {}", one.id, probe.describe(one))),
-        }
-    }
-    if identities.len() > 1 {
-        found.disagreements.push(format!(
-            "round {}: {}",
-            round + 1,
-            identities.keys().cloned().collect::<Vec<_>>().join(", ")
-        ));
-    }
-}
-
 async fn concurrent_distinct(probe: &Arc<McpProbe>) -> PointReport {
     const NAME: &str = registry::CONCURRENT_DISTINCT.id;
     const TITLE: &str = registry::CONCURRENT_DISTINCT.title;
@@ -502,7 +372,7 @@ async fn concurrent_distinct(probe: &Arc<McpProbe>) -> PointReport {
     let calls = probe.target.load.calls;
     let before = count_or_stop!(probe, checks, NAME, TITLE);
     let mut tasks = Vec::new();
-    // Released together, as race_round's.
+    // Released together once every task has started, as `both::concurrent`'s.
     let start = Arc::new(tokio::sync::Barrier::new(calls));
     for i in 0..calls {
         let probe = Arc::clone(probe);
@@ -558,83 +428,6 @@ async fn concurrent_distinct(probe: &Arc<McpProbe>) -> PointReport {
             }
         ),
         &all_ids,
-    );
-    PointReport::covered(NAME, TITLE, checks.0)
-}
-
-async fn scope(probe: &McpProbe, proved: &Callers) -> PointReport {
-    const NAME: &str = registry::OTHER_CALLER.id;
-    const TITLE: &str = registry::OTHER_CALLER.title;
-    if let Some(report) = needs_key(probe, NAME, TITLE) {
-        return report;
-    }
-    let callers = &probe.target.callers;
-    if callers.len() < 2 {
-        return PointReport::not_covered(
-            NAME,
-            TITLE,
-            "The file names one caller; name a second in [[mcp.callers]] (other args or env over \
-             stdio, other headers over HTTP) to check that keys are scoped by caller."
-                .to_owned(),
-        );
-    }
-    // A result naming the first caller's effect is a leak only between two callers.
-    if let Callers::Unproved(why) = proved {
-        return PointReport::not_covered(NAME, TITLE, why.clone());
-    }
-    let mut checks = Checks::new();
-    let (a, b) = (&callers[0].name, &callers[1].name);
-    let grade = Grade {
-        section: Some(section::SECURITY),
-        ..Grade::lab()
-    };
-    let before = count_or_stop!(probe, checks, NAME, TITLE);
-    let call = probe.call(
-        &format!("{a}'s call"),
-        probe.intention_key(),
-        &probe.fresh_fields(),
-    );
-    let Some(first_seen) = first(probe, NAME, &mut checks, &call).await else {
-        return PointReport::covered(NAME, TITLE, checks.0);
-    };
-    let mut other = call.clone();
-    other.caller = 1;
-    other.step = format!("{b}'s call, same key and arguments");
-    let seen = probe.send_settled(NAME, &other).await;
-    let other_seen = last(&seen);
-    let leak = other_seen.read.success
-        && same_effect(&other_seen.read.identity, &first_seen.read.identity);
-    checks.add(
-        grade,
-        format!("{b} is not given {a}'s effect"),
-        !leak,
-        format!("{b}'s own effect"),
-        if leak {
-            format!(
-                "DATA LEAK: {b} got {a}'s effect {}",
-                first_seen.read.identity.as_deref().unwrap_or("")
-            )
-        } else {
-            probe.describe(other_seen)
-        },
-        &[first_seen.id, other_seen.id],
-    );
-    checks.add(
-        grade,
-        format!("{b}'s call succeeds as a call of its own"),
-        other_seen.read.success && !leak,
-        "a tool result",
-        probe.describe(other_seen),
-        &ids(&seen),
-    );
-    let after = count_or_stop!(probe, checks, NAME, TITLE);
-    checks.add(
-        grade,
-        "two callers, one key each: two effects in all",
-        after - before == 2,
-        "two effects",
-        effects(after - before),
-        &[first_seen.id, other_seen.id],
     );
     PointReport::covered(NAME, TITLE, checks.0)
 }
@@ -704,110 +497,5 @@ async fn key_forms(probe: &McpProbe) -> PointReport {
             &[seen.id],
         );
     }
-    PointReport::covered(NAME, TITLE, checks.0)
-}
-
-/// Whether the provoked call was refused (the fault fired; `api_refused`: the API behind a
-/// wrapper answered it 400), with its sub-check: the refusal the agent is told as one. A refusal
-/// in a result not marked `isError` fired the fault, but the agent was told its call succeeded:
-/// that sub-check fails, and none passes on it.
-fn refused_as_told(
-    checks: &mut Checks,
-    probe: &McpProbe,
-    refused: &Seen,
-    api_refused: bool,
-) -> bool {
-    let unmarked = matches!(
-        refused.answer,
-        super::super::history::Answer::ToolResult {
-            is_error: false,
-            ..
-        }
-    );
-    if refused.read.flagged_success || (api_refused && unmarked) {
-        checks.add(
-            Grade::lab(),
-            "the refusal reaches the agent as one: an error result (isError) or a JSON-RPC error",
-            false,
-            "an error result or a JSON-RPC error",
-            probe.describe(refused),
-            &[refused.id],
-        );
-        return true;
-    }
-    checks.add(
-        Grade::lab(),
-        "the fault fired: the provoked call is refused",
-        refused.read.refused,
-        "an error result or a JSON-RPC error",
-        probe.describe(refused),
-        &[refused.id],
-    )
-}
-
-async fn error_then_corrected(probe: &McpProbe) -> PointReport {
-    const NAME: &str = registry::ERROR_THEN_CORRECTED.id;
-    const TITLE: &str = registry::ERROR_THEN_CORRECTED.title;
-    let mut checks = Checks::new();
-    let before = count_or_stop!(probe, checks, NAME, TITLE);
-    let fields = probe.fresh_fields();
-    let mut bad = fields.clone();
-    bad.extend(probe.target.errors.validation.clone());
-    let key = probe.intention_key();
-    let mark = probe.upstream.as_ref().map(|api| api.mark());
-    probe.provoke_refusal();
-    let refused = probe
-        .send(
-            NAME,
-            &probe.call(
-                "a call the tool refuses (mcp.errors.validation)",
-                key.clone(),
-                &bad,
-            ),
-        )
-        .await;
-    probe.settle_refusal();
-    // Behind a wrapper, the API's own 400 says the call was refused, whatever the result holds.
-    let api_refused = probe
-        .upstream
-        .as_ref()
-        .zip(mark)
-        .is_some_and(|(api, mark)| {
-            api.creates_since(mark)
-                .iter()
-                .any(|c| c.status() == Some(400))
-        });
-    let fired = refused_as_told(&mut checks, probe, &refused, api_refused);
-    let after_refused = count_or_stop!(probe, checks, NAME, TITLE);
-    checks.add(
-        Grade::lab(),
-        "the refused call made no effect",
-        after_refused == before,
-        "no effect",
-        effects(after_refused - before),
-        &[refused.id],
-    );
-    if !fired || !probe.target.keyed() {
-        return PointReport::covered(NAME, TITLE, checks.0);
-    }
-    let corrected = probe.call("the corrected call, same key", key, &fields);
-    let seen = last(&probe.send_settled(NAME, &corrected).await).clone();
-    checks.add(
-        lab26(),
-        "the corrected call under the same key succeeds (an error does not burn the key)",
-        seen.read.success && seen.read.identity.is_some(),
-        "a tool result naming the effect",
-        probe.describe(&seen),
-        &[refused.id, seen.id],
-    );
-    let after = count_or_stop!(probe, checks, NAME, TITLE);
-    checks.add(
-        Grade::lab(),
-        "the corrected call made one effect",
-        after - before == 1,
-        "one effect",
-        effects(after - before),
-        &[seen.id],
-    );
     PointReport::covered(NAME, TITLE, checks.0)
 }
