@@ -91,6 +91,13 @@ pub(crate) trait Front: content::ReadBack {
     fn unkeyed_call(&self, step: &str, fields: &Fields) -> Self::Call;
     /// `call` again, under another step's name, with other fields when given.
     fn again(&self, call: &Self::Call, step: &str, fields: Option<Fields>) -> Self::Call;
+    /// The file's own field values for the create, the ones `vary` varies from.
+    fn given_fields(&self) -> Fields;
+    /// The fields `call` was made from; `None` where it sends something else (a raw body).
+    fn fields_of(&self, call: &Self::Call) -> Option<Fields>;
+    /// `call` as a new intention with `fields`: a fresh key (none where the create takes none),
+    /// under another step's name.
+    fn afresh(&self, call: &Self::Call, step: &str, fields: Fields) -> Self::Call;
     /// The key the agent sent with `call`, as written.
     fn key_of(&self, call: &Self::Call) -> String;
     /// What the agent sent as the create's body: the tool's arguments without the key
@@ -176,6 +183,9 @@ pub struct Told {
     pub success: bool,
     /// A refusal the agent is told as one (an error result, a JSON-RPC error, a 4xx).
     pub refused: bool,
+    /// A refusal the agent is told is a success: an MCP result not marked `isError` that holds
+    /// a refusal the file's code reader finds. `success` is true of it, as the agent reads it.
+    pub flagged: bool,
     /// The identity a success names.
     pub identity: Option<String>,
     /// The text the agent reads: a result's text blocks, an error's message, a reply's body.
@@ -199,6 +209,13 @@ pub fn held_created<F: Front>(
         format!("{what} as {who} succeeds, naming {identity}"),
         &[id],
     );
+}
+
+impl Told {
+    /// Whether the front did what was asked: a success, and not a refusal dressed as one.
+    pub fn succeeded(&self) -> bool {
+        self.success && !self.flagged
+    }
 }
 
 /// `one effect`, `2 effects`.
@@ -298,7 +315,7 @@ pub async fn first<F: Front>(
     let ok = checks.add(
         Grade::lab(),
         format!("{step} succeeds and names its effect"),
-        told.success && told.identity.is_some(),
+        told.succeeded() && told.identity.is_some(),
         format!("{} naming its effect", front.result_word()),
         told.described.clone(),
         &[told.id],
@@ -331,11 +348,11 @@ async fn new_key_checks<F: Front>(front: &F, checks: &mut Checks) -> Option<()> 
     let last = seen.last()?;
     let mut exchanges = vec![first.id];
     exchanges.extend(seen.iter().map(|told| told.id));
-    let merged = last.success && same_effect(&last.identity, &first.identity);
+    let merged = last.succeeded() && same_effect(&last.identity, &first.identity);
     checks.add(
         Grade::lab_over_should(section::UNIQUENESS),
         "the new key makes a new effect, not a replay of the first",
-        last.success && last.identity.is_some() && !merged,
+        last.succeeded() && last.identity.is_some() && !merged,
         format!("{} naming another effect", front.result_word()),
         if merged {
             format!(
@@ -460,7 +477,7 @@ pub async fn judge_retry<F: Front>(
         checks.add(
             lab26(),
             "the retry succeeds and names the effect the first call made",
-            last.success && last.identity.is_some(),
+            last.succeeded() && last.identity.is_some(),
             format!("{} naming the effect", front.result_word()),
             last.described.clone(),
             &exchanges,
@@ -578,13 +595,13 @@ fn changed_refused<F: Front>(
     other: &Told,
     (ids, pair): (&[usize], &str),
 ) {
-    let observed = if other.success && same_effect(&other.identity, &first.identity) {
+    let observed = if other.succeeded() && same_effect(&other.identity, &first.identity) {
         format!(
             "{}: the changed payload was answered as a replay of the first {}",
             other.described,
             front.call_word()
         )
-    } else if other.success {
+    } else if other.succeeded() {
         format!(
             "{}: the changed payload was accepted as a new {}",
             other.described,
@@ -624,13 +641,13 @@ pub fn retry_matches<F: Front>(
     exchanges: &[usize],
 ) -> bool {
     let expected = first.unwrap_or("none");
-    let passed = retry.success && first.is_some() && retry.identity.as_deref() == first;
-    let observed = if retry.success && (retry.identity.is_none() || first.is_none()) {
+    let passed = retry.succeeded() && first.is_some() && retry.identity.as_deref() == first;
+    let observed = if retry.succeeded() && (retry.identity.is_none() || first.is_none()) {
         format!(
             "{}: no identity on one side, so which effect it names cannot be told",
             retry.described
         )
-    } else if retry.success && !passed {
+    } else if retry.succeeded() && !passed {
         format!(
             "{}: another effect than the first ({expected})",
             retry.described
@@ -768,7 +785,7 @@ async fn fresh_round<F: Front>(
     );
     let settled = front.send_settled(name, &retry).await;
     let last = settled.last()?;
-    let fits = last.success
+    let fits = last.succeeded()
         && (identities.is_empty()
             || last
                 .identity
@@ -786,7 +803,7 @@ fn sort_racers<F: Front>(front: &F, seen: &[Told], found: &mut Rounds) -> Vec<St
     let mut identities: Vec<String> = Vec::new();
     for one in seen {
         match &one.identity {
-            Some(id) if one.success => {
+            Some(id) if one.succeeded() => {
                 if !identities.contains(id) {
                     identities.push(id.clone());
                 }
@@ -863,7 +880,7 @@ async fn other_caller_checks<F: Front>(front: &F, checks: &mut Checks) -> Option
         effects(after_other - after_first),
         &ids,
     );
-    if theirs.success && !leak {
+    if theirs.succeeded() && !leak {
         let again = front.again(&other, &format!("{b}'s retry"), None);
         let retried = front.send_settled(name, &again).await;
         let what = format!("{b}'s retry names {b}'s effect");
@@ -914,8 +931,8 @@ fn second_caller<F: Front>(
     let (a, b, word) = (&names[0], &names[1], front.call_word());
     // An identity found on neither side is no evidence: two absent identities never name one
     // effect, and two equal answers without one say nothing of whose effect it is.
-    let leak = theirs.success && same_effect(&theirs.identity, &first.identity);
-    let same_answer = theirs.success
+    let leak = theirs.succeeded() && same_effect(&theirs.identity, &first.identity);
+    let same_answer = theirs.succeeded()
         && first.identity.is_some()
         && front.same_answer(first, theirs).unwrap_or_default();
     checks.add(
@@ -933,12 +950,12 @@ fn second_caller<F: Front>(
         },
         &[first.id, theirs.id],
     );
-    let blocked = !theirs.success
+    let blocked = !theirs.succeeded()
         && (front.in_progress(theirs) || front.conflict(theirs).is_some_and(|c| c.1));
     checks.add(
         scope_grade(),
         format!("{b}'s {word} succeeds as a {word} of its own"),
-        theirs.success && !leak,
+        theirs.succeeded() && !leak,
         "a success",
         if blocked {
             format!("{}: {a}'s key blocked {b}", theirs.described)
@@ -1002,13 +1019,13 @@ pub async fn error_then_fix<F: Front>(
     let settled = front.send_settled(name, &call).await;
     let ids: Vec<usize> = settled.iter().map(|told| told.id).collect();
     let last = settled.last()?;
-    let replayed_error = !last.success
+    let replayed_error = !last.succeeded()
         && last.answer.status().is_some()
         && last.answer.status() == refused.answer.status();
     checks.add(
         lab26(),
         format!("the corrected {word} after the {kind} is processed"),
-        last.success,
+        last.succeeded(),
         "a success",
         if replayed_error {
             format!(
@@ -1034,7 +1051,7 @@ pub async fn error_then_fix<F: Front>(
         effects(after - before),
         &ids,
     );
-    if last.success {
+    if last.succeeded() {
         let again = front.send_settled(name, &call).await;
         let retry = again.last()?;
         let what = (lab26(), "its retry names the same effect");

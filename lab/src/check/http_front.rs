@@ -105,6 +105,23 @@ impl Front for Probe {
         again
     }
 
+    fn given_fields(&self) -> Fields {
+        self.endpoint(false).fields.clone()
+    }
+
+    fn fields_of(&self, call: &Call) -> Option<Fields> {
+        match &call.body {
+            BodyForm::Compact(fields) => Some(fields.clone()),
+            _ => None,
+        }
+    }
+
+    fn afresh(&self, call: &Call, step: &str, fields: Fields) -> Call {
+        let mut again = self.again(call, step, Some(fields));
+        again.key = KeyWire::Normal(self.fresh_key());
+        again
+    }
+
     fn key_of(&self, call: &Call) -> String {
         self.key_value(&call.key).unwrap_or_default()
     }
@@ -321,6 +338,7 @@ pub(crate) fn told(probe: &Probe, seen: Seen) -> Told {
     Told {
         id: seen.id,
         refused: !read.success && seen.answer.status().is_some_and(|s| s >= 400),
+        flagged: false,
         success: read.success,
         identity: read.identity,
         text,

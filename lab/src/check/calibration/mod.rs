@@ -22,15 +22,13 @@
 mod count;
 pub(crate) mod naming;
 
-use std::collections::BTreeMap;
-
 use serde_json::Value;
 
-use super::both::held_created;
+use super::both::{Front, held_created};
 use super::excerpt::{one_line, quoted};
 use super::history::Answer;
 use super::http::{Outgoing, Wire};
-use super::probe::{BodyForm, Call, KeyWire, Probe, Seen};
+use super::probe::{Call, KeyWire, Probe, Seen};
 use super::report::{Calibration, Callers, POINT, Proved, Stop};
 use super::target::{
     Count, CountCallers, Identity, KeyForm, Provocation, ReadRequest, Replay, is_uuid,
@@ -320,7 +318,7 @@ async fn diagnose(probe: &Probe, call: &Call, seen: &Seen) -> Stop {
     if let Some(stop) = key_header_at_fault(probe, call, seen, &exchange).await {
         return stop;
     }
-    if let Some(stop) = field_at_fault(probe, call, &exchange).await {
+    if let Some(stop) = vary_at_fault(probe, call, &exchange).await {
         return stop;
     }
     Stop::mismatch(
@@ -555,40 +553,41 @@ async fn other_path(probe: &Probe, counting: bool) -> Option<Seen> {
     Some(probe.send(POINT, &call).await)
 }
 
-/// Whether the service takes the create with the file's own field values, and if so, which
-/// field it refuses when the check varies it.
-async fn field_at_fault(probe: &Probe, call: &Call, exchange: &str) -> Option<Stop> {
-    let BodyForm::Compact(varied) = &call.body else {
-        return None;
-    };
-    let given = &probe.endpoint(false).fields;
+/// When a create with varied fields was refused (`exchange`): the same create with the file's
+/// own values, then with each varied field alone, names the `vary` entry at fault. `None` when
+/// the file's own values are refused too (the fault is elsewhere) or nothing was varied.
+pub(crate) async fn vary_at_fault<F: Front>(
+    front: &F,
+    call: &F::Call,
+    exchange: &str,
+) -> Option<Stop> {
+    let (varied, given) = (front.fields_of(call)?, front.given_fields());
     if varied == given {
         return None;
     }
-    let mut exact = call.clone();
-    exact.step = "calibration: the create with the file's own field values".to_owned();
-    exact.key = KeyWire::Normal(probe.fresh_key());
-    exact.body = BodyForm::Compact(given.clone());
-    let seen = probe.send(POINT, &exact).await;
-    if !probe.read(&seen.answer, false).success {
+    let step = "calibration: the create with the file's own field values";
+    let seen = front
+        .send(POINT, None, &front.afresh(call, step, given.clone()))
+        .await;
+    if !seen.succeeded() {
         return None;
     }
+    let (vary, subject) = (front.vary_field(), front.subject());
     for (name, value) in varied.iter().filter(|(n, v)| given.get(*n) != Some(*v)) {
-        let mut one: BTreeMap<String, Value> = given.clone();
+        let mut one = given.clone();
         one.insert(name.clone(), value.clone());
-        let mut single = exact.clone();
-        single.step = format!("calibration: the create with only {name} varied");
-        single.key = KeyWire::Normal(probe.fresh_key());
-        single.body = BodyForm::Compact(one);
-        let refused = probe.send(POINT, &single).await;
-        if !probe.read(&refused.answer, false).success {
+        let step = format!("calibration: the create with only {name} varied");
+        let refused = front
+            .send(POINT, None, &front.afresh(call, &step, one))
+            .await;
+        if !refused.succeeded() {
             return Some(Stop::mismatch(
-                format!("create.vary.{name}"),
+                format!("{vary}.{name}"),
                 format!(
-                    "the service refuses {name} = {value} (#{} answered {}), a value the check \
-                     made from the file's {} so that each point's effects are its own; #{} \
-                     with the file's own values succeeded. Give {name} as a list of values the \
-                     service takes (create.vary = {{ {name} = [...] }}), or do not vary it",
+                    "{subject} refuses {name} = {value} (#{} answered {}), a value the check made \
+                     from the file's {} so that each point's effects are its own; #{} with the \
+                     file's own values succeeded. Give {name} as a list of values {subject} takes \
+                     ({vary} = {{ {name} = [...] }}), or do not vary it",
                     refused.id,
                     quoted(&refused.answer),
                     given.get(name).cloned().unwrap_or(Value::Null),
@@ -598,7 +597,7 @@ async fn field_at_fault(probe: &Probe, call: &Call, exchange: &str) -> Option<St
         }
     }
     Some(Stop::mismatch(
-        "create.vary",
+        vary,
         format!(
             "{exchange}; #{} with the file's own field values succeeded, and no single varied \
              field is refused alone: vary fewer fields",

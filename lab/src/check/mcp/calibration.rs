@@ -5,14 +5,13 @@
 //! validation fields are refused; the count can be read. Every call carries a fresh key (or
 //! none, for a tool that takes none), so a server that ignores keys still calibrates.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::Value;
 
 use super::super::both::held_created;
 use super::super::calibration::naming::{Answers, judge_twins};
-use super::super::calibration::{id_pointers, other_shape, shape_at_fault};
+use super::super::calibration::{id_pointers, other_shape, shape_at_fault, vary_at_fault};
 use super::super::excerpt::one_line;
 use super::super::history::Answer;
 use super::super::report::{Calibration, Callers, POINT, Stop};
@@ -403,7 +402,7 @@ async fn diagnose(probe: &McpProbe, call: &ToolCall, seen: &Seen) -> Stop {
             return shape_at_fault(&exchange, tried, again.id, "server");
         }
     }
-    if let Some(stop) = field_at_fault(probe, call, &exchange).await {
+    if let Some(stop) = vary_at_fault(probe, call, &exchange).await {
         return stop;
     }
     Stop::mismatch(
@@ -473,55 +472,6 @@ fn schema_at_fault(probe: &McpProbe, exchange: &str) -> Option<Stop> {
             "{exchange}; the tool's input schema requires {}, which mcp.tool.arguments does not \
              give",
             missing.join(", ")
-        ),
-    ))
-}
-
-async fn field_at_fault(probe: &McpProbe, call: &ToolCall, exchange: &str) -> Option<Stop> {
-    let given = &probe.target.tool.fields;
-    if &call.fields == given {
-        return None;
-    }
-    let mut exact = call.clone();
-    exact.step = "calibration: the create with the file's own field values".to_owned();
-    exact.key = probe.intention_key();
-    exact.fields = given.clone();
-    let seen = probe.send(POINT, &exact).await;
-    if !seen.read.success {
-        return None;
-    }
-    for (name, value) in call
-        .fields
-        .iter()
-        .filter(|(n, v)| given.get(*n) != Some(*v))
-    {
-        let mut one: BTreeMap<String, Value> = given.clone();
-        one.insert(name.clone(), value.clone());
-        let mut single = exact.clone();
-        single.step = format!("calibration: the create with only {name} varied");
-        single.key = probe.intention_key();
-        single.fields = one;
-        let refused = probe.send(POINT, &single).await;
-        if !refused.read.success {
-            return Some(Stop::mismatch(
-                format!("mcp.tool.vary.{name}"),
-                format!(
-                    "the server refuses {name} = {value} ({}), a value the check made from the \
-                     file's {} so that each point's effects are its own; #{} with the file's \
-                     own values succeeded. Give {name} as a list of values the tool takes, or \
-                     do not vary it",
-                    describe(probe, &single, &refused),
-                    given.get(name).cloned().unwrap_or(Value::Null),
-                    seen.id
-                ),
-            ));
-        }
-    }
-    Some(Stop::mismatch(
-        "mcp.tool.vary",
-        format!(
-            "{exchange}; #{} with the file's own values succeeded",
-            seen.id
         ),
     ))
 }

@@ -122,6 +122,20 @@ impl Front for McpProbe {
         again
     }
 
+    fn given_fields(&self) -> Fields {
+        self.target.tool.fields.clone()
+    }
+
+    fn fields_of(&self, call: &ToolCall) -> Option<Fields> {
+        Some(call.fields.clone())
+    }
+
+    fn afresh(&self, call: &ToolCall, step: &str, fields: Fields) -> ToolCall {
+        let mut again = self.again(call, step, Some(fields));
+        again.key = self.intention_key();
+        again
+    }
+
     fn key_of(&self, call: &ToolCall) -> String {
         match &call.key {
             KeyArg::Key(key) => key.clone(),
@@ -289,6 +303,7 @@ pub(crate) fn told(probe: &McpProbe, seen: Seen) -> Told {
         // that ask whether it was told of a failure read it as one.
         success: seen.read.success || seen.read.flagged_success,
         refused: seen.read.told_refused(),
+        flagged: seen.read.flagged_success,
         identity: seen.read.identity.clone(),
         text: agent_text(&seen),
         described: probe.describe(&seen),
