@@ -991,3 +991,51 @@ fn refusals_in_results_not_marked_as_errors_are_read_where_the_file_says() {
     let unseen = run("plain-text", "code_pointer = \"/code\"");
     assert_eq!(verdict(&unseen, "changed-payload"), "FAIL");
 }
+
+/// A server that refuses a key another caller used (a lock on the bare key) fails other-caller
+/// however the refusal comes back: as an error result, and as a plain result the file's code
+/// reader finds, which told the agent its call succeeded and so is no success of the server's
+/// either. The second run failed to fail while the shared points read a refusal in a plain
+/// result as the agent does.
+#[test]
+fn a_key_another_caller_used_and_refused_fails_other_caller_however_the_refusal_comes_back() {
+    let Some(python) = python(
+        "check_mcp::a_key_another_caller_used_and_refused_fails_other_caller_however_the_refusal_comes_back",
+    ) else {
+        return;
+    };
+    let python = python.to_str().unwrap().to_owned();
+    let server = repository_root().join("lab/tests/mcp-servers/planted/server.py");
+    let server = server.to_str().unwrap().to_owned();
+    let run = |form: &str, errors: &str| {
+        let folder = tempfile::tempdir().unwrap();
+        let file = fitted(
+            "lab/tests/mcp-servers/planted/target.toml",
+            &[
+                ("\"python3\"", &format!("{python:?}")),
+                ("\"server.py\"", &format!("{server:?}")),
+                (
+                    "\"--bug\", \"none\"",
+                    &format!("\"--bug\", \"blocks-other-caller\", \"--refusals\", \"{form}\""),
+                ),
+                ("code_pointer = \"/code\"", errors),
+            ],
+            folder.path(),
+        );
+        check_json(&file, &[])
+    };
+    let structured = run("structured", "code_pointer = \"/code\"");
+    let plain = run("plain-text", r#"text_code_pattern = '^Error \[(\w+)\]'"#);
+    for report in [&structured, &plain] {
+        assert_eq!(verdict(report, "other-caller"), "FAIL", "{report:#}");
+        let failed = failed_observations(report, "other-caller");
+        assert!(
+            failed.contains("bob's tool call succeeds as a tool call of its own"),
+            "{failed}"
+        );
+    }
+    assert!(
+        failed_observations(&structured, "other-caller").contains("alice's key blocked bob"),
+        "{structured:#}"
+    );
+}

@@ -9,6 +9,8 @@ BUG is one of:
   ignores-key              every call creates a ticket, the key is read and dropped
   replays-other-id         a replay creates nothing but names another ticket than the first
   accepts-changed-payload  the same key with other arguments replays the first ticket
+  blocks-other-caller      a key another caller used is refused (conflict), as a lock on the
+                           bare key would refuse it
 
 FORM is how a refusal comes back: structured (the default: isError, the code in
 structuredContent), json-text (a result NOT marked isError whose text is {"error": {"code": ...}}),
@@ -35,7 +37,7 @@ import uuid
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 
-BUGS = ("none", "ignores-key", "replays-other-id", "accepts-changed-payload")
+BUGS = ("none", "ignores-key", "replays-other-id", "accepts-changed-payload", "blocks-other-caller")
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--state", required=True)
@@ -102,6 +104,11 @@ def create_ticket(operation_key: str, title: str, priority: str = "normal") -> C
     payload = {"title": title, "priority": priority}
     scoped = f"{options.caller}\n{operation_key}"
     with State() as state:
+        if options.bug == "blocks-other-caller" and any(
+            held.split("\n", 1)[1] == operation_key and not held.startswith(f"{options.caller}\n")
+            for held in state["keys"]
+        ):
+            return failure("conflict", "this key is in use")
         record = state["keys"].get(scoped)
         if record is not None and options.bug != "ignores-key":
             if record["payload"] != payload and options.bug != "accepts-changed-payload":
