@@ -937,6 +937,27 @@ fn a_stdio_server_that_cannot_start_is_named_by_its_transport_not_as_http() {
     );
 }
 
+/// The planted server with `bug`, refusing in `form` (its `--refusals`), in a fresh folder, the
+/// file's `code_pointer` line replaced by `errors`: the check's JSON report.
+fn planted_refusing(python: &Path, bug: &str, form: &str, errors: &str) -> Value {
+    let server = repository_root().join("lab/tests/mcp-servers/planted/server.py");
+    let folder = tempfile::tempdir().unwrap();
+    let file = fitted(
+        "lab/tests/mcp-servers/planted/target.toml",
+        &[
+            ("\"python3\"", &format!("{python:?}")),
+            ("\"server.py\"", &format!("{server:?}")),
+            (
+                "\"--bug\", \"none\"",
+                &format!("\"--bug\", \"{bug}\", \"--refusals\", \"{form}\""),
+            ),
+            ("code_pointer = \"/code\"", errors),
+        ],
+        folder.path(),
+    );
+    check_json(&file, &[])
+}
+
 /// A server that refuses inside results not marked isError (its text JSON, or "Error [CODE]"
 /// plain text) is described by mcp.errors.text_code_pointer or text_code_pattern: it calibrates
 /// and is graded, but each refusal told the agent its call succeeded, so the points that ask
@@ -950,26 +971,7 @@ fn refusals_in_results_not_marked_as_errors_are_read_where_the_file_says() {
     else {
         return;
     };
-    let python = python.to_str().unwrap().to_owned();
-    let server = repository_root().join("lab/tests/mcp-servers/planted/server.py");
-    let server = server.to_str().unwrap().to_owned();
-    let run = |form: &str, errors: &str| {
-        let folder = tempfile::tempdir().unwrap();
-        let file = fitted(
-            "lab/tests/mcp-servers/planted/target.toml",
-            &[
-                ("\"python3\"", &format!("{python:?}")),
-                ("\"server.py\"", &format!("{server:?}")),
-                (
-                    "\"--bug\", \"none\"",
-                    &format!("\"--bug\", \"none\", \"--refusals\", \"{form}\""),
-                ),
-                ("code_pointer = \"/code\"", errors),
-            ],
-            folder.path(),
-        );
-        check_json(&file, &[])
-    };
+    let run = |form: &str, errors: &str| planted_refusing(&python, "none", form, errors);
     let told = |report: &Value| -> Vec<String> {
         verdicts(report)
             .into_iter()
@@ -1004,26 +1006,8 @@ fn a_key_another_caller_used_and_refused_fails_other_caller_however_the_refusal_
     ) else {
         return;
     };
-    let python = python.to_str().unwrap().to_owned();
-    let server = repository_root().join("lab/tests/mcp-servers/planted/server.py");
-    let server = server.to_str().unwrap().to_owned();
-    let run = |form: &str, errors: &str| {
-        let folder = tempfile::tempdir().unwrap();
-        let file = fitted(
-            "lab/tests/mcp-servers/planted/target.toml",
-            &[
-                ("\"python3\"", &format!("{python:?}")),
-                ("\"server.py\"", &format!("{server:?}")),
-                (
-                    "\"--bug\", \"none\"",
-                    &format!("\"--bug\", \"blocks-other-caller\", \"--refusals\", \"{form}\""),
-                ),
-                ("code_pointer = \"/code\"", errors),
-            ],
-            folder.path(),
-        );
-        check_json(&file, &[])
-    };
+    let run =
+        |form: &str, errors: &str| planted_refusing(&python, "blocks-other-caller", form, errors);
     let structured = run("structured", "code_pointer = \"/code\"");
     let plain = run("plain-text", r#"text_code_pattern = '^Error \[(\w+)\]'"#);
     for report in [&structured, &plain] {
