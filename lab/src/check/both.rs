@@ -41,8 +41,10 @@ pub fn lab26() -> Grade {
 /// A create's fields, by name.
 pub type Fields = std::collections::BTreeMap<String, Value>;
 
-/// What the agent calls, in front of the API the lab serves: an MCP server's create tool, or an
-/// HTTP gateway's create route. The hop points are written once against it.
+/// What the agent or client calls: an MCP server's create tool, or an HTTP service's (or a
+/// gateway's) create route. The shared points here, and the hop points, are written once
+/// against it; what only one front has (an HTTP replay's status and mark) is a method with a
+/// default the other leaves alone.
 #[allow(async_fn_in_trait)]
 pub(crate) trait Front: content::ReadBack {
     /// One call, as a point means it.
@@ -218,6 +220,11 @@ impl Told {
     }
 }
 
+/// The exchanges of `told`, in order, as a sub-check's evidence.
+fn ids(told: &[Told]) -> Vec<usize> {
+    told.iter().map(|one| one.id).collect()
+}
+
 /// `one effect`, `2 effects`.
 pub(crate) fn effects(delta: i64) -> String {
     match delta {
@@ -347,7 +354,7 @@ async fn new_key_checks<F: Front>(front: &F, checks: &mut Checks) -> Option<()> 
     let seen = front.send_settled(name, &second).await;
     let last = seen.last()?;
     let mut exchanges = vec![first.id];
-    exchanges.extend(seen.iter().map(|told| told.id));
+    exchanges.extend(ids(&seen));
     let merged = last.succeeded() && same_effect(&last.identity, &first.identity);
     checks.add(
         Grade::lab_over_should(section::UNIQUENESS),
@@ -462,7 +469,7 @@ pub async fn judge_retry<F: Front>(
 ) -> Option<()> {
     let last = retried.last()?;
     let mut exchanges = vec![first.id];
-    exchanges.extend(retried.iter().map(|told| told.id));
+    exchanges.extend(ids(retried));
     if first.identity.is_some() {
         let identity = first.identity.as_deref();
         retry_matches(
@@ -541,8 +548,8 @@ async fn changed_payload_checks<F: Front>(
     let step = format!("the same key with another payload ({})", change.what);
     let changed = front.again(&call, &step, Some(change.changed.clone()));
     let seen = front.send_settled(name, &changed).await;
-    let ids: Vec<usize> = seen.iter().map(|told| told.id).collect();
-    changed_refused(front, checks, &first, seen.last()?, (&ids, &pair));
+    let exchanges = ids(&seen);
+    changed_refused(front, checks, &first, seen.last()?, (&exchanges, &pair));
     let after_changed = counted(front, checks).await?;
     content::judged(
         checks,
@@ -556,7 +563,7 @@ async fn changed_payload_checks<F: Front>(
             new_effects(after_changed - after_first),
         ),
         content::since(front, &effect).await,
-        &ids,
+        &exchanges,
     );
     let again = front.again(&call, "the first payload again", None);
     let replayed = front.send_settled(name, &again).await;
@@ -586,14 +593,14 @@ async fn changed_payload_checks<F: Front>(
     Some(())
 }
 
-/// The answer to a changed payload (`other`, the last of exchanges `ids`): refused, as the
+/// The answer to a changed payload (`other`, the last of `exchanges`): refused, as the
 /// file's conflict where it names one.
 fn changed_refused<F: Front>(
     front: &F,
     checks: &mut Checks,
     first: &Told,
     other: &Told,
-    (ids, pair): (&[usize], &str),
+    (exchanges, pair): (&[usize], &str),
 ) {
     let observed = if other.succeeded() && same_effect(&other.identity, &first.identity) {
         format!(
@@ -616,7 +623,7 @@ fn changed_refused<F: Front>(
         other.refused,
         "a refusal",
         observed,
-        ids,
+        exchanges,
     );
     if let Some((what, held, expected)) = front.conflict(other) {
         checks.add(
@@ -767,7 +774,7 @@ async fn fresh_round<F: Front>(
     let seen = front.send_together(name, calls).await;
     let identities = sort_racers(front.as_ref(), &seen, found);
     let after = counted(front.as_ref(), checks).await?;
-    let round_ids: Vec<usize> = seen.iter().map(|told| told.id).collect();
+    let round_ids = ids(&seen);
     if after - before != 1 {
         found
             .wrong_effects
@@ -868,9 +875,9 @@ async fn other_caller_checks<F: Front>(front: &F, checks: &mut Checks) -> Option
     let after_first = counted(front, checks).await?;
     let other = front.by_caller(&call, 1, &format!("{b}'s {word}, same key and payload"));
     let seen = front.send_settled(name, &other).await;
-    let ids: Vec<usize> = seen.iter().map(|told| told.id).collect();
+    let exchanges = ids(&seen);
     let theirs = seen.last()?;
-    let leak = second_caller(front, checks, &first, theirs, &ids);
+    let leak = second_caller(front, checks, &first, theirs, &exchanges);
     let after_other = counted(front, checks).await?;
     checks.add(
         scope_grade(),
@@ -878,7 +885,7 @@ async fn other_caller_checks<F: Front>(front: &F, checks: &mut Checks) -> Option
         after_other - after_first == 1,
         "one new effect",
         effects(after_other - after_first),
-        &ids,
+        &exchanges,
     );
     if theirs.succeeded() && !leak {
         let again = front.again(&other, &format!("{b}'s retry"), None);
@@ -918,14 +925,14 @@ async fn other_caller_checks<F: Front>(front: &F, checks: &mut Checks) -> Option
     Some(())
 }
 
-/// The second caller's answer (`theirs`, the last of exchanges `ids`) to the first caller's key:
+/// The second caller's answer (`theirs`, the last of `exchanges`) to the first caller's key:
 /// not the first caller's effect (a leak), and a success of its own. Whether it leaked.
 fn second_caller<F: Front>(
     front: &F,
     checks: &mut Checks,
     first: &Told,
     theirs: &Told,
-    ids: &[usize],
+    exchanges: &[usize],
 ) -> bool {
     let names = front.caller_names();
     let (a, b, word) = (&names[0], &names[1], front.call_word());
@@ -964,7 +971,7 @@ fn second_caller<F: Front>(
         } else {
             theirs.described.clone()
         },
-        ids,
+        exchanges,
     );
     leak
 }
@@ -1017,7 +1024,7 @@ pub async fn error_then_fix<F: Front>(
         return None;
     }
     let settled = front.send_settled(name, &call).await;
-    let ids: Vec<usize> = settled.iter().map(|told| told.id).collect();
+    let exchanges = ids(&settled);
     let last = settled.last()?;
     let replayed_error = !last.succeeded()
         && last.answer.status().is_some()
@@ -1040,7 +1047,7 @@ pub async fn error_then_fix<F: Front>(
         } else {
             last.described.clone()
         },
-        &ids,
+        &exchanges,
     );
     let after = counted(front, checks).await?;
     checks.add(
@@ -1049,7 +1056,7 @@ pub async fn error_then_fix<F: Front>(
         after - before == 1,
         "one effect",
         effects(after - before),
-        &ids,
+        &exchanges,
     );
     if last.succeeded() {
         let again = front.send_settled(name, &call).await;
