@@ -90,6 +90,8 @@
 
 #[cfg(feature = "http")]
 pub mod async_tool;
+#[cfg(feature = "http")]
+pub mod audit;
 pub mod backend;
 pub mod base_url;
 #[cfg(feature = "bench")]

@@ -55,6 +55,7 @@ fn dispatch(command: Command, lock_timeout_ms: u64) -> lab::Result<Finished> {
         Command::Serve(args) => done(cli::serve::exec(args)),
         Command::Mcp(args) => done(cli::mcp::exec(args)),
         Command::Check(args) => cli::check::exec(&args),
+        Command::Audit(args) => cli::audit::exec(&args),
         Command::Simulate(args) => done(cli::simulate::exec(args)),
         Command::Model(args) => cli::model::exec(&args),
         Command::Bench(args) => done(cli::bench::exec(args)),

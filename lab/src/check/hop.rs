@@ -182,7 +182,7 @@ fn record<F: Front>(
         body: create.body.clone(),
     };
     let answer = match &create.fate {
-        Some(Fate::Answered { status, body }) => Answer::Reply {
+        Some(Fate::Answered { status, body, .. }) => Answer::Reply {
             status: *status,
             headers: Vec::new(),
             body: String::from_utf8_lossy(body).into_owned(),
@@ -1035,14 +1035,17 @@ fn judge_together<F: Front>(
                 Fate::Answered {
                     status: 200 | 201,
                     body,
+                    ..
                 }
                 | Fate::Lost {
                     status: 200 | 201,
                     body,
+                    ..
                 }
                 | Fate::Abandoned {
                     status: 200 | 201,
                     body,
+                    ..
                 },
             ) => ticket_id(body),
             _ => None,

@@ -33,13 +33,15 @@ pub fn to_html(report: &Report) -> String {
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
          <meta name=\"color-scheme\" content=\"light dark\">\n\
          <link rel=\"icon\" href=\"data:,\">\n\
-         <title>lab check: {} ({})</title>\n<style>\n{STYLE}</style>\n</head>\n<body>\n<main>\n\
-         <header>\n<h1>lab check --target {}</h1>\n\
+         <title>{}: {} ({})</title>\n<style>\n{STYLE}</style>\n</head>\n<body>\n<main>\n\
+         <header>\n<h1>{} --target {}</h1>\n\
          <p class=\"verdict {}\" id=\"verdict\">{}</p>\n\
          <p>Service: <code>{}</code>. Graded against <a href=\"{DRAFT_URL}\">{}</a>. \
          {} exchanges in {:.1} s.</p>\n</header>\n",
+        report.command,
         escape(&report.target),
         escape(&headline),
+        report.command,
         escape(&report.target),
         if report.passed { "v-PASS" } else { "v-FAIL" },
         escape(&headline),
@@ -104,7 +106,11 @@ fn summary(out: &mut String, report: &Report) {
 
 fn calibration(out: &mut String, report: &Report) {
     let steps = &report.calibration.steps;
-    out.push_str("<section id=\"calibration\">\n<h2>Calibration</h2>\n");
+    out.push_str(if report.command == super::report::AUDIT {
+        "<section id=\"calibration\">\n<h2>What was read</h2>\n"
+    } else {
+        "<section id=\"calibration\">\n<h2>Calibration</h2>\n"
+    });
     if steps.is_empty() {
         out.push_str("<p>No calibration steps were recorded.</p>\n</section>\n");
         return;
@@ -113,6 +119,9 @@ fn calibration(out: &mut String, report: &Report) {
         &report.calibration.wrapper_at_fault,
         report.calibration.passed,
     ) {
+        (_, true) if report.command == super::report::AUDIT => {
+            "What each recording held, read in one pass".to_owned()
+        }
         (_, true) => "The file describes the service".to_owned(),
         (Some(reason), false) => format!(
             "The file describes the wrapper, but the API it wraps refuses its creates: {reason}"

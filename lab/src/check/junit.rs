@@ -40,7 +40,7 @@ pub fn to_junit(report: &Report) -> String {
     let _ = writeln!(
         out,
         "<testsuites name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"0\" time=\"{:.3}\">",
-        attribute(&format!("lab check --target {}", report.target)),
+        attribute(&format!("{} --target {}", report.command, report.target)),
         totals.tests,
         totals.failures,
         report.elapsed.as_secs_f64()

@@ -15,6 +15,9 @@ use super::history::{CountRead, Exchange};
 use crate::contract::Checker;
 use crate::error::Error;
 
+/// [`Report::command`] of an audit of recordings: its calibration's steps say what was read.
+pub const AUDIT: &str = "lab audit";
+
 /// The point name the calibration's exchanges are recorded under.
 pub const POINT: &str = "calibration";
 
@@ -457,6 +460,9 @@ impl PointReport {
 /// The whole run.
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
+    /// The command that made it: `lab check`, or `lab audit` (whose calibration lists what it
+    /// read of each recording).
+    pub command: &'static str,
     /// The target file.
     pub target: String,
     /// The service's base URL.
@@ -496,6 +502,7 @@ impl Report {
     ) -> Report {
         let passed = points.iter().all(|p| p.verdict != Verdict::Fail);
         let mut report = Report {
+            command: "lab check",
             target,
             base_url,
             draft: DRAFT,
@@ -584,10 +591,20 @@ impl Report {
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "lab check --target {} ({})", self.target, self.base_url)?;
+        writeln!(
+            f,
+            "{} --target {} ({})",
+            self.command, self.target, self.base_url
+        )?;
         writeln!(f, "Graded against {}.", self.graded_against)?;
         writeln!(f)?;
-        if !self.calibration.steps.is_empty() {
+        if self.command == AUDIT {
+            writeln!(f, "recordings: read in one pass")?;
+            for step in &self.calibration.steps {
+                writeln!(f, "  {} — {}: {}", step.name, step.field, step.detail)?;
+            }
+            writeln!(f)?;
+        } else if !self.calibration.steps.is_empty() {
             writeln!(f, "{}", self.calibration)?;
         }
         self.summary_table(f)?;
@@ -629,8 +646,9 @@ impl fmt::Display for Report {
         };
         write!(
             f,
-            "{} exchanges in {:.1} s; {verdict}",
+            "{} exchanges {}in {:.1} s; {verdict}",
             self.history.len(),
+            if self.command == AUDIT { "cited " } else { "" },
             self.elapsed.as_secs_f64()
         )
     }

@@ -53,6 +53,19 @@ pub struct Target {
     pub folder: PathBuf,
 }
 
+/// The sections of a target file `lab audit` reads ([`Target::audit_parts`]).
+#[derive(Clone, Debug)]
+pub struct AuditParts {
+    /// `[create]`: the route whose requests are audited, and its success statuses.
+    pub create: Endpoint,
+    /// `[key]`: the header that carries the key, and its form.
+    pub key: KeySpec,
+    /// `[identity]`: where a success names its effect.
+    pub identity: Identity,
+    /// `[[callers]]`: the callers the recording's credentials name (none, one or more).
+    pub callers: Vec<Caller>,
+}
+
 /// `[service]`.
 #[derive(Clone, Debug)]
 pub struct Service {
@@ -573,6 +586,26 @@ impl Target {
         Ok(target)
     }
 
+    /// What `lab audit` reads of a target file: the create route, the key, the identity and
+    /// the callers, each validated as `lab check` validates it. The sections only a run needs
+    /// (`[service]`, `[count]`) may be left out, and one caller, or none, is enough: a
+    /// recording has the callers it has.
+    ///
+    /// # Errors
+    /// As [`Target::parse`], for the sections it reads.
+    pub fn audit_parts(text: &str, path: &Path) -> Result<AuditParts> {
+        let file: File = toml::from_str(text).map_err(|err| not_toml(path, &err))?;
+        let parts = || -> Checked<AuditParts> {
+            Ok(AuditParts {
+                create: endpoint(required(file.create, "[create]")?, "create")?,
+                key: key_spec(required(file.key, "[key]")?)?,
+                identity: identity(required(file.identity, "[identity]")?, "identity")?,
+                callers: named_callers(file.callers)?,
+            })
+        };
+        parts().map_err(|err| err.in_file(path))
+    }
+
     /// The caller index named `name`.
     pub fn caller_index(&self, name: &str) -> Option<usize> {
         self.callers.iter().position(|caller| caller.name == name)
@@ -852,6 +885,11 @@ fn callers(list: Vec<CallerFile>) -> Checked<Vec<Caller>> {
             ),
         );
     }
+    named_callers(list)
+}
+
+/// `[[callers]]`, however many: each named once, each with credentials of its own.
+fn named_callers(list: Vec<CallerFile>) -> Checked<Vec<Caller>> {
     let mut callers = Vec::new();
     for (i, caller) in list.into_iter().enumerate() {
         let field = format!("callers[{i}]");

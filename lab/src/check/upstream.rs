@@ -740,9 +740,9 @@ impl UpstreamApi {
             // The lab's API has no such route: its fallback's 404 ("no endpoint ..."), not a
             // missing ticket's, or its 405 for a method its path lacks.
             let answered_404 = match &request.fate {
-                Some(Fate::Answered { status: 404, body }) => {
-                    String::from_utf8_lossy(body).contains("no endpoint ")
-                }
+                Some(Fate::Answered {
+                    status: 404, body, ..
+                }) => String::from_utf8_lossy(body).contains("no endpoint "),
                 Some(Fate::Answered { status: 405, .. }) => true,
                 _ => false,
             };

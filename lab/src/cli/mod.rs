@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 use lab::Error;
 use lab::runner::State;
 
+pub mod audit;
 pub mod bench;
 pub mod bench_postgres;
 pub mod bench_probe;
@@ -100,6 +101,9 @@ pub struct Cli {
 /// The subcommands, each defined in its own file.
 #[derive(Subcommand)]
 pub enum Command {
+    /// Check the retry contract over recorded traffic: HAR files, OpenTelemetry traces (OTLP
+    /// JSON) and `lab proxy --record` files, by the target file `lab check` reads
+    Audit(audit::AuditArgs),
     /// Forward requests to a ticket service on loopback, and lose the replies of the first N
     /// (the connection closes after the service answered)
     Proxy(proxy::ProxyArgs),
@@ -139,6 +143,7 @@ impl Command {
     pub fn reads_fixture(&self) -> bool {
         match self {
             Command::Proxy(_)
+            | Command::Audit(_)
             | Command::Check(_)
             | Command::Runner(_)
             | Command::Serve(_)

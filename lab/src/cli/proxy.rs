@@ -2,6 +2,7 @@
 
 use clap::Args;
 use lab::http::DroppingProxy;
+use lab::http::record::Recorder;
 
 use super::flush_stdout;
 use super::value;
@@ -19,6 +20,10 @@ pub struct ProxyArgs {
     /// How many replies to lose, counting from the first request
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub drop_first: u32,
+    /// Record every request and its fate to FILE, JSON Lines that `lab audit` reads (a new
+    /// file, never replacing one; each line written whole when its request's fate is known)
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<std::path::PathBuf>,
 }
 
 /// Starts the proxy, prints its URL and serves until the process is stopped.
@@ -39,7 +44,13 @@ pub fn exec(args: &ProxyArgs) -> lab::Result<()> {
             }
         })?;
     }
-    let proxy = DroppingProxy::start(upstream, args.port, args.drop_first)?;
+    let proxy = match &args.record {
+        Some(path) => {
+            let recorder = Recorder::create(path, args.upstream.text(), args.drop_first)?;
+            DroppingProxy::start_tapped(upstream, args.port, std::sync::Arc::new(recorder))?
+        }
+        None => DroppingProxy::start(upstream, args.port, args.drop_first)?,
+    };
     println!("listening on {}", proxy.url());
     flush_stdout()?;
     proxy.wait();

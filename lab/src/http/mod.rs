@@ -6,6 +6,7 @@ pub mod blocking;
 pub mod client;
 pub mod problem;
 pub mod proxy;
+pub mod record;
 pub mod server;
 pub mod sf;
 pub mod wire;

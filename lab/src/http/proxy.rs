@@ -150,6 +150,8 @@ pub enum Fate {
     Answered {
         /// The status.
         status: u16,
+        /// The headers, names in lower case.
+        headers: Vec<(String, String)>,
         /// The body.
         body: Bytes,
     },
@@ -157,6 +159,8 @@ pub enum Fate {
     Lost {
         /// The status the service answered.
         status: u16,
+        /// The headers it answered with, names in lower case.
+        headers: Vec<(String, String)>,
         /// The body it answered.
         body: Bytes,
     },
@@ -165,6 +169,8 @@ pub enum Fate {
     Abandoned {
         /// The status the service answered.
         status: u16,
+        /// The headers it answered with, names in lower case.
+        headers: Vec<(String, String)>,
         /// The body it answered.
         body: Bytes,
     },
@@ -438,6 +444,10 @@ async fn forward_tapped(
     {
         let fate = Fate::Answered {
             status: *status,
+            headers: headers
+                .iter()
+                .map(|(n, v)| (n.to_ascii_lowercase(), v.clone()))
+                .collect(),
             body: body.clone(),
         };
         tap.settled(number, fate);
@@ -447,14 +457,47 @@ async fn forward_tapped(
     prepare_upstream_request(&mut outgoing, upstream);
     tap.rewrite(number, &mut outgoing);
     counts.forwarded.fetch_add(1, Ordering::SeqCst);
+    // A caller that closes its connection while the service works: hyper drops this future,
+    // and the tap still hears of the request.
+    let gone = Abandoned {
+        tap,
+        number,
+        fate: Some(Fate::Failed(
+            "the caller closed its connection before the service answered".to_owned(),
+        )),
+    };
     let (response, answered) = match send_in_time(outgoing, upstream).await {
         Ok(sent) => sent,
         Err((instead, problem)) => {
+            gone.defuse();
             tap.settled(number, Fate::Failed(problem));
             return Ok(instead);
         }
     };
+    gone.defuse();
+    deliver(response, answered, decision, (tap, number), counts).await
+}
+
+/// The service's answer to tapped request `number`, held, lost or passed on as `decision` says,
+/// and its fate told to the tap.
+async fn deliver(
+    response: Response<Full<Bytes>>,
+    answered: Bytes,
+    decision: Decision,
+    (tap, number): (&dyn Tap, usize),
+    counts: &Counts,
+) -> std::result::Result<Response<Full<Bytes>>, Unanswered> {
     let status = response.status().as_u16();
+    let headers: Vec<(String, String)> = response
+        .headers()
+        .iter()
+        .map(|(n, v)| {
+            (
+                n.as_str().to_owned(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
     match decision {
         Decision::Late(hold) => {
             let abandoned = Abandoned {
@@ -462,6 +505,7 @@ async fn forward_tapped(
                 number,
                 fate: Some(Fate::Abandoned {
                     status,
+                    headers: headers.clone(),
                     body: answered.clone(),
                 }),
             };
@@ -474,6 +518,7 @@ async fn forward_tapped(
                 number,
                 Fate::Lost {
                     status,
+                    headers,
                     body: answered,
                 },
             );
@@ -486,6 +531,7 @@ async fn forward_tapped(
         number,
         Fate::Answered {
             status,
+            headers,
             body: answered,
         },
     );

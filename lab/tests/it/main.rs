@@ -1,6 +1,7 @@
 //! One integration-test binary, a module per concern.
 
 mod agents;
+mod audit;
 mod backend;
 mod bad_input;
 mod bench;

@@ -311,6 +311,23 @@ impl McpTarget {
         Ok(target)
     }
 
+    /// What `lab audit` reads of an `[mcp]` file: the create tool (its name and key
+    /// argument) and where a result names its effect, validated as `lab check` validates
+    /// them; the transport, callers and count may be left out.
+    ///
+    /// # Errors
+    /// As [`McpTarget::parse`], for the sections it reads.
+    pub fn audit_parts(text: &str, path: &Path) -> crate::Result<(CreateTool, McpIdentity)> {
+        let root: FileRoot = toml::from_str(text).map_err(|err| not_toml(path, &err))?;
+        let parts = || -> Checked<(CreateTool, McpIdentity)> {
+            Ok((
+                tool(required(root.mcp.tool, "[mcp.tool]")?)?,
+                identity(required(root.mcp.identity, "[mcp.identity]")?)?,
+            ))
+        };
+        parts().map_err(|err| err.in_file(path))
+    }
+
     /// Whether the tool takes a key.
     pub fn keyed(&self) -> bool {
         self.tool.key_argument.is_some()

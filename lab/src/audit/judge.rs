@@ -1,0 +1,559 @@
+//! The audit's judgement: the creates of a recording grouped into intentions, by the rules of
+//! the check (one caller; one key; or, after a lost or failed reply, the same canonical payload
+//! sent again), and each finding with the exchanges it rests on.
+//!
+//! An intention never spans callers. Within a caller, the requests with one key are one
+//! intention's attempts; a request sent after another's reply was lost or failed, with the same
+//! canonical payload, continues that intention (a retry without the key, or a re-plan under a
+//! new key). A payload sent again after a reply that arrived is a new intention, as a new key
+//! is: the recording cannot tell a second ticket with the same title from a mistake, and the
+//! audit does not guess.
+
+use std::collections::{BTreeSet, HashMap};
+
+use super::record::Delivery;
+use super::rules::Effect;
+use crate::check::report::{Checks, Coverage, Grade, PointReport, SubCheck, Verdict};
+use crate::contract::PromiseId;
+
+/// One create, as the judgement keeps it: small, so that a long recording's creates fit.
+#[derive(Clone, Debug)]
+pub struct Attempt {
+    /// When it started (ns since the epoch), if recorded.
+    pub start_ns: Option<i128>,
+    /// When its reply was complete (ns since the epoch), if recorded.
+    pub end_ns: Option<i128>,
+    /// Its caller, as an index into the audit's list of callers.
+    pub caller: u32,
+    /// The key it carried.
+    pub key: Option<Box<str>>,
+    /// Its canonical payload's digest, when the body was recorded.
+    pub payload: Option<u64>,
+    /// What its reply says of the effect.
+    pub effect: Effect,
+    /// Whether the caller got the reply.
+    pub delivery: Delivery,
+    /// Whether the reply it got was a failure (a server error, a failed tool call).
+    pub failed: bool,
+}
+
+/// How an attempt ended for its caller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum End {
+    /// A reply arrived and was no failure.
+    Answered,
+    /// A reply arrived and was a failure.
+    Failed,
+    /// No reply arrived.
+    Lost,
+    /// The recording cannot say whether a reply arrived.
+    Unknown,
+}
+
+fn end_of(attempt: &Attempt) -> End {
+    match attempt.delivery {
+        Delivery::Lost => End::Lost,
+        Delivery::Unknown => End::Unknown,
+        Delivery::Received if attempt.failed => End::Failed,
+        Delivery::Received => End::Answered,
+    }
+}
+
+/// One key's attempts, or one attempt without a key, in the order they were sent.
+struct Set {
+    caller: u32,
+    key: Option<Box<str>>,
+    /// Indices into the attempts, in order.
+    attempts: Vec<usize>,
+    /// The payload of its first attempt whose body was recorded.
+    payload: Option<u64>,
+}
+
+/// The points of the audit, each with its id, title and promises.
+pub struct AuditPoint {
+    /// Its id.
+    pub id: &'static str,
+    /// What it checks.
+    pub title: &'static str,
+    /// The promises it covers.
+    pub promises: &'static [PromiseId],
+    /// What a recording without a case of it lacks.
+    pub absent: &'static str,
+}
+
+/// Every point of the audit, in the order the report shows them.
+pub const POINTS: [AuditPoint; 5] = [
+    AuditPoint {
+        id: "retry-without-key",
+        title: "a request sent again without its key after a lost or failed reply made no second effect",
+        promises: &[PromiseId::KeepKey, PromiseId::LostReply],
+        absent: "no request was sent again without a key after a lost or failed reply",
+    },
+    AuditPoint {
+        id: "new-key-after-lost-reply",
+        title: "a request re-planned under a new key after a lost or failed reply made no second effect",
+        promises: &[PromiseId::KeepKey, PromiseId::NewKey],
+        absent: "no request was sent again under a new key after a lost or failed reply",
+    },
+    AuditPoint {
+        id: "changed-payload",
+        title: "a key sent again with another payload was not accepted",
+        promises: &[PromiseId::Conflict, PromiseId::Canonical],
+        absent: "no key was sent again with another payload",
+    },
+    AuditPoint {
+        id: "one-key-one-effect",
+        title: "every success under one key names one effect",
+        promises: &[PromiseId::OneEffect, PromiseId::Replay],
+        absent: "no success under a key named its effect",
+    },
+    AuditPoint {
+        id: "unresolved-intention",
+        title: "every request whose reply never arrived was asked for again",
+        promises: &[PromiseId::HonestVerdict],
+        absent: "no create at all",
+    },
+];
+
+/// How many findings of one kind are listed one by one; the rest are counted.
+const LISTED: usize = 20;
+
+/// What one point found: its failures, the things it could not judge (by reason), and how many
+/// cases it judged.
+#[derive(Default)]
+struct Tally {
+    failures: Vec<(String, String, Vec<usize>)>,
+    unjudged: Vec<(String, Vec<usize>)>,
+    judged: usize,
+}
+
+impl Tally {
+    fn fail(&mut self, observed: String, expected: &str, ids: Vec<usize>) {
+        self.judged += 1;
+        self.failures.push((observed, expected.to_owned(), ids));
+    }
+
+    fn unjudged(&mut self, why: &str, id: usize) {
+        if let Some((_, ids)) = self.unjudged.iter_mut().find(|(w, _)| w == why) {
+            ids.push(id);
+        } else {
+            self.unjudged.push((why.to_owned(), vec![id]));
+        }
+    }
+
+    /// The point's sub-checks: each failure (the first twenty, then a count), each reason a
+    /// case was not judged (with its first exchanges), and one line for what held.
+    fn into_checks(self, grade: Grade, held: &str, cited: &mut BTreeSet<usize>) -> Vec<SubCheck> {
+        let mut checks = Checks::new();
+        let failures = self.failures.len();
+        for (i, (observed, expected, ids)) in self.failures.into_iter().enumerate() {
+            if i == LISTED {
+                checks.add(
+                    grade,
+                    format!("and {} more like these", failures - LISTED),
+                    false,
+                    "none",
+                    format!("{failures} in all"),
+                    &[],
+                );
+                break;
+            }
+            cited.extend(&ids);
+            let what = observed.clone();
+            checks.add(grade, what, false, expected, observed, &ids);
+        }
+        for (why, ids) in self.unjudged {
+            let shown: Vec<usize> = ids.iter().copied().take(5).collect();
+            cited.extend(&shown);
+            checks.not_covered(
+                grade,
+                format!(
+                    "{} case{} the recording cannot decide",
+                    ids.len(),
+                    plural(ids.len())
+                ),
+                held,
+                why,
+                &shown,
+            );
+        }
+        if failures == 0 && self.judged > 0 {
+            checks.add(
+                grade,
+                format!(
+                    "{held} ({} case{} judged)",
+                    self.judged,
+                    plural(self.judged)
+                ),
+                true,
+                held,
+                format!("{} held", self.judged),
+                &[],
+            );
+        }
+        checks.0
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+/// The exchange number a report cites for attempt `index`.
+fn id(index: usize) -> usize {
+    index + 1
+}
+
+fn ids(attempts: &[usize]) -> Vec<usize> {
+    attempts.iter().map(|&i| id(i)).collect()
+}
+
+/// Judges `attempts` (in the order they were read); returns each point's report and the
+/// exchanges the report cites.
+pub fn judge(attempts: &[Attempt]) -> (Vec<PointReport>, BTreeSet<usize>) {
+    let sets = sets(attempts);
+    let mut tallies: [Tally; 5] = Default::default();
+    let [retry, replan, changed, one_effect, unresolved] = &mut tallies;
+    let next = continuations(attempts, &sets);
+    for (s, set) in sets.iter().enumerate() {
+        if set.key.is_some() {
+            judge_key(attempts, set, changed, one_effect);
+        }
+        if let Some(t) = next[s] {
+            let tally = if sets[t].key.is_none() {
+                &mut *retry
+            } else {
+                &mut *replan
+            };
+            judge_continuation(attempts, set, &sets[t], tally);
+        }
+        if next[s].is_none() {
+            let last = *set.attempts.last().expect("a set holds an attempt");
+            match end_of(&attempts[last]) {
+                End::Lost => {
+                    let chain = chain_to(&sets, &next, s);
+                    unresolved.fail(
+                        format!(
+                            "#{} got no reply, and the intention was never asked for again",
+                            id(last)
+                        ),
+                        "a request whose reply never arrived is sent again with its key",
+                        chain,
+                    );
+                }
+                End::Unknown => unresolved.unjudged(
+                    "the recorder saw the service's side: whether its reply reached the caller \
+                     is not in the recording",
+                    id(last),
+                ),
+                End::Answered | End::Failed => unresolved.judged += 1,
+            }
+        }
+    }
+    reports(tallies)
+}
+
+/// Each point's report from its tally, and the exchanges they cite.
+fn reports(tallies: [Tally; 5]) -> (Vec<PointReport>, BTreeSet<usize>) {
+    let mut cited = BTreeSet::new();
+    let grades = [
+        Grade::lab(),
+        Grade::lab(),
+        Grade::must("2.7"),
+        Grade::lab_over_should("2.6"),
+        Grade::lab(),
+    ];
+    let held = [
+        "the retries after a lost or failed reply made no second effect",
+        "the re-plans after a lost or failed reply made no second effect",
+        "no key was accepted with another payload",
+        "every key's successes name one effect",
+        "every reply that never arrived was asked for again",
+    ];
+    let reports = tallies
+        .into_iter()
+        .zip(POINTS.iter().zip(grades.into_iter().zip(held)))
+        .map(|(tally, (point, (grade, held)))| {
+            let judged = tally.judged;
+            let undecided = !tally.unjudged.is_empty();
+            let mut report = PointReport::covered(
+                point.id,
+                point.title,
+                tally.into_checks(grade, held, &mut cited),
+            );
+            if judged == 0 {
+                report.verdict = Verdict::NotCovered;
+                report.coverage = Coverage::NotCovered {
+                    reason: if undecided {
+                        "every case the recordings hold lacks what deciding it needs (below)"
+                            .to_owned()
+                    } else {
+                        format!("the recordings hold no case of it: {}", point.absent)
+                    },
+                };
+            }
+            report.promises = point.promises;
+            report
+        })
+        .collect();
+    (reports, cited)
+}
+
+/// The attempts grouped into sets: per caller, one set per key, and one per attempt without a
+/// key; each set's attempts in the order they were sent (by start time where every attempt of
+/// the caller has one, else as read), and the sets in the order of their first attempts.
+fn sets(attempts: &[Attempt]) -> Vec<Set> {
+    let mut by_caller: HashMap<u32, Vec<usize>> = HashMap::new();
+    for (i, attempt) in attempts.iter().enumerate() {
+        by_caller.entry(attempt.caller).or_default().push(i);
+    }
+    let mut callers: Vec<(u32, Vec<usize>)> = by_caller.into_iter().collect();
+    callers.sort_by_key(|(caller, _)| *caller);
+    let mut sets = Vec::new();
+    for (caller, mut order) in callers {
+        if order.iter().all(|&i| attempts[i].start_ns.is_some()) {
+            order.sort_by_key(|&i| (attempts[i].start_ns, i));
+        }
+        let mut keyed: HashMap<&str, usize> = HashMap::new();
+        for i in order {
+            let set = match attempts[i].key.as_deref() {
+                Some(key) => *keyed.entry(key).or_insert_with(|| {
+                    sets.push(Set {
+                        caller,
+                        key: Some(key.into()),
+                        attempts: Vec::new(),
+                        payload: None,
+                    });
+                    sets.len() - 1
+                }),
+                None => {
+                    sets.push(Set {
+                        caller,
+                        key: None,
+                        attempts: Vec::new(),
+                        payload: None,
+                    });
+                    sets.len() - 1
+                }
+            };
+            sets[set].attempts.push(i);
+            if sets[set].payload.is_none() {
+                sets[set].payload = attempts[i].payload;
+            }
+        }
+    }
+    sets
+}
+
+/// For each set, the set that continues it: the caller's next set, begun after this one's last
+/// attempt, with the same canonical payload, when this one's last reply was lost or failed.
+fn continuations(attempts: &[Attempt], sets: &[Set]) -> Vec<Option<usize>> {
+    let mut sending_order: Vec<usize> = (0..sets.len()).collect();
+    sending_order.sort_by_key(|&s| {
+        let first = sets[s].attempts[0];
+        (sets[s].caller, attempts[first].start_ns, first)
+    });
+    let mut later: HashMap<(u32, u64), Vec<usize>> = HashMap::new();
+    for &s in &sending_order {
+        if let Some(payload) = sets[s].payload {
+            later.entry((sets[s].caller, payload)).or_default().push(s);
+        }
+    }
+    let start = |s: usize| {
+        let first = sets[s].attempts[0];
+        (attempts[first].start_ns, first)
+    };
+    let mut next = vec![None; sets.len()];
+    let mut taken = vec![false; sets.len()];
+    for &s in &sending_order {
+        let set = &sets[s];
+        let Some(payload) = set.payload else { continue };
+        let last = *set.attempts.last().expect("a set holds an attempt");
+        let unanswered = matches!(end_of(&attempts[last]), End::Lost | End::Failed);
+        let after_last = (attempts[last].start_ns, last);
+        let before_reply = |t: usize| match (attempts[last].end_ns, start(t).0) {
+            (Some(end), Some(begun)) => begun < end,
+            _ => false,
+        };
+        let candidates = &later[&(set.caller, payload)];
+        if let Some(&t) = candidates.iter().find(|&&t| {
+            t != s
+                && !taken[t]
+                && start(t) > start(s)
+                && ((unanswered && start(t) > after_last) || before_reply(t))
+        }) {
+            next[s] = Some(t);
+            taken[t] = true;
+        }
+    }
+    next
+}
+
+/// The exchanges of the chain that ends in set `end`: every set before it that it continues.
+fn chain_to(sets: &[Set], next: &[Option<usize>], end: usize) -> Vec<usize> {
+    let mut chain = vec![end];
+    while let Some(before) = next
+        .iter()
+        .position(|n| *n == Some(*chain.last().unwrap_or(&end)))
+    {
+        chain.push(before);
+    }
+    chain
+        .into_iter()
+        .rev()
+        .flat_map(|s| ids(&sets[s].attempts))
+        .collect()
+}
+
+/// The effects a set's successes name, and whether one of its successes names none.
+fn effects(attempts: &[Attempt], set: &Set) -> (BTreeSet<String>, bool) {
+    let mut named = BTreeSet::new();
+    let mut unnamed = false;
+    for &i in &set.attempts {
+        match &attempts[i].effect {
+            Effect::Made(id) => {
+                named.insert(id.clone());
+            }
+            Effect::Unnamed => unnamed = true,
+            Effect::Refused | Effect::Unknown => {}
+        }
+    }
+    (named, unnamed)
+}
+
+/// A set `t` that continues `s`: two effects for one intention, or not.
+fn judge_continuation(attempts: &[Attempt], s: &Set, t: &Set, tally: &mut Tally) {
+    let (first, first_unnamed) = effects(attempts, s);
+    let (then, then_unnamed) = effects(attempts, t);
+    let cite: Vec<usize> = ids(&s.attempts)
+        .into_iter()
+        .chain(ids(&t.attempts))
+        .collect();
+    let retry = t.attempts[0];
+    let how = match (&s.key, &t.key) {
+        (_, None) => "sent again without a key".to_owned(),
+        (Some(_), Some(key)) => format!("re-planned under a new key ({key})"),
+        (None, Some(key)) => format!("sent again under a key ({key}) the first lacked"),
+    };
+    let expected = "one effect for one intention: the retry keeps the first request's key";
+    if !first.is_empty() && !then.is_empty() {
+        let new: Vec<&String> = then.difference(&first).collect();
+        if new.is_empty() {
+            tally.judged += 1;
+        } else {
+            tally.fail(
+                format!(
+                    "#{} {how} while #{}'s reply was {}: two effects, {} and {}",
+                    id(retry),
+                    id(*s.attempts.last().unwrap_or(&retry)),
+                    lost_or_failed(attempts, s, t),
+                    first.iter().next().map_or("", String::as_str),
+                    new[0]
+                ),
+                expected,
+                cite,
+            );
+        }
+        return;
+    }
+    let made_then = !then.is_empty() || then_unnamed;
+    if !made_then
+        && t.attempts
+            .iter()
+            .all(|&i| attempts[i].effect == Effect::Refused)
+    {
+        tally.judged += 1;
+        return;
+    }
+    let why = if first.is_empty() && !first_unnamed {
+        "the first request's reply is not in the recording (or was a server error): whether it \
+         made an effect cannot be read"
+    } else if !made_then {
+        "the retry's outcome is not in the recording"
+    } else {
+        "a success whose effect the recording does not name (no body recorded, or nothing at \
+         the file's identity): whether the two are one effect cannot be read"
+    };
+    tally.unjudged(why, id(retry));
+}
+
+/// What became of the reply `t`'s first attempt did not wait for.
+fn lost_or_failed(attempts: &[Attempt], set: &Set, t: &Set) -> &'static str {
+    let Some(&last) = set.attempts.last() else {
+        return "lost";
+    };
+    let retry = &attempts[t.attempts[0]];
+    match (attempts[last].end_ns, retry.start_ns) {
+        (Some(end), Some(begun)) if begun < end => "not yet back",
+        _ => match end_of(&attempts[last]) {
+            End::Lost => "lost",
+            _ => "a failure",
+        },
+    }
+}
+
+/// One key's attempts: another payload accepted, and two effects named.
+fn judge_key(attempts: &[Attempt], set: &Set, changed: &mut Tally, one_effect: &mut Tally) {
+    let key = set.key.as_deref().unwrap_or_default();
+    let (named, _) = effects(attempts, set);
+    if named.len() > 1 {
+        let mut names = named.iter();
+        one_effect.fail(
+            format!(
+                "the key {key} was answered with {} effects: {}",
+                named.len(),
+                names
+                    .by_ref()
+                    .take(3)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            "every success under one key names the first effect",
+            ids(&set.attempts),
+        );
+    } else if !named.is_empty() {
+        one_effect.judged += 1;
+    }
+    let Some(first) = set.payload else {
+        if set.attempts.len() > 1 {
+            changed.unjudged(
+                "no body was recorded: the payloads cannot be compared",
+                id(set.attempts[0]),
+            );
+        }
+        return;
+    };
+    let origin = set
+        .attempts
+        .iter()
+        .copied()
+        .find(|&i| attempts[i].payload == Some(first))
+        .unwrap_or(set.attempts[0]);
+    for &i in &set.attempts {
+        let attempt = &attempts[i];
+        match attempt.payload {
+            Some(p) if p != first => {
+                if matches!(attempt.effect, Effect::Made(_) | Effect::Unnamed) {
+                    changed.fail(
+                        format!(
+                            "#{} reused the key {key} of #{} with another payload, and was \
+                             accepted",
+                            id(i),
+                            id(origin)
+                        ),
+                        "another payload under a used key is refused (422)",
+                        vec![id(origin), id(i)],
+                    );
+                } else {
+                    changed.judged += 1;
+                }
+            }
+            Some(_) => {}
+            None => changed.unjudged(
+                "no body was recorded for this attempt: its payload cannot be compared",
+                id(i),
+            ),
+        }
+    }
+}

@@ -1,0 +1,413 @@
+//! `lab audit FILE...`: the retry contract checked over traffic a team already records: HAR
+//! files, OpenTelemetry traces as OTLP JSON, and what passed through `lab proxy --record`.
+//!
+//! - [`record`]: each format read in one pass, as [`record::Recorded`] exchanges.
+//! - [`rules`]: what the target file (the one `lab check` reads) says of an exchange: whether
+//!   it is a create, its key, its canonical payload, its caller, the effect its reply names.
+//! - [`judge`]: the creates grouped into intentions, and the findings, each with the
+//!   exchanges it rests on; what the recording cannot decide is NOT COVERED, with why.
+//!
+//! The report is `lab check`'s ([`crate::check::Report`]): text, JSON, JUnit and HTML, its
+//! exchanges the recorded ones each finding cites, named by file and place.
+
+pub mod init;
+pub mod judge;
+pub mod record;
+pub mod rules;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use crate::check::history::{Answer, Exchange};
+use crate::check::report::{AUDIT, Calibration, Report};
+use crate::error::Result;
+use judge::Attempt;
+use record::{Delivery, Recorded, Reply};
+use rules::{Effect, Rules};
+
+/// How much of a body or reply the report shows.
+const EXCERPT: usize = 160;
+
+/// What the report shows of one create, kept beside its [`Attempt`].
+struct Brief {
+    file: usize,
+    place: Box<str>,
+    caller: u32,
+    key: Option<Box<str>>,
+    method: Box<str>,
+    path: Box<str>,
+    body: Box<str>,
+    answer: Answer,
+    start_ns: Option<i128>,
+    took_ms: Option<u64>,
+}
+
+/// What one file held, for the report's first lines.
+struct Read {
+    format: record::Format,
+    exchanges: usize,
+    creates: usize,
+    /// Server-side spans of the create left out because the file has the client's side too.
+    server_side_dropped: usize,
+}
+
+/// The audit's state while it reads: every create, small.
+#[derive(Default)]
+struct Gathered {
+    attempts: Vec<Attempt>,
+    briefs: Vec<Brief>,
+    callers: Vec<String>,
+    caller_index: HashMap<String, u32>,
+    /// The routes seen that are not the create's (the first thousand), for a file whose
+    /// create matches nothing.
+    routes: HashMap<String, usize>,
+}
+
+impl Gathered {
+    fn caller(&mut self, name: String) -> u32 {
+        if let Some(&i) = self.caller_index.get(&name) {
+            return i;
+        }
+        let i = u32::try_from(self.callers.len()).unwrap_or(u32::MAX);
+        self.callers.push(name.clone());
+        self.caller_index.insert(name, i);
+        i
+    }
+
+    fn add(&mut self, rules: &Rules, file: usize, exchange: Recorded) {
+        let payload = rules.payload(&exchange).map(|p| rules::digest(&p));
+        let effect = rules.effect(&exchange);
+        let caller = self.caller(rules.caller(&exchange));
+        let key = rules.key(&exchange).map(String::into_boxed_str);
+        let failed = match &exchange.reply {
+            Reply::Http { status, .. } => *status >= 500,
+            Reply::Tool { is_error, .. } => *is_error,
+            Reply::None => false,
+        };
+        self.attempts.push(Attempt {
+            start_ns: exchange.start_ns,
+            end_ns: exchange
+                .start_ns
+                .zip(exchange.took_ms)
+                .map(|(start, took)| start + i128::from(took) * 1_000_000),
+            caller,
+            key: key.clone(),
+            payload,
+            effect,
+            delivery: exchange.delivery,
+            failed,
+        });
+        self.briefs.push(Brief {
+            file,
+            place: exchange.place.into(),
+            caller,
+            key,
+            method: exchange.method.into(),
+            path: exchange.path.into(),
+            body: excerpt(exchange.body.as_deref().unwrap_or("(body not recorded)")).into(),
+            answer: answer_of(exchange.reply, exchange.delivery),
+            start_ns: exchange.start_ns,
+            took_ms: exchange.took_ms,
+        });
+    }
+}
+
+fn excerpt(text: &str) -> String {
+    let text = text.trim();
+    match text.char_indices().nth(EXCERPT) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
+fn answer_of(reply: Reply, delivery: Delivery) -> Answer {
+    let not_recorded = || "(body not recorded)".to_owned();
+    let answer = match reply {
+        Reply::None => {
+            return Answer::NoAnswer {
+                reason: "no reply in the recording".to_owned(),
+            };
+        }
+        Reply::Http {
+            status,
+            headers,
+            body,
+        } => Answer::Reply {
+            status,
+            headers: headers
+                .into_iter()
+                .filter(|(n, _)| {
+                    n == "location" || n.contains("idempotent") || n.contains("replay")
+                })
+                .collect(),
+            body: body.as_deref().map_or_else(not_recorded, excerpt),
+        },
+        Reply::Tool { is_error, result } => Answer::ToolResult {
+            is_error,
+            code: None,
+            body: result.as_deref().map_or_else(not_recorded, excerpt),
+        },
+    };
+    if delivery == Delivery::Lost {
+        return Answer::NoAnswer {
+            reason: format!(
+                "the caller got no reply; the service answered {}",
+                answer.summary()
+            ),
+        };
+    }
+    answer
+}
+
+/// Audits `files` by `rules`: reads each in one pass, judges every create, and returns the
+/// report. `progress` hears each file's bytes read and size during long reads.
+///
+/// # Errors
+/// A file that cannot be read, or is neither HAR, OTLP JSON nor a proxy record, or is
+/// truncated: [`crate::Error::InputUnreadable`] or [`crate::Error::InputInvalid`] naming the
+/// file and the place. Nothing is judged then.
+pub fn audit(
+    rules: &Rules,
+    files: &[PathBuf],
+    progress: &dyn Fn(&Path, u64, u64),
+) -> Result<Report> {
+    let started = Instant::now();
+    let mut gathered = Gathered::default();
+    let mut reads = Vec::new();
+    for (file, path) in files.iter().enumerate() {
+        reads.push(read_one(rules, file, path, progress, &mut gathered)?);
+    }
+    let (points, cited) = judge::judge(&gathered.attempts);
+    let earliest = gathered.briefs.iter().filter_map(|b| b.start_ns).min();
+    let history = cited
+        .iter()
+        .filter_map(|&id| {
+            let brief = gathered.briefs.get(id.checked_sub(1)?)?;
+            Some(exchange(id, brief, files, &gathered.callers, earliest))
+        })
+        .collect();
+    let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+    let mut report = Report::new(
+        rules.path.display().to_string(),
+        names.join(", "),
+        points,
+        started.elapsed(),
+        history,
+    );
+    for point in &mut report.points {
+        if let Some(p) = judge::POINTS.iter().find(|p| p.id == point.name) {
+            point.promises = p.promises;
+        }
+    }
+    report.command = AUDIT;
+    report.graded_against = format!(
+        "{} (MUST, SHOULD) and the lab's contract (LAB), over the creates the recordings hold \
+         ({})",
+        crate::check::report::DRAFT,
+        rules.describe_create()
+    );
+    report.calibration = what_was_read(rules, files, &reads, &gathered);
+    Ok(report)
+}
+
+fn read_one(
+    rules: &Rules,
+    file: usize,
+    path: &Path,
+    progress: &dyn Fn(&Path, u64, u64),
+    gathered: &mut Gathered,
+) -> Result<Read> {
+    let mut exchanges = 0;
+    let mut server: Vec<Recorded> = Vec::new();
+    let before = gathered.attempts.len();
+    let mut any_client_create = false;
+    let mut sink = |exchange: Recorded| {
+        exchanges += 1;
+        if !rules.is_create(&exchange) {
+            let route = format!("{} {}", exchange.method, exchange.path);
+            if gathered.routes.len() < 1000 || gathered.routes.contains_key(&route) {
+                *gathered.routes.entry(route).or_default() += 1;
+            }
+            return;
+        }
+        if exchange.client_side {
+            any_client_create = true;
+            gathered.add(rules, file, exchange);
+        } else {
+            server.push(exchange);
+        }
+    };
+    let format = record::read(
+        path,
+        &mut |read, total| progress(path, read, total),
+        &mut sink,
+    )?;
+    // A trace with both sides of a create: the client's says whether the reply arrived, so
+    // the server's spans of it are left out; a trace of the server's side alone is read as it
+    // is, and says it cannot tell.
+    let server_side_dropped = if any_client_create {
+        server.len()
+    } else {
+        for exchange in server {
+            gathered.add(rules, file, exchange);
+        }
+        0
+    };
+    Ok(Read {
+        format,
+        exchanges,
+        creates: gathered.attempts.len() - before,
+        server_side_dropped,
+    })
+}
+
+/// The report's exchange for a cited create.
+fn exchange(
+    id: usize,
+    brief: &Brief,
+    files: &[PathBuf],
+    callers: &[String],
+    earliest: Option<i128>,
+) -> Exchange {
+    let file = files
+        .get(brief.file)
+        .and_then(|f| f.file_name())
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let at_ms = match (brief.start_ns, earliest) {
+        (Some(at), Some(first)) => u64::try_from((at - first) / 1_000_000).unwrap_or(0),
+        _ => 0,
+    };
+    Exchange {
+        id,
+        point: "recording",
+        step: format!("{file} {}", brief.place),
+        caller: callers.get(brief.caller as usize).cloned(),
+        key: brief.key.as_deref().map(str::to_owned),
+        method: brief.method.to_string(),
+        path: brief.path.to_string(),
+        body: brief.body.to_string(),
+        answer: brief.answer.clone(),
+        at_ms,
+        took_ms: brief.took_ms.unwrap_or(0),
+    }
+}
+
+/// What each file held, and how callers and effects were told apart: the report's first
+/// lines.
+fn what_was_read(
+    rules: &Rules,
+    files: &[PathBuf],
+    reads: &[Read],
+    gathered: &Gathered,
+) -> Calibration {
+    let mut calibration = Calibration {
+        passed: true,
+        ..Calibration::default()
+    };
+    for (path, read) in files.iter().zip(reads) {
+        let dropped = if read.server_side_dropped > 0 {
+            format!(
+                "; {} server span{} of the create left out (the client's spans say whether \
+                 each reply arrived)",
+                read.server_side_dropped,
+                if read.server_side_dropped == 1 {
+                    ""
+                } else {
+                    "s"
+                }
+            )
+        } else {
+            String::new()
+        };
+        calibration.held(
+            "read",
+            path.display().to_string(),
+            format!(
+                "{}: {} exchange{}, {} of them creates ({}){dropped}",
+                read.format.name(),
+                read.exchanges,
+                if read.exchanges == 1 { "" } else { "s" },
+                read.creates,
+                rules.describe_create()
+            ),
+            &[],
+        );
+    }
+    if gathered.attempts.is_empty() {
+        no_creates(rules, gathered, &mut calibration);
+    }
+    effects_step(gathered, &mut calibration);
+    let callers = &gathered.callers;
+    calibration.held(
+        "callers",
+        "[[callers]]",
+        format!(
+            "{} caller{}: {}",
+            callers.len(),
+            if callers.len() == 1 { "" } else { "s" },
+            callers
+                .iter()
+                .take(8)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        &[],
+    );
+    calibration
+}
+
+/// The step that says no exchange was a create, with the routes the recordings did hold.
+fn no_creates(rules: &Rules, gathered: &Gathered, calibration: &mut Calibration) {
+    let mut routes: Vec<(&String, &usize)> = gathered.routes.iter().collect();
+    routes.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    let seen: Vec<String> = routes
+        .iter()
+        .take(5)
+        .map(|(r, n)| format!("{r} ({n})"))
+        .collect();
+    calibration.held(
+        "creates",
+        match rules.create {
+            rules::Create::Http { .. } => "create.path",
+            rules::Create::Tool(_) => "mcp.tool.name",
+        },
+        format!(
+            "no exchange is {}: nothing to judge. The recordings' most frequent: {}",
+            rules.describe_create(),
+            if seen.is_empty() {
+                "none".to_owned()
+            } else {
+                seen.join(", ")
+            }
+        ),
+        &[],
+    );
+}
+
+/// The step that says how many successes name their effect where the file says.
+fn effects_step(gathered: &Gathered, calibration: &mut Calibration) {
+    let named = gathered
+        .attempts
+        .iter()
+        .filter(|a| matches!(a.effect, Effect::Made(_)))
+        .count();
+    let unnamed = gathered
+        .attempts
+        .iter()
+        .filter(|a| a.effect == Effect::Unnamed)
+        .count();
+    calibration.held(
+        "effects",
+        "identity",
+        format!(
+            "{named} success{} name{} an effect where the file says; {unnamed} do{} not (no \
+             body recorded, or nothing there)",
+            if named == 1 { "" } else { "es" },
+            if named == 1 { "s" } else { "" },
+            if unnamed == 1 { "es" } else { "" },
+        ),
+        &[],
+    );
+}

@@ -1,0 +1,991 @@
+//! Recordings as `lab audit` reads them: HAR 1.1 and 1.2 (`log.entries`), OpenTelemetry traces
+//! as OTLP JSON (one `{"resourceSpans": …}` object, or one per line as the collector's file
+//! exporter writes them), and the JSON Lines `lab proxy --record` writes. Each is read in one
+//! pass: a HAR entry or a span is parsed, handed on as one [`Recorded`] exchange and dropped, so
+//! memory does not grow with the file, only with what the caller of [`read`] keeps.
+//!
+//! A recording says what it holds and no more: a body not recorded is `None`, never an empty
+//! body; a reply the caller never received is [`Delivery::Lost`], and a server's span, which
+//! cannot say whether its reply arrived, is [`Delivery::Unknown`].
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+
+use serde::Deserialize;
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+
+/// The kinds of recording [`read`] takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// HAR (`{"log": {"version": "1.2", "entries": [...]}}`).
+    Har,
+    /// OTLP JSON traces (`{"resourceSpans": [...]}`, one object or one per line).
+    Otlp,
+    /// `lab proxy --record`: a header line, then one exchange per line.
+    ProxyRecord,
+}
+
+impl Format {
+    /// The format's name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Har => "HAR",
+            Format::Otlp => "OTLP JSON traces",
+            Format::ProxyRecord => "lab proxy record",
+        }
+    }
+}
+
+pub use crate::http::record::FORMAT as PROXY_RECORD;
+use crate::http::record::{Header, Line};
+
+/// Whether the caller got the reply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Delivery {
+    /// The caller got it (a client's record, a proxy that passed it on).
+    Received,
+    /// The caller never got it: no response in a client's record, or a proxy that closed the
+    /// connection instead (the service's answer, if the recorder saw one, is kept).
+    Lost,
+    /// The recorder cannot say (a server's span).
+    Unknown,
+}
+
+/// What the service answered, as far as the recording shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Reply {
+    /// An HTTP response.
+    Http {
+        /// The status.
+        status: u16,
+        /// The headers recorded, names in lower case.
+        headers: Vec<(String, String)>,
+        /// The body, when it was recorded.
+        body: Option<String>,
+    },
+    /// A tool call's result.
+    Tool {
+        /// Whether the call ended in an error (the span's status, or the result's `isError`).
+        is_error: bool,
+        /// The result, when it was recorded.
+        result: Option<String>,
+    },
+    /// Nothing from the service in the recording.
+    None,
+}
+
+/// One recorded request and its outcome.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Recorded {
+    /// Where it is: `entries[12]`, `line 7`, `span 5b8efff798038103`.
+    pub place: String,
+    /// When it started, in nanoseconds since the Unix epoch, when the recording says.
+    pub start_ns: Option<i128>,
+    /// How long it took, in milliseconds, when the recording says.
+    pub took_ms: Option<u64>,
+    /// `POST`, or `tool` for a tool call.
+    pub method: String,
+    /// The path without the query (or the tool's name).
+    pub path: String,
+    /// The request's headers as recorded, names in lower case.
+    pub headers: Vec<(String, String)>,
+    /// The request's body (a tool call's arguments), when it was recorded.
+    pub body: Option<String>,
+    /// The service's reply.
+    pub reply: Reply,
+    /// Whether the caller got it.
+    pub delivery: Delivery,
+    /// Who made it, as a trace's resource says (`service.name`, `service.instance.id`); the
+    /// caller when no header tells.
+    pub origin: Option<String>,
+    /// For a span: whether it is the client's side (`true`) or the server's.
+    pub client_side: bool,
+}
+
+/// Bytes read so far, for progress on a long read.
+struct Counted<'p, R> {
+    inner: R,
+    read: u64,
+    total: u64,
+    next_report: u64,
+    report: &'p mut dyn FnMut(u64, u64),
+}
+
+/// How often progress is reported: every this many bytes.
+const PROGRESS_EVERY: u64 = 64 << 20;
+
+impl<R: Read> Read for Counted<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read += n as u64;
+        if self.read >= self.next_report {
+            (self.report)(self.read, self.total);
+            self.next_report = self.read + PROGRESS_EVERY;
+        }
+        Ok(n)
+    }
+}
+
+/// Reads `path` in one pass, handing each exchange to `sink`; returns the format it read.
+/// `progress` hears the bytes read and the file's size every 64 MiB.
+///
+/// # Errors
+/// [`Error::InputUnreadable`] when the file cannot be opened; [`Error::InputInvalid`] naming the
+/// file and the place (line and column) when it is neither HAR, OTLP JSON nor a proxy record, is
+/// truncated, or is a HAR of another version.
+pub fn read(
+    path: &Path,
+    progress: &mut dyn FnMut(u64, u64),
+    sink: &mut dyn FnMut(Recorded),
+) -> Result<Format> {
+    let unreadable = |source| Error::InputUnreadable {
+        path: path.to_owned(),
+        source,
+    };
+    let file = File::open(path).map_err(unreadable)?;
+    let total = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let counted = Counted {
+        inner: file,
+        read: 0,
+        total,
+        next_report: PROGRESS_EVERY,
+        report: progress,
+    };
+    let mut reader = BufReader::with_capacity(256 << 10, counted);
+    let invalid = |problem: String| Error::InputInvalid {
+        subject: path.display().to_string(),
+        problem,
+    };
+    let (format, first_key) = sniff(&mut reader).map_err(unreadable)?;
+    let Some(format) = format else {
+        return Err(invalid(match first_key {
+            None => "empty, or not a JSON object: expected HAR (an object with \"log\"), OTLP \
+                     JSON traces (an object with \"resourceSpans\") or a lab proxy record"
+                .to_owned(),
+            Some(key) => format!(
+                "a JSON object whose first member is {key:?}: expected HAR (\"log\"), OTLP JSON \
+                 traces (\"resourceSpans\") or a lab proxy record ({{\"format\": \
+                 \"{PROXY_RECORD}\"}} on its first line)"
+            ),
+        }));
+    };
+    let mut de = serde_json::Deserializer::from_reader(reader);
+    let mut index = 0usize;
+    let outcome = match format {
+        Format::Har => {
+            let mut har = Har {
+                sink,
+                index: &mut index,
+            };
+            each_object(&mut de, |de| de.deserialize_map(&mut har))
+        }
+        Format::Otlp => {
+            let mut otlp = Otlp {
+                sink,
+                index: &mut index,
+            };
+            each_object(&mut de, |de| de.deserialize_map(&mut otlp))
+        }
+        Format::ProxyRecord => read_proxy_record(&mut de, sink),
+    };
+    outcome.map_err(|err| invalid(describe_json_error(format, &err)))?;
+    Ok(format)
+}
+
+/// What serde_json said, in the reader's words: where, and what.
+fn describe_json_error(format: Format, err: &serde_json::Error) -> String {
+    use serde_json::error::Category;
+    let place = format!("line {} column {}", err.line(), err.column());
+    match err.classify() {
+        Category::Eof => format!(
+            "{place}: the file ends inside a JSON value (truncated?): a {} file must be whole",
+            format.name()
+        ),
+        Category::Io => format!("{place}: reading failed: {err}"),
+        Category::Syntax => format!("{place}: not JSON: {err}"),
+        Category::Data => format!("{place}: not {}: {err}", format.name()),
+    }
+}
+
+/// The format, from the first member's name of the first object (and, for a proxy record,
+/// its value); the reader is left where it was.
+fn sniff<R: BufRead>(reader: &mut R) -> std::io::Result<(Option<Format>, Option<String>)> {
+    let head = reader.fill_buf()?;
+    let mut text = head;
+    if text.starts_with(&[0xef, 0xbb, 0xbf]) {
+        text = &text[3..];
+    }
+    let skip = |t: &[u8]| -> usize { t.iter().take_while(|b| b.is_ascii_whitespace()).count() };
+    let mut at = skip(text);
+    if text.get(at) != Some(&b'{') {
+        return Ok((None, None));
+    }
+    at += 1;
+    at += skip(&text[at..]);
+    if text.get(at) != Some(&b'"') {
+        return Ok((None, None));
+    }
+    let rest = &text[at + 1..];
+    let Some(end) = rest.iter().position(|b| *b == b'"') else {
+        return Ok((None, None));
+    };
+    let key = String::from_utf8_lossy(&rest[..end]).into_owned();
+    let format = match key.as_str() {
+        "log" => Some(Format::Har),
+        "resourceSpans" | "resource_spans" => Some(Format::Otlp),
+        "format"
+            if rest[end..]
+                .windows(PROXY_RECORD.len())
+                .take(64)
+                .any(|w| w == PROXY_RECORD.as_bytes()) =>
+        {
+            Some(Format::ProxyRecord)
+        }
+        _ => None,
+    };
+    if text.len() < head.len() {
+        // The byte-order mark is not JSON: consume it.
+        reader.consume(3);
+    }
+    Ok((format, Some(key)))
+}
+
+/// Reads top-level objects with `one` until only whitespace is left: one object, or one per
+/// line.
+fn each_object<R: serde_json::de::Read<'static>>(
+    de: &mut serde_json::Deserializer<R>,
+    mut one: impl FnMut(&mut serde_json::Deserializer<R>) -> serde_json::Result<()>,
+) -> serde_json::Result<()> {
+    loop {
+        one(de)?;
+        if de.end().is_ok() {
+            return Ok(());
+        }
+    }
+}
+
+/// HAR's `{"log": {...}}`.
+struct Har<'s> {
+    sink: &'s mut dyn FnMut(Recorded),
+    index: &'s mut usize,
+}
+
+impl<'de> Visitor<'de> for &mut Har<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a HAR object with \"log\"")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<(), A::Error> {
+        let mut seen_log = false;
+        while let Some(key) = map.next_key::<String>()? {
+            if key == "log" {
+                map.next_value_seed(HarLog(&mut *self))?;
+                seen_log = true;
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        if !seen_log {
+            return Err(serde::de::Error::missing_field("log"));
+        }
+        Ok(())
+    }
+}
+
+struct HarLog<'a, 's>(&'a mut Har<'s>);
+
+impl<'de> DeserializeSeed<'de> for HarLog<'_, '_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for HarLog<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("HAR's log object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<(), A::Error> {
+        let mut version = None;
+        let mut entries = false;
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "version" => {
+                    let v: String = map.next_value()?;
+                    if v != "1.2" && v != "1.1" {
+                        return Err(serde::de::Error::custom(format!(
+                            "log.version {v:?}: this reader knows HAR 1.1 and 1.2"
+                        )));
+                    }
+                    version = Some(v);
+                }
+                "entries" => {
+                    map.next_value_seed(Entries(&mut *self.0))?;
+                    entries = true;
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        if version.is_none() {
+            return Err(serde::de::Error::missing_field("log.version"));
+        }
+        if !entries {
+            return Err(serde::de::Error::missing_field("log.entries"));
+        }
+        Ok(())
+    }
+}
+
+struct Entries<'a, 's>(&'a mut Har<'s>);
+
+impl<'de> DeserializeSeed<'de> for Entries<'_, '_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Entries<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("log.entries, a list")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
+        while let Some(entry) = seq.next_element::<HarEntry>()? {
+            let place = format!("entries[{}]", *self.0.index);
+            *self.0.index += 1;
+            (self.0.sink)(entry.recorded(place));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct HarEntry {
+    started_date_time: Option<String>,
+    time: Option<f64>,
+    request: HarRequest,
+    response: Option<HarResponse>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct HarRequest {
+    method: String,
+    url: String,
+    #[serde(default)]
+    headers: Vec<HarHeader>,
+    post_data: Option<HarPostData>,
+}
+
+#[derive(Deserialize)]
+struct HarHeader {
+    name: String,
+    value: String,
+}
+
+#[derive(Deserialize)]
+struct HarPostData {
+    text: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct HarResponse {
+    status: Option<i64>,
+    #[serde(default)]
+    headers: Vec<HarHeader>,
+    content: Option<HarContent>,
+}
+
+#[derive(Deserialize)]
+struct HarContent {
+    text: Option<String>,
+    encoding: Option<String>,
+}
+
+fn lowered(headers: Vec<HarHeader>) -> Vec<(String, String)> {
+    headers
+        .into_iter()
+        .map(|h| (h.name.to_ascii_lowercase(), h.value))
+        .collect()
+}
+
+impl HarEntry {
+    fn recorded(self, place: String) -> Recorded {
+        let (reply, delivery) = match self.response {
+            Some(HarResponse {
+                status: Some(status @ 100..=599),
+                headers,
+                content,
+            }) => {
+                let body = content.and_then(|c| match (c.text, c.encoding.as_deref()) {
+                    (Some(text), Some("base64")) => base64_text(&text),
+                    (text, _) => text,
+                });
+                let status = u16::try_from(status).unwrap_or(0);
+                let headers = lowered(headers);
+                (
+                    Reply::Http {
+                        status,
+                        headers,
+                        body,
+                    },
+                    Delivery::Received,
+                )
+            }
+            // Status 0 (browsers) or -1 (Playwright), or no response: nothing came back.
+            _ => (Reply::None, Delivery::Lost),
+        };
+        Recorded {
+            place,
+            start_ns: self.started_date_time.as_deref().and_then(rfc3339_ns),
+            took_ms: self
+                .time
+                .filter(|t| t.is_finite() && *t >= 0.0)
+                .map(|t| t as u64),
+            method: self.request.method.to_ascii_uppercase(),
+            path: path_of(&self.request.url),
+            headers: lowered(self.request.headers),
+            body: self.request.post_data.and_then(|p| p.text),
+            reply,
+            delivery,
+            origin: None,
+            client_side: true,
+        }
+    }
+}
+
+fn base64_text(text: &str) -> Option<String> {
+    use base64::Engine;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(text.trim())
+        .ok()?;
+    Some(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// The path of a URL (absolute or not), without its query or fragment.
+pub fn path_of(url: &str) -> String {
+    let rest = match url.find("://") {
+        Some(scheme) => {
+            let after = &url[scheme + 3..];
+            after.find('/').map_or("/", |slash| &after[slash..])
+        }
+        None => url,
+    };
+    let end = rest.find(['?', '#']).unwrap_or(rest.len());
+    let path = &rest[..end];
+    if path.is_empty() {
+        "/".to_owned()
+    } else {
+        path.to_owned()
+    }
+}
+
+/// An RFC 3339 (ISO 8601) time, `2026-12-07T10:00:00.123+01:00`, in nanoseconds since the
+/// Unix epoch; `None` when it is not one.
+pub fn rfc3339_ns(text: &str) -> Option<i128> {
+    let b = text.as_bytes();
+    let num = |from: usize, len: usize| -> Option<i64> {
+        let s = text.get(from..from + len)?;
+        s.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| s.parse().ok())?
+    };
+    let (year, month, day) = (num(0, 4)?, num(5, 2)?, num(8, 2)?);
+    if b.get(4) != Some(&b'-')
+        || b.get(7) != Some(&b'-')
+        || !matches!(b.get(10), Some(b'T' | b't' | b' '))
+    {
+        return None;
+    }
+    let (hour, minute, second) = (num(11, 2)?, num(14, 2)?, num(17, 2)?);
+    let mut at = 19;
+    let mut nanos: i128 = 0;
+    if b.get(at) == Some(&b'.') {
+        at += 1;
+        let digits = b[at..].iter().take_while(|c| c.is_ascii_digit()).count();
+        let frac = &text[at..at + digits];
+        let padded = format!("{:0<9}", &frac[..digits.min(9)]);
+        nanos = padded.parse().ok()?;
+        at += digits;
+    }
+    let offset_s: i64 = match b.get(at) {
+        Some(b'Z' | b'z') => 0,
+        Some(sign @ (b'+' | b'-')) => {
+            let (h, m) = (num(at + 1, 2)?, num(at + 4, 2)?);
+            let s = h * 3600 + m * 60;
+            if *sign == b'-' { -s } else { s }
+        }
+        _ => return None,
+    };
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + hour * 3600 + minute * 60 + second - offset_s;
+    Some(i128::from(secs) * 1_000_000_000 + nanos)
+}
+
+/// OTLP's `{"resourceSpans": [...]}`.
+struct Otlp<'s> {
+    sink: &'s mut dyn FnMut(Recorded),
+    index: &'s mut usize,
+}
+
+impl<'de> Visitor<'de> for &mut Otlp<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("an OTLP object with \"resourceSpans\"")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<(), A::Error> {
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "resourceSpans" | "resource_spans" => {
+                    map.next_value_seed(Level {
+                        otlp: &mut *self,
+                        origin: None,
+                        depth: Depth::Resources,
+                    })?;
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Which list of OTLP's nesting a [`Level`] reads.
+#[derive(Clone, Copy)]
+enum Depth {
+    /// `resourceSpans`: each a resource and its `scopeSpans`.
+    Resources,
+    /// `scopeSpans`: each a scope and its `spans`.
+    Scopes,
+    /// `spans`.
+    Spans,
+}
+
+/// One list of OTLP's nesting, read element by element: a span is the largest thing held.
+struct Level<'a, 's> {
+    otlp: &'a mut Otlp<'s>,
+    /// The resource's `service.name` and `service.instance.id`, once read.
+    origin: Option<String>,
+    depth: Depth,
+}
+
+impl<'de> DeserializeSeed<'de> for Level<'_, '_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Level<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str(match self.depth {
+            Depth::Resources => "resourceSpans, a list",
+            Depth::Scopes => "scopeSpans, a list",
+            Depth::Spans => "spans, a list",
+        })
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
+        match self.depth {
+            Depth::Spans => {
+                while let Some(span) = seq.next_element::<Span>()? {
+                    *self.otlp.index += 1;
+                    if let Some(recorded) = span.recorded(self.origin.clone()) {
+                        (self.otlp.sink)(recorded);
+                    }
+                }
+            }
+            Depth::Resources | Depth::Scopes => {
+                while seq
+                    .next_element_seed(Item {
+                        otlp: &mut *self.otlp,
+                        origin: self.origin.clone(),
+                        depth: self.depth,
+                    })?
+                    .is_some()
+                {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One element of `resourceSpans` or `scopeSpans`.
+struct Item<'a, 's> {
+    otlp: &'a mut Otlp<'s>,
+    origin: Option<String>,
+    depth: Depth,
+}
+
+impl<'de> DeserializeSeed<'de> for Item<'_, '_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Item<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("an OTLP resource or scope object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> std::result::Result<(), A::Error> {
+        while let Some(key) = map.next_key::<String>()? {
+            match (self.depth, key.as_str()) {
+                (Depth::Resources, "resource") => {
+                    let resource: Resource = map.next_value()?;
+                    self.origin = resource.origin();
+                }
+                (Depth::Resources, "scopeSpans" | "scope_spans") => {
+                    map.next_value_seed(Level {
+                        otlp: &mut *self.otlp,
+                        origin: self.origin.clone(),
+                        depth: Depth::Scopes,
+                    })?;
+                }
+                (Depth::Scopes, "spans") => {
+                    map.next_value_seed(Level {
+                        otlp: &mut *self.otlp,
+                        origin: self.origin.clone(),
+                        depth: Depth::Spans,
+                    })?;
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Deserialize)]
+struct Resource {
+    #[serde(default)]
+    attributes: Vec<Attribute>,
+}
+
+impl Resource {
+    fn origin(&self) -> Option<String> {
+        let find = |name: &str| {
+            self.attributes
+                .iter()
+                .find(|a| a.key == name)
+                .and_then(|a| a.value.text())
+        };
+        match (find("service.name"), find("service.instance.id")) {
+            (Some(name), Some(instance)) => Some(format!("{name} ({instance})")),
+            (name, instance) => name.or(instance),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct Attribute {
+    key: String,
+    #[serde(default)]
+    value: AnyValue,
+}
+
+/// OTLP's `AnyValue`, as JSON: one member naming its type.
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct AnyValue {
+    #[serde(alias = "string_value")]
+    string_value: Option<String>,
+    #[serde(alias = "int_value")]
+    int_value: Option<Value>,
+    #[serde(alias = "double_value")]
+    double_value: Option<f64>,
+    #[serde(alias = "bool_value")]
+    bool_value: Option<bool>,
+    #[serde(alias = "array_value")]
+    array_value: Option<ArrayValue>,
+}
+
+#[derive(Deserialize, Default)]
+struct ArrayValue {
+    #[serde(default)]
+    values: Vec<AnyValue>,
+}
+
+impl AnyValue {
+    /// The value as text: a string as it is, a number written out, an array's first element
+    /// (HTTP header attributes are arrays of strings).
+    fn text(&self) -> Option<String> {
+        if let Some(s) = &self.string_value {
+            return Some(s.clone());
+        }
+        if let Some(i) = &self.int_value {
+            return Some(match i {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            });
+        }
+        if let Some(d) = self.double_value {
+            return Some(d.to_string());
+        }
+        if let Some(b) = self.bool_value {
+            return Some(b.to_string());
+        }
+        self.array_value
+            .as_ref()
+            .and_then(|a| a.values.first())
+            .and_then(AnyValue::text)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Span {
+    #[serde(default, alias = "span_id")]
+    span_id: String,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    kind: Value,
+    #[serde(default, alias = "start_time_unix_nano")]
+    start_time_unix_nano: Value,
+    #[serde(default, alias = "end_time_unix_nano")]
+    end_time_unix_nano: Value,
+    #[serde(default)]
+    attributes: Vec<Attribute>,
+    #[serde(default)]
+    status: Option<SpanStatus>,
+}
+
+#[derive(Deserialize)]
+struct SpanStatus {
+    #[serde(default)]
+    code: Value,
+}
+
+/// The attribute names a tool call's parts go by: the GenAI semantic conventions' first, then
+/// those agent frameworks emit today (Pydantic AI and Logfire, OpenInference, OpenLLMetry).
+pub const TOOL_NAME: [&str; 3] = ["gen_ai.tool.name", "tool.name", "traceloop.entity.name"];
+/// A tool call's arguments.
+pub const TOOL_ARGUMENTS: [&str; 5] = [
+    "gen_ai.tool.call.arguments",
+    "tool_arguments",
+    "input.value",
+    "tool.parameters",
+    "traceloop.entity.input",
+];
+/// A tool call's result.
+pub const TOOL_RESULT: [&str; 4] = [
+    "gen_ai.tool.call.result",
+    "tool_response",
+    "output.value",
+    "traceloop.entity.output",
+];
+
+fn nanos(value: &Value) -> Option<i128> {
+    match value {
+        Value::String(s) => s.parse().ok(),
+        Value::Number(n) => n.as_u64().map(i128::from),
+        _ => None,
+    }
+}
+
+impl Span {
+    fn attribute(&self, names: &[&str]) -> Option<String> {
+        names.iter().find_map(|name| {
+            self.attributes
+                .iter()
+                .find(|a| a.key == *name)
+                .and_then(|a| a.value.text())
+        })
+    }
+
+    /// Whether the span's status is an error (`2`, `STATUS_CODE_ERROR`).
+    fn failed(&self) -> bool {
+        self.status
+            .as_ref()
+            .is_some_and(|s| s.code == 2 || s.code.as_str() == Some("STATUS_CODE_ERROR"))
+    }
+
+    /// The span as an exchange: an HTTP client or server span, or a tool call; `None` for any
+    /// other span.
+    fn recorded(self, origin: Option<String>) -> Option<Recorded> {
+        let start_ns = nanos(&self.start_time_unix_nano);
+        let took_ms = match (start_ns, nanos(&self.end_time_unix_nano)) {
+            (Some(a), Some(b)) if b >= a => u64::try_from((b - a) / 1_000_000).ok(),
+            _ => None,
+        };
+        let id = if self.span_id.is_empty() {
+            &self.name
+        } else {
+            &self.span_id
+        };
+        let skeleton = Recorded {
+            place: format!("span {id}"),
+            start_ns,
+            took_ms,
+            method: String::new(),
+            path: String::new(),
+            headers: Vec::new(),
+            body: None,
+            reply: Reply::None,
+            delivery: Delivery::Unknown,
+            origin,
+            client_side: true,
+        };
+        let tool = self.attribute(&TOOL_NAME).or_else(|| {
+            (self.attribute(&["gen_ai.operation.name"]).as_deref() == Some("execute_tool"))
+                .then(|| self.name.trim_start_matches("execute_tool ").to_owned())
+        });
+        match tool {
+            Some(tool) => Some(self.tool_call(tool, skeleton)),
+            None => self.http(skeleton),
+        }
+    }
+
+    /// A tool call's span: its arguments, and its result or the exception that ended it.
+    fn tool_call(&self, tool: String, skeleton: Recorded) -> Recorded {
+        let failed = self.failed();
+        let result = self.attribute(&TOOL_RESULT);
+        let is_error = failed
+            || result
+                .as_deref()
+                .and_then(|r| serde_json::from_str::<Value>(r).ok())
+                .is_some_and(|r| r.get("isError") == Some(&Value::Bool(true)));
+        // A tool call that ended in an exception without a result: the agent got no result.
+        let delivery = if failed && result.is_none() {
+            Delivery::Lost
+        } else {
+            Delivery::Received
+        };
+        Recorded {
+            method: "tool".to_owned(),
+            path: tool,
+            body: self.attribute(&TOOL_ARGUMENTS),
+            reply: if delivery == Delivery::Lost {
+                Reply::None
+            } else {
+                Reply::Tool { is_error, result }
+            },
+            delivery,
+            ..skeleton
+        }
+    }
+
+    /// An HTTP client or server span, by the HTTP semantic conventions (old names too); `None`
+    /// for a span that is neither a tool call nor HTTP.
+    fn http(&self, skeleton: Recorded) -> Option<Recorded> {
+        let method = self.attribute(&["http.request.method", "http.method"])?;
+        let url = self.attribute(&["url.full", "http.url", "url.path", "http.target"])?;
+        let client_side = self.kind == 3 || self.kind.as_str() == Some("SPAN_KIND_CLIENT");
+        let status = self
+            .attribute(&["http.response.status_code", "http.status_code"])
+            .and_then(|s| s.parse::<u16>().ok());
+        let prefixed = |prefix: &str| -> Vec<(String, String)> {
+            self.attributes
+                .iter()
+                .filter_map(|a| {
+                    let name = a.key.strip_prefix(prefix)?;
+                    Some((name.to_ascii_lowercase(), a.value.text()?))
+                })
+                .collect()
+        };
+        let (reply, delivery) = match status {
+            Some(status) => (
+                Reply::Http {
+                    status,
+                    headers: prefixed("http.response.header."),
+                    body: self.attribute(&["http.response.body"]),
+                },
+                if client_side {
+                    Delivery::Received
+                } else {
+                    Delivery::Unknown
+                },
+            ),
+            None if client_side => (Reply::None, Delivery::Lost),
+            None => (Reply::None, Delivery::Unknown),
+        };
+        Some(Recorded {
+            method: method.to_ascii_uppercase(),
+            path: path_of(&url),
+            headers: prefixed("http.request.header."),
+            body: self.attribute(&["http.request.body"]),
+            reply,
+            delivery,
+            client_side,
+            ..skeleton
+        })
+    }
+}
+
+fn read_proxy_record<R: serde_json::de::Read<'static>>(
+    de: &mut serde_json::Deserializer<R>,
+    sink: &mut dyn FnMut(Recorded),
+) -> serde_json::Result<()> {
+    let header = Header::deserialize(&mut *de)?;
+    if header.format != PROXY_RECORD || header.version != 1 {
+        return Err(serde::de::Error::custom(format!(
+            "a {:?} record of version {}: this reader knows {PROXY_RECORD} version 1",
+            header.format, header.version
+        )));
+    }
+    let mut line = 1;
+    while de.end().is_err() {
+        line += 1;
+        let exchange = Line::deserialize(&mut *de)?;
+        let delivery = match exchange.fate.as_str() {
+            "answered" | "failed" => Delivery::Received,
+            _ => Delivery::Lost,
+        };
+        let reply = match exchange.status {
+            Some(status) => Reply::Http {
+                status,
+                headers: exchange.response_headers,
+                body: exchange.response_body,
+            },
+            None => Reply::None,
+        };
+        sink(Recorded {
+            place: format!("line {line} (request {})", exchange.n),
+            start_ns: rfc3339_ns(&exchange.started),
+            took_ms: Some(exchange.took_ms),
+            method: exchange.method.to_ascii_uppercase(),
+            path: path_of(&exchange.target),
+            headers: exchange.request_headers,
+            body: Some(exchange.request_body),
+            reply,
+            delivery,
+            origin: None,
+            client_side: true,
+        });
+    }
+    Ok(())
+}
