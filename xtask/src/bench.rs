@@ -162,6 +162,24 @@ pub fn run_http(root: &Path, quick: bool) -> Result<()> {
     Ok(())
 }
 
+/// Runs only `lab audit` over a large recording ([`crate::bench_audit`]) and replaces the
+/// `audit` section of `bench.json`, keeping the others; `quick` uses a 64 MiB recording.
+pub fn run_audit(root: &Path, quick: bool) -> Result<()> {
+    let lab = release_lab(root)?;
+    let scratch = scratch_folder("lab-bench-audit-")?;
+    let path = root.join("bench.json");
+    let mut report: Value = serde_json::from_str(
+        &std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?,
+    )
+    .with_context(|| format!("parsing {}", path.display()))?;
+    report["audit"] = crate::bench_audit::run(&lab, scratch.path(), quick)?;
+    let text = format!("{}\n", serde_json::to_string_pretty(&report)?);
+    lab::evidence::AtomicFile::create(&path)?.commit(text.as_bytes())?;
+    crate::bench_audit::print_targets(&report["audit"]);
+    println!("wrote the audit section of {}", path.display());
+    Ok(())
+}
+
 /// Runs the benchmarks and writes `bench.json`; `quick` uses the small plan.
 pub fn run(root: &Path, quick: bool) -> Result<()> {
     let lab = release_lab(root)?;
@@ -183,6 +201,7 @@ pub fn run(root: &Path, quick: bool) -> Result<()> {
     let python = python_comparison(root, &lab, scratch, quick)?;
     let postgres = postgres_comparison(&lab, scratch, quick)?;
     let http = crate::bench_http::run(&lab, scratch, quick)?;
+    let audit = crate::bench_audit::run(&lab, scratch, quick)?;
 
     let report = json!({
         "lab": lab_report,
@@ -190,6 +209,7 @@ pub fn run(root: &Path, quick: bool) -> Result<()> {
         "python": python,
         "postgres": postgres,
         "http": http,
+        "audit": audit,
         "sources": {"digest": sources_digest(root)?, "measured": MEASURED},
     });
     let text = format!("{}\n", serde_json::to_string_pretty(&report)?);
@@ -597,6 +617,7 @@ fn print_targets(report: &Value) {
     }
     print_postgres_targets(report);
     crate::bench_http::print_targets(&report["http"]);
+    crate::bench_audit::print_targets(&report["audit"]);
 }
 
 /// `a / b`, NaN where either is not a number.

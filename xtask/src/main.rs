@@ -37,6 +37,7 @@
 //! - `cargo xtask preprocess`: the `lab` preprocessor, as the `mdbook` command line calls it.
 
 mod bench;
+mod bench_audit;
 mod bench_http;
 mod browser;
 mod check_findings;
@@ -78,7 +79,7 @@ use anyhow::{Context, Result, bail};
 use mdbook_driver::MDBook;
 use mdbook_driver::config::Config;
 
-const USAGE: &str = "usage: cargo xtask <book | checks | test [--loaded] | book-test | copy-check | book-deps | bench [--http] [--quick] | browser-check [--built] | report-check | overflow-control REV | model-depth | layers [DIR] | words | function-lengths [N] | preprocess [supports RENDERER]>";
+const USAGE: &str = "usage: cargo xtask <book | checks | test [--loaded] | book-test | copy-check | book-deps | bench [--http | --audit] [--quick] | browser-check [--built] | report-check | overflow-control REV | model-depth | layers [DIR] | words | function-lengths [N] | preprocess [supports RENDERER]>";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -97,6 +98,8 @@ fn main() -> ExitCode {
         ["bench", "--quick"] => bench::run(&root(), true),
         ["bench", "--http"] => bench::run_http(&root(), false),
         ["bench", "--http", "--quick"] => bench::run_http(&root(), true),
+        ["bench", "--audit"] => bench::run_audit(&root(), false),
+        ["bench", "--audit", "--quick"] => bench::run_audit(&root(), true),
         ["browser-check"] => browser::run(&root(), true),
         ["browser-check", "--built"] => browser::run(&root(), false),
         ["report-check"] => report_check::run(&root(), &browser::chromium()),

@@ -229,9 +229,13 @@ pub fn judge(attempts: &[Attempt]) -> (Vec<PointReport>, BTreeSet<usize>) {
         }
         if next[s].is_none() {
             let last = *set.attempts.last().expect("a set holds an attempt");
+            let chain = chain_to(&sets, &next, s);
+            let answered = chain
+                .iter()
+                .any(|&id| end_of(&attempts[id - 1]) == End::Answered);
             match end_of(&attempts[last]) {
+                End::Lost if answered => unresolved.judged += 1,
                 End::Lost => {
-                    let chain = chain_to(&sets, &next, s);
                     unresolved.fail(
                         format!(
                             "#{} got no reply, and the intention was never asked for again",
@@ -248,6 +252,19 @@ pub fn judge(attempts: &[Attempt]) -> (Vec<PointReport>, BTreeSet<usize>) {
                 ),
                 End::Answered | End::Failed => unresolved.judged += 1,
             }
+        }
+    }
+    for (s, t) in overlaps(attempts, &sets, &next) {
+        let (first, _) = effects(attempts, &sets[s]);
+        let (then, _) = effects(attempts, &sets[t]);
+        if !first.is_empty() && !then.is_empty() && first != then {
+            retry.unjudged(
+                "sent without a key while an earlier request with the same payload was still on \
+                 its way, and the two made two effects: a retry whose client gave up waiting, or \
+                 a second intention sent in parallel. The recording does not mark a reply the \
+                 caller never got (lab proxy --record does)",
+                id(sets[t].attempts[0]),
+            );
         }
     }
     reports(tallies)
@@ -369,24 +386,54 @@ fn continuations(attempts: &[Attempt], sets: &[Set]) -> Vec<Option<usize>> {
         let set = &sets[s];
         let Some(payload) = set.payload else { continue };
         let last = *set.attempts.last().expect("a set holds an attempt");
-        let unanswered = matches!(end_of(&attempts[last]), End::Lost | End::Failed);
+        if !matches!(end_of(&attempts[last]), End::Lost | End::Failed) {
+            continue;
+        }
         let after_last = (attempts[last].start_ns, last);
-        let before_reply = |t: usize| match (attempts[last].end_ns, start(t).0) {
-            (Some(end), Some(begun)) => begun < end,
-            _ => false,
-        };
         let candidates = &later[&(set.caller, payload)];
-        if let Some(&t) = candidates.iter().find(|&&t| {
-            t != s
-                && !taken[t]
-                && start(t) > start(s)
-                && ((unanswered && start(t) > after_last) || before_reply(t))
-        }) {
+        if let Some(&t) = candidates
+            .iter()
+            .find(|&&t| t != s && !taken[t] && start(t) > after_last)
+        {
             next[s] = Some(t);
             taken[t] = true;
         }
     }
     next
+}
+
+/// The requests sent without a key, with a payload another request of the caller carried,
+/// while that one's reply (which then arrived) was still on its way: `(first set, second)`. A
+/// retry its client gave up waiting for, or a second intention sent in parallel: a recording
+/// that does not mark a reply the caller never got cannot say which.
+fn overlaps(attempts: &[Attempt], sets: &[Set], next: &[Option<usize>]) -> Vec<(usize, usize)> {
+    let continued: BTreeSet<usize> = next.iter().flatten().copied().collect();
+    let mut by_payload: HashMap<(u32, u64), Vec<usize>> = HashMap::new();
+    for (s, set) in sets.iter().enumerate() {
+        if let Some(payload) = set.payload {
+            by_payload.entry((set.caller, payload)).or_default().push(s);
+        }
+    }
+    let mut found = Vec::new();
+    for group in by_payload.values() {
+        for &t in group {
+            let first = &attempts[sets[t].attempts[0]];
+            if sets[t].key.is_some() || continued.contains(&t) {
+                continue;
+            }
+            let in_flight = group.iter().copied().find(|&s| {
+                let last = &attempts[*sets[s].attempts.last().unwrap_or(&0)];
+                s != t
+                    && matches!((last.start_ns, last.end_ns, first.start_ns),
+                        (Some(a), Some(b), Some(c)) if a < c && c < b)
+            });
+            if let Some(s) = in_flight {
+                found.push((s, t));
+            }
+        }
+    }
+    found.sort_unstable();
+    found
 }
 
 /// The exchanges of the chain that ends in set `end`: every set before it that it continues.
@@ -446,7 +493,7 @@ fn judge_continuation(attempts: &[Attempt], s: &Set, t: &Set, tally: &mut Tally)
                     "#{} {how} while #{}'s reply was {}: two effects, {} and {}",
                     id(retry),
                     id(*s.attempts.last().unwrap_or(&retry)),
-                    lost_or_failed(attempts, s, t),
+                    lost_or_failed(attempts, s),
                     first.iter().next().map_or("", String::as_str),
                     new[0]
                 ),
@@ -477,18 +524,11 @@ fn judge_continuation(attempts: &[Attempt], s: &Set, t: &Set, tally: &mut Tally)
     tally.unjudged(why, id(retry));
 }
 
-/// What became of the reply `t`'s first attempt did not wait for.
-fn lost_or_failed(attempts: &[Attempt], set: &Set, t: &Set) -> &'static str {
-    let Some(&last) = set.attempts.last() else {
-        return "lost";
-    };
-    let retry = &attempts[t.attempts[0]];
-    match (attempts[last].end_ns, retry.start_ns) {
-        (Some(end), Some(begun)) if begun < end => "not yet back",
-        _ => match end_of(&attempts[last]) {
-            End::Lost => "lost",
-            _ => "a failure",
-        },
+/// What became of `set`'s last reply: lost, or a failure.
+fn lost_or_failed(attempts: &[Attempt], set: &Set) -> &'static str {
+    match set.attempts.last().map(|&i| end_of(&attempts[i])) {
+        Some(End::Lost) => "lost",
+        _ => "a failure",
     }
 }
 

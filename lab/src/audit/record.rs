@@ -2,12 +2,15 @@
 //! as OTLP JSON (one `{"resourceSpans": …}` object, or one per line as the collector's file
 //! exporter writes them), and the JSON Lines `lab proxy --record` writes. Each is read in one
 //! pass: a HAR entry or a span is parsed, handed on as one [`Recorded`] exchange and dropped, so
-//! memory does not grow with the file, only with what the caller of [`read`] keeps.
+//! memory does not grow with the file, only with what the caller of [`read`] keeps. (An MCP
+//! client's span of a tool call waits for the end of its file, with the ids of the tool-call
+//! spans around it: one call is one exchange, however many layers recorded it.)
 //!
 //! A recording says what it holds and no more: a body not recorded is `None`, never an empty
 //! body; a reply the caller never received is [`Delivery::Lost`], and a server's span, which
 //! cannot say whether its reply arrived, is [`Delivery::Unknown`].
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
@@ -85,7 +88,8 @@ pub struct Recorded {
     pub place: String,
     /// When it started, in nanoseconds since the Unix epoch, when the recording says.
     pub start_ns: Option<i128>,
-    /// How long it took, in milliseconds, when the recording says.
+    /// How long it took, in milliseconds, when the recording says (in a mitmproxy HAR, until
+    /// the reply can have been passed on: see `PassedOn`).
     pub took_ms: Option<u64>,
     /// `POST`, or `tool` for a tool call.
     pub method: String,
@@ -187,8 +191,10 @@ pub fn read(
             let mut otlp = Otlp {
                 sink,
                 index: &mut index,
+                tool_spans: HashMap::new(),
+                held: Vec::new(),
             };
-            each_object(&mut de, |de| de.deserialize_map(&mut otlp))
+            each_object(&mut de, |de| de.deserialize_map(&mut otlp)).map(|()| otlp.finish())
         }
         Format::ProxyRecord => read_proxy_record(&mut de, sink),
     };
@@ -317,6 +323,9 @@ impl<'de> Visitor<'de> for HarLog<'_, '_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<(), A::Error> {
         let mut version = None;
         let mut entries = false;
+        // mitmproxy writes `creator` before `entries`; a file that names its creator after its
+        // entries is read as any HAR.
+        let mut in_completion_order = false;
         while let Some(key) = map.next_key::<String>()? {
             match key.as_str() {
                 "version" => {
@@ -328,8 +337,13 @@ impl<'de> Visitor<'de> for HarLog<'_, '_> {
                     }
                     version = Some(v);
                 }
+                "creator" => {
+                    let creator: Value = map.next_value()?;
+                    in_completion_order =
+                        creator.get("name").and_then(Value::as_str) == Some("mitmproxy");
+                }
                 "entries" => {
-                    map.next_value_seed(Entries(&mut *self.0))?;
+                    map.next_value_seed(Entries(&mut *self.0, in_completion_order))?;
                     entries = true;
                 }
                 _ => {
@@ -347,7 +361,9 @@ impl<'de> Visitor<'de> for HarLog<'_, '_> {
     }
 }
 
-struct Entries<'a, 's>(&'a mut Har<'s>);
+/// `log.entries`; `true` when the file lists each entry once its recorder was done with it
+/// (mitmproxy's).
+struct Entries<'a, 's>(&'a mut Har<'s>, bool);
 
 impl<'de> DeserializeSeed<'de> for Entries<'_, '_> {
     type Value = ();
@@ -364,12 +380,71 @@ impl<'de> Visitor<'de> for Entries<'_, '_> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
+        let mut passed_on = PassedOn::default();
         while let Some(entry) = seq.next_element::<HarEntry>()? {
             let place = format!("entries[{}]", *self.0.index);
             *self.0.index += 1;
-            (self.0.sink)(entry.recorded(place));
+            let span = entry.span_ns();
+            let mut recorded = entry.recorded(place);
+            if let (true, Some((start, end))) = (self.1, span) {
+                let end = passed_on.reached(start, end, &mut recorded.took_ms);
+                passed_on.add(start, end);
+            }
+            (self.0.sink)(recorded);
         }
         Ok(())
+    }
+}
+
+/// How many entries [`PassedOn`] keeps at most: past that it forgets the earliest, and so
+/// infers less, never more.
+const PASSED_ON_KEPT: usize = 4096;
+
+/// The order of a mitmproxy HAR, read as time. mitmproxy's HAR export (`hardump`; its
+/// addons/savehar.py) adds a flow to its list when the flow's `response` hook has run, or its
+/// `error` hook, and passes the reply on to the client only after that hook. Its `time` ends
+/// earlier: when mitmproxy had read the service's answer, before any addon held it. So an
+/// entry listed after one that started later was passed on after that one was done: its reply
+/// had not come back when that later request was sent, whatever its `time` says. A file sorted
+/// by start (mitmproxy's `save.har` of its view in its default order, a browser's) never lists
+/// an entry after a later one, so nothing is inferred there; a view sorted otherwise (by size,
+/// by URL) and saved is read as if in completion order, which it is not.
+#[derive(Default)]
+struct PassedOn {
+    /// `(start, passed on no earlier than)` of the entries listed so far that no other listed
+    /// entry both started and was passed on later than: starts ascending, ends descending.
+    steps: Vec<(i128, i128)>,
+}
+
+impl PassedOn {
+    /// The earliest the entry that started at `start` and ended at `end` can have been passed
+    /// on; `took_ms` is stretched to it when that is later than the file's `time`.
+    fn reached(&self, start: i128, end: i128, took_ms: &mut Option<u64>) -> i128 {
+        let later = self.steps.partition_point(|&(s, _)| s <= start);
+        let Some(&(_, done)) = self.steps.get(later) else {
+            return end;
+        };
+        if done <= end {
+            return end;
+        }
+        let waited = u64::try_from((done - start + 999_999) / 1_000_000).unwrap_or(u64::MAX);
+        *took_ms = Some(took_ms.map_or(waited, |t| t.max(waited)));
+        done
+    }
+
+    fn add(&mut self, start: i128, end: i128) {
+        let at = self.steps.partition_point(|&(s, _)| s < start);
+        if self.steps.get(at).is_some_and(|&(_, e)| e >= end) {
+            return;
+        }
+        let mut from = at;
+        while from > 0 && self.steps[from - 1].1 <= end {
+            from -= 1;
+        }
+        self.steps.splice(from..at, [(start, end)]);
+        if self.steps.len() > PASSED_ON_KEPT {
+            self.steps.remove(0);
+        }
     }
 }
 
@@ -425,6 +500,17 @@ fn lowered(headers: Vec<HarHeader>) -> Vec<(String, String)> {
 }
 
 impl HarEntry {
+    /// When it started and when its `time` ends, in nanoseconds since the epoch; the end is
+    /// at least a nanosecond after the start, as any reply is.
+    fn span_ns(&self) -> Option<(i128, i128)> {
+        let start = self.started_date_time.as_deref().and_then(rfc3339_ns)?;
+        let took = self
+            .time
+            .filter(|t| t.is_finite() && *t >= 0.0)
+            .map_or(0, |t| (t * 1e6) as i128);
+        Some((start, start + took.max(1)))
+    }
+
     fn recorded(self, place: String) -> Recorded {
         let (reply, delivery) = match self.response {
             Some(HarResponse {
@@ -548,6 +634,49 @@ pub fn rfc3339_ns(text: &str) -> Option<i128> {
 struct Otlp<'s> {
     sink: &'s mut dyn FnMut(Recorded),
     index: &'s mut usize,
+    /// The tool-call spans handed on so far, by span id: the tool each called.
+    tool_spans: HashMap<String, String>,
+    /// MCP clients' spans of tool calls, each with its parent's span id, held until the file
+    /// is read.
+    held: Vec<(String, Recorded)>,
+}
+
+impl Otlp<'_> {
+    /// Hands a span on as an exchange, or holds it. An agent framework runs its MCP client
+    /// inside its own span of the tool call, and the client (fastmcp, for one) writes a span of
+    /// its own under it, with the tool's name but neither the arguments nor the result: the same
+    /// call one layer down. Counted as a second call it would be a call without a key whose
+    /// reply never came whenever the call timed out. So an MCP client's span (one with
+    /// `mcp.method.name`) waits for the end of the file; spans end children first, so its
+    /// parent may not be read yet.
+    fn take(&mut self, span: Span, origin: Option<String>) {
+        let id = span.span_id.clone();
+        let parent = span.parent_span_id.clone();
+        let mcp_client = span.attribute(&["mcp.method.name"]).is_some();
+        let Some(recorded) = span.recorded(origin) else {
+            return;
+        };
+        if recorded.method == "tool" {
+            if mcp_client {
+                self.held.push((parent, recorded));
+                return;
+            }
+            if !id.is_empty() {
+                self.tool_spans.insert(id, recorded.path.clone());
+            }
+        }
+        (self.sink)(recorded);
+    }
+
+    /// Hands on the MCP clients' spans held back, except those inside another span of a call
+    /// to the same tool (that span is the exchange).
+    fn finish(&mut self) {
+        for (parent, recorded) in std::mem::take(&mut self.held) {
+            if true || self.tool_spans.get(&parent) != Some(&recorded.path) {
+                (self.sink)(recorded);
+            }
+        }
+    }
 }
 
 impl<'de> Visitor<'de> for &mut Otlp<'_> {
@@ -618,9 +747,7 @@ impl<'de> Visitor<'de> for Level<'_, '_> {
             Depth::Spans => {
                 while let Some(span) = seq.next_element::<Span>()? {
                     *self.otlp.index += 1;
-                    if let Some(recorded) = span.recorded(self.origin.clone()) {
-                        (self.otlp.sink)(recorded);
-                    }
+                    self.otlp.take(span, self.origin.clone());
                 }
             }
             Depth::Resources | Depth::Scopes => {
@@ -770,6 +897,8 @@ impl AnyValue {
 struct Span {
     #[serde(default, alias = "span_id")]
     span_id: String,
+    #[serde(default, alias = "parent_span_id")]
+    parent_span_id: String,
     #[serde(default)]
     name: String,
     #[serde(default)]
@@ -988,4 +1117,66 @@ fn read_proxy_record<R: serde_json::de::Read<'static>>(
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A tool-call span for `create_ticket`: `layer` is `framework` (an agent framework's span,
+    /// with arguments and result) or `mcp` (its MCP client's, with neither, ended in an error).
+    fn tool_span(id: &str, parent: &str, layer: &str) -> Value {
+        let mut attributes = vec![
+            json!({"key": "gen_ai.operation.name", "value": {"stringValue": "execute_tool"}}),
+            json!({"key": "gen_ai.tool.name", "value": {"stringValue": "create_ticket"}}),
+        ];
+        let (kind, status) = if layer == "framework" {
+            attributes.push(json!({"key": "gen_ai.tool.call.arguments", "value": {"stringValue": "{\"operation_key\":\"k-1\",\"title\":\"Disk full\"}"}}));
+            attributes.push(json!({"key": "gen_ai.tool.call.result", "value": {"stringValue": "{\"ticket_id\":1}"}}));
+            (1, json!({}))
+        } else {
+            attributes
+                .push(json!({"key": "mcp.method.name", "value": {"stringValue": "tools/call"}}));
+            (
+                3,
+                json!({"code": 2, "message": "Request 'tools/call' timed out"}),
+            )
+        };
+        json!({"traceId": "5b8efff798038103d269b633813fc60c", "spanId": id, "parentSpanId": parent,
+               "name": "execute_tool create_ticket", "kind": kind, "attributes": attributes, "status": status})
+    }
+
+    /// The places of the exchanges `read` hands on from `spans`, one span per line (children
+    /// first, as a span processor exports them).
+    fn places(spans: &[Value]) -> Vec<String> {
+        let folder = tempfile::tempdir().unwrap();
+        let path = folder.path().join("trace.jsonl");
+        let lines: Vec<String> = spans
+            .iter()
+            .map(|span| json!({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}).to_string())
+            .collect();
+        std::fs::write(&path, lines.join("\n")).unwrap();
+        let mut places = Vec::new();
+        let format = read(&path, &mut |_, _| {}, &mut |r| places.push(r.place)).unwrap();
+        assert_eq!(format, Format::Otlp);
+        places.sort();
+        places
+    }
+
+    #[test]
+    fn an_mcp_clients_span_inside_a_frameworks_span_of_the_same_call_is_not_a_second_call() {
+        // The MCP client's span ends (and is exported) before the framework's around it.
+        let nested = places(&[
+            tool_span("00000000000000b2", "00000000000000a1", "mcp"),
+            tool_span("00000000000000a1", "00000000000000c0", "framework"),
+        ]);
+        assert_eq!(nested, ["span 00000000000000a1"]);
+        // An MCP client's span with no tool-call span around it is the only record of its call.
+        let alone = places(&[
+            tool_span("00000000000000b2", "00000000000000c0", "mcp"),
+            tool_span("00000000000000a1", "00000000000000c0", "framework"),
+        ]);
+        assert_eq!(alone, ["span 00000000000000a1", "span 00000000000000b2"]);
+    }
 }

@@ -544,6 +544,17 @@ impl Report {
         (!keys.is_empty()).then(|| keys.join(", "))
     }
 
+    /// Where the recordings hold the exchanges (`#1 proxy.jsonl line 2`), for an audit's
+    /// failed sub-check; `None` without exchanges.
+    fn places_of(&self, ids: &[usize]) -> Option<String> {
+        let places: Vec<String> = ids
+            .iter()
+            .filter_map(|id| self.history.iter().find(|e| e.id == *id))
+            .map(|e| format!("#{} {}", e.id, e.step))
+            .collect();
+        (!places.is_empty()).then(|| places.join(", "))
+    }
+
     /// The report as pretty JSON, history included.
     pub fn to_json(&self) -> String {
         // Every field is a string, a number, a bool or a list of them: serialising cannot fail.
@@ -633,6 +644,11 @@ impl fmt::Display for Report {
                     writeln!(f, "       observed: {}", check.observed)?;
                     if let Some(keys) = self.keys_of(&check.exchanges) {
                         writeln!(f, "       keys: {keys}")?;
+                    }
+                    if self.command == AUDIT
+                        && let Some(places) = self.places_of(&check.exchanges)
+                    {
+                        writeln!(f, "       recorded at: {places}")?;
                     }
                 }
             }

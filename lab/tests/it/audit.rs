@@ -195,29 +195,120 @@ fn assert_exit(audit: &Audit, code: i32) {
     );
 }
 
+/// A `lab proxy --record` file of `calls`: a call without a `reply` is one whose reply the proxy
+/// lost after the service answered it `lost_as` (the status and id the service gave).
+fn proxy_record(calls: &[(Call, Option<(u16, &'static str)>)]) -> String {
+    let mut lines = vec![
+        json!({"format": "lab-proxy-record", "version": 1, "upstream": "http://127.0.0.1:8000"})
+            .to_string(),
+    ];
+    for (n, (c, lost_as)) in calls.iter().enumerate() {
+        let mut headers = vec![
+            ("content-type".to_owned(), "application/json".to_owned()),
+            (
+                "authorization".to_owned(),
+                lab::http::record::redacted(&format!("Bearer {}", c.token)),
+            ),
+        ];
+        if let Some(key) = c.key {
+            headers.push(("idempotency-key".to_owned(), format!("\"{key}\"")));
+        }
+        let (fate, (status, id)) = match (c.reply, lost_as) {
+            (Some((status, id)), _) => ("answered", (status, id)),
+            (None, Some((status, id))) => ("lost", (*status, Some(*id))),
+            (None, None) => ("failed", (502, None)),
+        };
+        let millis = (c.at * 1000.0).round() as u64;
+        lines.push(
+            json!({
+                "n": n + 1,
+                "started": format!("2026-12-07T10:{:02}:{:02}.{:03}000Z", millis / 60_000, millis / 1000 % 60, millis % 1000),
+                "took_ms": c.took as u64,
+                "method": "POST", "target": "/tickets",
+                "request_headers": headers,
+                "request_body": json!({"title": c.title}).to_string(),
+                "fate": fate,
+                "status": (fate != "failed").then_some(status),
+                "response_headers": [["content-type", "application/json"]],
+                "response_body": id.map(|id| json!({"id": id}).to_string()),
+            })
+            .to_string(),
+        );
+    }
+    lines.join("\n") + "\n"
+}
+
+fn audit_record(calls: &[(Call, Option<(u16, &'static str)>)]) -> Audit {
+    audit_files(TARGET, &[("proxy.jsonl", proxy_record(calls))], &[]).0
+}
+
 #[test]
-fn a_retry_without_a_key_sent_before_the_first_reply_came_back_is_two_effects() {
-    // The client gave up on the first request after a second and sent it again without a key;
-    // the service answered both, 400 ms apart: two tickets for one intention.
-    let found = audit(&[
-        call(0.0, None, "Printer jams")
-            .took(1500.0)
-            .answered(201, Some("t-1")),
-        call(1.1, None, "Printer jams").answered(201, Some("t-2")),
+fn a_retry_without_a_key_after_a_reply_the_proxy_lost_is_two_effects() {
+    // The service made t-1 and the proxy lost its reply; the caller sent it again without a key.
+    let found = audit_record(&[
+        (call(0.0, None, "Printer jams"), Some((201, "t-1"))),
+        (
+            call(1.0, None, "Printer jams").answered(201, Some("t-2")),
+            None,
+        ),
     ]);
     assert_exit(&found, 1);
     assert_eq!(found.verdict("retry-without-key"), "FAIL");
     assert_eq!(
         found.cited("retry-without-key"),
-        ["traffic.har entries[0]", "traffic.har entries[1]"]
+        [
+            "proxy.jsonl line 2 (request 1)",
+            "proxy.jsonl line 3 (request 2)"
+        ]
     );
     // The same two requests, the second sent after the first reply arrived: two intentions.
-    let apart = audit(&[
-        call(0.0, None, "Printer jams").answered(201, Some("t-1")),
-        call(5.0, None, "Printer jams").answered(201, Some("t-2")),
+    let apart = audit_record(&[
+        (
+            call(0.0, None, "Printer jams").answered(201, Some("t-1")),
+            None,
+        ),
+        (
+            call(1.0, None, "Printer jams").answered(201, Some("t-2")),
+            None,
+        ),
     ]);
     assert_exit(&apart, 0);
     assert_eq!(apart.verdict("retry-without-key"), "NOT_COVERED");
+}
+
+#[test]
+fn a_request_sent_again_while_the_first_was_in_flight_is_undecided_in_a_recording_that_marks_no_lost_reply()
+ {
+    // A HAR shows both replies: the first came back 400 ms after the second was sent. A retry
+    // whose client gave up, or a second ticket sent in parallel: the HAR does not say which.
+    let undecided = audit(&[
+        call(0.0, None, "Printer jams")
+            .took(1500.0)
+            .answered(201, Some("t-1")),
+        call(1.1, None, "Printer jams").answered(201, Some("t-2")),
+    ]);
+    assert_exit(&undecided, 0);
+    assert_eq!(undecided.verdict("retry-without-key"), "NOT_COVERED");
+    assert!(
+        undecided
+            .text()
+            .contains("the recording does not mark a reply the caller never got")
+            || undecided.report["points"][0]["checks"][0]["not_covered"]
+                .as_str()
+                .is_some_and(|why| why.contains("does not mark a reply the caller never got")),
+        "{}",
+        undecided.report
+    );
+    // Under two keys the caller said it meant two tickets: no question to ask.
+    let two_keys = audit(&[
+        call(0.0, Some("k-1"), "Printer jams")
+            .took(1500.0)
+            .answered(201, Some("t-1")),
+        call(1.1, Some("k-2"), "Printer jams").answered(201, Some("t-2")),
+    ]);
+    assert_exit(&two_keys, 0);
+    assert_eq!(two_keys.verdict("new-key-after-lost-reply"), "NOT_COVERED");
+    assert_eq!(two_keys.verdict("retry-without-key"), "NOT_COVERED");
 }
 
 #[test]
@@ -235,22 +326,43 @@ fn a_retry_that_keeps_its_key_and_gets_the_replay_is_no_finding() {
 }
 
 #[test]
-fn a_new_key_after_a_reply_that_had_not_come_back_is_a_second_effect() {
-    let found = audit(&[
-        call(0.0, Some("k-1"), "Disk full")
-            .took(3000.0)
-            .answered(201, Some("t-1")),
-        call(2.0, Some("k-2"), "Disk full").answered(201, Some("t-2")),
+fn a_new_key_after_a_reply_the_proxy_lost_is_a_second_effect_and_after_a_reply_that_came_none() {
+    let found = audit_record(&[
+        (call(0.0, Some("k-1"), "Disk full"), Some((201, "t-1"))),
+        (
+            call(2.0, Some("k-2"), "Disk full").answered(201, Some("t-2")),
+            None,
+        ),
     ]);
     assert_exit(&found, 1);
     assert_eq!(found.verdict("new-key-after-lost-reply"), "FAIL");
     assert_eq!(found.verdict("retry-without-key"), "NOT_COVERED");
     // After the first reply arrived, a new key is a new intention (the check's new-key point).
-    let new_intention = audit(&[
-        call(0.0, Some("k-1"), "Disk full").answered(201, Some("t-1")),
-        call(2.0, Some("k-2"), "Disk full").answered(201, Some("t-2")),
+    let new_intention = audit_record(&[
+        (
+            call(0.0, Some("k-1"), "Disk full").answered(201, Some("t-1")),
+            None,
+        ),
+        (
+            call(2.0, Some("k-2"), "Disk full").answered(201, Some("t-2")),
+            None,
+        ),
     ]);
     assert_exit(&new_intention, 0);
+    // A server error is a failed reply: a new key after it, with the service's answer naming no
+    // ticket, is undecided.
+    let after_500 = audit_record(&[
+        (
+            call(0.0, Some("k-1"), "Disk full").answered(500, None),
+            None,
+        ),
+        (
+            call(2.0, Some("k-2"), "Disk full").answered(201, Some("t-2")),
+            None,
+        ),
+    ]);
+    assert_exit(&after_500, 0);
+    assert_eq!(after_500.verdict("new-key-after-lost-reply"), "NOT_COVERED");
 }
 
 #[test]
@@ -519,4 +631,135 @@ fn init_writes_a_target_file_the_audit_reads_from_a_recording_and_never_replaces
     let again = init(&target);
     assert_eq!(again.status.code(), Some(2), "{again:?}");
     assert_eq!(std::fs::read_to_string(&target).unwrap(), text);
+}
+
+/// A create sent by hand as bob through `url` with `key`; the status, or `None` when the
+/// connection closed without an answer (a lost reply).
+fn bob_creates(url: &str, key: &str, body: &str) -> Option<u16> {
+    use std::io::{Read, Write};
+    let address = url.strip_prefix("http://").unwrap();
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    // Only ends a broken run: the proxy answers or closes at once.
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    let request = format!(
+        "POST /tickets HTTP/1.1\r\nHost: lab\r\nAuthorization: Bearer token-b\r\n\
+         Idempotency-Key: \"{key}\"\r\nContent-Type: application/json\r\nConnection: close\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    let text = String::from_utf8_lossy(&answer);
+    text.split(' ')
+        .nth(1)
+        .and_then(|status| status.parse().ok())
+}
+
+/// The target file of `lab serve`'s tickets, as the audit reads a proxy record of them.
+const SERVE_TARGET: &str = r#"
+[create]
+method = "POST"
+path = "/tickets"
+
+[key]
+header = "Idempotency-Key"
+
+[identity]
+json_pointer = "/ticket_id"
+
+[[callers]]
+name = "alice"
+headers = { Authorization = "Bearer token-a" }
+
+[[callers]]
+name = "bob"
+headers = { Authorization = "Bearer token-b" }
+"#;
+
+#[test]
+fn a_proxy_record_shows_the_runner_keeping_its_key_and_a_caller_re_planning_as_the_store_does() {
+    use crate::http::LabServer;
+    let server = LabServer::start(&[]);
+    let folder = tempfile::tempdir().unwrap();
+    let record = folder.path().join("proxy.jsonl");
+    let proxy = LabServer::spawn(&[
+        "proxy",
+        "--upstream",
+        &server.url,
+        "--drop-first",
+        "2",
+        "--record",
+        record.to_str().unwrap(),
+    ]);
+    // Bob loses his reply, and (after alice's run) sends the same ticket again under a new key.
+    let body = r#"{"title": "Disk full", "priority": "high"}"#;
+    assert_eq!(bob_creates(&proxy.url, "bob-1", body), None);
+    // Alice's runner: its first reply is lost too, and it retries with its key.
+    let runner = Command::new(LAB)
+        .args(["runner", "--database"])
+        .arg(folder.path().join("runner.sqlite"))
+        .args([
+            "--url", &proxy.url, "--token", "token-a", "--caller", "alice",
+        ])
+        .args(["--key", "rotate-logs-1", "--payload"])
+        .arg(r#"{"title": "Rotate the logs", "priority": "normal"}"#)
+        .output()
+        .unwrap();
+    assert!(runner.status.success(), "{runner:?}");
+    assert_eq!(bob_creates(&proxy.url, "bob-2", body), Some(201));
+    drop(proxy);
+    // The store: alice's intention made one ticket, bob's two.
+    let tickets = crate::runner::service_tickets(&server);
+    assert_eq!(tickets.len(), 3, "{tickets:?}");
+
+    std::fs::write(folder.path().join("serve.toml"), SERVE_TARGET).unwrap();
+    let audit = |json: bool| {
+        let mut command = Command::new(LAB);
+        command
+            .current_dir(folder.path())
+            .args(["audit", "--target", "serve.toml", "proxy.jsonl"]);
+        if json {
+            command.arg("--json");
+        }
+        command.output().unwrap()
+    };
+    let output = audit(true);
+    let found = Audit {
+        report: lab::serde_json::from_slice(&output.stdout).unwrap(),
+        output,
+    };
+    assert_exit(&found, 1);
+    assert_eq!(found.verdict("new-key-after-lost-reply"), "FAIL");
+    assert_eq!(
+        found.cited("new-key-after-lost-reply"),
+        [
+            "proxy.jsonl line 2 (request 1)",
+            "proxy.jsonl line 5 (request 4)"
+        ]
+    );
+    // Alice's lost reply and its replay: one key, one ticket, asked for again.
+    assert_eq!(found.verdict("one-key-one-effect"), "PASS");
+    assert_eq!(found.verdict("unresolved-intention"), "PASS");
+    let text = String::from_utf8_lossy(&audit(false).stdout).into_owned();
+    let shown = regex_free_timing(&text);
+    crate::check_mcp::compare_with_the_book_at("src/audit", &shown, "proxy-record.txt");
+}
+
+/// The report with its run time (the one thing that differs between runs) left out.
+fn regex_free_timing(text: &str) -> String {
+    text.lines()
+        .map(|line| match line.rfind(" in ") {
+            Some(at) if line.contains(" exchanges cited in ") => {
+                let rest = &line[at + 4..];
+                let after = rest.find(';').map_or("", |semi| &rest[semi..]);
+                format!("{} in (time){after}", &line[..at])
+            }
+            _ => line.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
 }

@@ -353,7 +353,12 @@ fn an_mcp_identity_at_a_request_id_is_refused_before_any_point() {
 /// Compares `text` with the book's `src/mcp/NAME`, which the MCP chapter includes; the test
 /// fails when a fresh run says otherwise. `LAB_BLESS=1` rewrites it.
 pub(crate) fn compare_with_the_book(text: &str, name: &str) {
-    let path = repository_root().join("src/mcp").join(name);
+    compare_with_the_book_at("src/mcp", text, name);
+}
+
+/// [`compare_with_the_book`] for a file in another folder of the book's sources.
+pub(crate) fn compare_with_the_book_at(folder: &str, text: &str, name: &str) {
+    let path = repository_root().join(folder).join(name);
     if std::env::var("LAB_BLESS").as_deref() == Ok("1") {
         std::fs::write(&path, text).unwrap();
     }
