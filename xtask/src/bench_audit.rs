@@ -119,7 +119,7 @@ fn entry(at_ms: u64, n: u64, create: Option<(Option<&str>, Option<u64>)>) -> Val
 
 /// The traffic, entry by entry, until `size` bytes are written by `write`: each intention is a
 /// read and a create; one in fifty creates loses its reply and is retried with its key, one in
-/// five hundred is retried without one.
+/// five hundred is sent again without one while the first is in flight.
 fn traffic(size: u64, mut write: impl FnMut(&Value) -> Result<u64>) -> Result<u64> {
     let (mut written, mut n, mut at, mut ticket, mut entries) = (0, 0u64, 0u64, 0u64, 0);
     while written < size {
@@ -291,10 +291,9 @@ pub fn run(lab: &Path, scratch: &Path, quick: bool) -> Result<Value> {
         bare_read(&path)?;
         let read_seconds = bare_read(&path)?;
         let (seconds, peak, code) = audit(lab, &target, &path)?;
-        if code != 1 {
-            bail!(
-                "lab audit over {file} exited {code}: the recording holds unkeyed retries, a finding"
-            );
+        // 0 or 1 (a finding): the rate and memory are the same; 2 would be a reader's error.
+        if !matches!(code, 0 | 1) {
+            bail!("lab audit over {file} exited {code}: it did not read the recording");
         }
         std::fs::remove_file(&path)?;
         let mb = bytes as f64 / 1e6;

@@ -14,7 +14,6 @@ use std::collections::{BTreeSet, HashMap};
 use super::record::Delivery;
 use super::rules::Effect;
 use crate::check::report::{Checks, Coverage, Grade, PointReport, SubCheck, Verdict};
-use crate::contract::PromiseId;
 
 /// One create, as the judgement keeps it: small, so that a long recording's creates fit.
 #[derive(Clone, Debug)]
@@ -27,6 +26,9 @@ pub struct Attempt {
     pub caller: u32,
     /// The key it carried.
     pub key: Option<Box<str>>,
+    /// Whether the recording cannot say which key it carried (a span that records no key
+    /// header, a tool call whose arguments were not recorded): then `key` is `None`.
+    pub key_unknown: bool,
     /// Its canonical payload's digest, when the body was recorded.
     pub payload: Option<u64>,
     /// What its reply says of the effect.
@@ -50,6 +52,16 @@ enum End {
     Unknown,
 }
 
+/// Whether an attempt's caller may not have the answer: its reply lost, failed, or (a
+/// recording that cannot say whether it arrived) naming no effect.
+fn unanswered(attempt: &Attempt) -> bool {
+    match end_of(attempt) {
+        End::Lost | End::Failed => true,
+        End::Unknown => !matches!(attempt.effect, Effect::Made(_) | Effect::Unnamed),
+        End::Answered => false,
+    }
+}
+
 fn end_of(attempt: &Attempt) -> End {
     match attempt.delivery {
         Delivery::Lost => End::Lost,
@@ -63,20 +75,21 @@ fn end_of(attempt: &Attempt) -> End {
 struct Set {
     caller: u32,
     key: Option<Box<str>>,
+    /// The recording does not say which key its one attempt carried.
+    key_unknown: bool,
     /// Indices into the attempts, in order.
     attempts: Vec<usize>,
     /// The payload of its first attempt whose body was recorded.
     payload: Option<u64>,
 }
 
-/// The points of the audit, each with its id, title and promises.
+/// The points of the audit, each with its id and title; the promises each covers are the
+/// contract's table of the audit (`contract::coverage`), which a test holds to this list.
 pub struct AuditPoint {
     /// Its id.
     pub id: &'static str,
     /// What it checks.
     pub title: &'static str,
-    /// The promises it covers.
-    pub promises: &'static [PromiseId],
     /// What a recording without a case of it lacks.
     pub absent: &'static str,
 }
@@ -86,31 +99,26 @@ pub const POINTS: [AuditPoint; 5] = [
     AuditPoint {
         id: "retry-without-key",
         title: "a request sent again without its key after a lost or failed reply made no second effect",
-        promises: &[PromiseId::KeepKey, PromiseId::LostReply],
         absent: "no request was sent again without a key after a lost or failed reply",
     },
     AuditPoint {
         id: "new-key-after-lost-reply",
         title: "a request re-planned under a new key after a lost or failed reply made no second effect",
-        promises: &[PromiseId::KeepKey, PromiseId::NewKey],
         absent: "no request was sent again under a new key after a lost or failed reply",
     },
     AuditPoint {
         id: "changed-payload",
         title: "a key sent again with another payload was not accepted",
-        promises: &[PromiseId::Conflict, PromiseId::Canonical],
         absent: "no key was sent again with another payload",
     },
     AuditPoint {
         id: "one-key-one-effect",
         title: "every success under one key names one effect",
-        promises: &[PromiseId::OneEffect, PromiseId::Replay],
         absent: "no success under a key named its effect",
     },
     AuditPoint {
         id: "unresolved-intention",
         title: "every request whose reply never arrived was asked for again",
-        promises: &[PromiseId::HonestVerdict],
         absent: "no create at all",
     },
 ];
@@ -215,59 +223,116 @@ pub fn judge(attempts: &[Attempt]) -> (Vec<PointReport>, BTreeSet<usize>) {
     let mut tallies: [Tally; 5] = Default::default();
     let [retry, replan, changed, one_effect, unresolved] = &mut tallies;
     let next = continuations(attempts, &sets);
+    // Callers some of whose requests have no recorded body: a request sent again by them may
+    // be one the audit cannot match.
+    let unmatched: BTreeSet<u32> = attempts
+        .iter()
+        .filter(|a| a.payload.is_none())
+        .map(|a| a.caller)
+        .collect();
     for (s, set) in sets.iter().enumerate() {
         if set.key.is_some() {
             judge_key(attempts, set, changed, one_effect);
         }
-        if let Some(t) = next[s] {
-            let tally = if sets[t].key.is_none() {
-                &mut *retry
-            } else {
-                &mut *replan
-            };
-            judge_continuation(attempts, set, &sets[t], tally);
+        // A lost reply asked for again: under its key, or by the set that continues it.
+        let lost_before_last = set.attempts[..set.attempts.len() - 1]
+            .iter()
+            .any(|&i| end_of(&attempts[i]) == End::Lost);
+        let lost_and_continued = next[s].is_some()
+            && set
+                .attempts
+                .last()
+                .is_some_and(|&i| end_of(&attempts[i]) == End::Lost);
+        if lost_before_last || lost_and_continued {
+            unresolved.judged += 1;
         }
-        if next[s].is_none() {
-            let last = *set.attempts.last().expect("a set holds an attempt");
-            let chain = chain_to(&sets, &next, s);
-            let answered = chain
-                .iter()
-                .any(|&id| end_of(&attempts[id - 1]) == End::Answered);
-            match end_of(&attempts[last]) {
-                End::Lost if answered => unresolved.judged += 1,
-                End::Lost => {
-                    unresolved.fail(
-                        format!(
-                            "#{} got no reply, and the intention was never asked for again",
-                            id(last)
-                        ),
-                        "a request whose reply never arrived is sent again with its key",
-                        chain,
-                    );
-                }
-                End::Unknown => unresolved.unjudged(
-                    "the recorder saw the service's side: whether its reply reached the caller \
-                     is not in the recording",
-                    id(last),
-                ),
-                End::Answered | End::Failed => unresolved.judged += 1,
+        match next[s] {
+            Some(t) if sets[t].key_unknown => retry.unjudged(
+                "the request sent again carries a key the recording does not show",
+                id(sets[t].attempts[0]),
+            ),
+            Some(t) if sets[t].key.is_none() => {
+                judge_continuation(attempts, set, &sets[t], retry);
             }
+            Some(t) => judge_continuation(attempts, set, &sets[t], replan),
+            None => judge_end(
+                attempts,
+                (&sets, &next, s),
+                &unmatched,
+                [retry, replan, unresolved],
+            ),
         }
     }
     for (s, t) in overlaps(attempts, &sets, &next) {
         let (first, _) = effects(attempts, &sets[s]);
         let (then, _) = effects(attempts, &sets[t]);
-        if !first.is_empty() && !then.is_empty() && first != then {
-            retry.unjudged(
-                "sent without a key while an earlier request with the same payload was still on \
-                 its way, and the two made two effects: a retry whose client gave up waiting, or \
-                 a second intention sent in parallel. The recording does not mark a reply the \
-                 caller never got (lab proxy --record does)",
-                id(sets[t].attempts[0]),
-            );
+        if first.is_empty() || then.is_empty() || first == then {
+            continue;
         }
+        let (tally, how) = if sets[t].key.is_none() {
+            (&mut *retry, "sent without a key")
+        } else {
+            (&mut *replan, "sent under a new key")
+        };
+        tally.unjudged(
+            &format!(
+                "{how} while an earlier request with the same payload was still on its way, and \
+                 the two made two effects: a retry whose client gave up waiting, or a second \
+                 intention sent in parallel. The recording does not mark a reply the caller \
+                 never got (lab proxy --record does)"
+            ),
+            id(sets[t].attempts[0]),
+        );
     }
     reports(tallies)
+}
+
+/// A set nothing continues: an intention's end. Its last reply lost and never asked for again
+/// is unresolved, when the recording could have shown a request sent again: under its key, or
+/// (without one) with its payload, from a caller whose every body was recorded.
+fn judge_end(
+    attempts: &[Attempt],
+    (sets, next, s): (&[Set], &[Option<usize>], usize),
+    unmatched: &BTreeSet<u32>,
+    [retry, replan, unresolved]: [&mut Tally; 3],
+) {
+    let set = &sets[s];
+    let last = *set.attempts.last().expect("a set holds an attempt");
+    let end = end_of(&attempts[last]);
+    let matchable =
+        set.key.is_some() || (set.payload.is_some() && !unmatched.contains(&set.caller));
+    if unanswered(&attempts[last]) && !matchable {
+        let why = "its body or its key is not in the recording: a request sent again cannot be \
+                   matched to it";
+        retry.unjudged(why, id(last));
+        replan.unjudged(why, id(last));
+    }
+    let chain = chain_to(sets, next, s);
+    let answered = chain
+        .iter()
+        .any(|&id| end_of(&attempts[id - 1]) == End::Answered);
+    match end {
+        End::Lost if answered => {}
+        End::Lost if !matchable => unresolved.unjudged(
+            "its body or its key is not in the recording: whether it was asked for again cannot \
+             be read",
+            id(last),
+        ),
+        End::Lost => unresolved.fail(
+            format!(
+                "#{} got no reply, and the intention was never asked for again",
+                id(last)
+            ),
+            "a request whose reply never arrived is sent again with its key",
+            chain,
+        ),
+        End::Unknown => unresolved.unjudged(
+            "the recording does not say whether its reply reached the caller (a server's span, \
+             or a tool call the framework ended with an error of its own)",
+            id(last),
+        ),
+        End::Answered | End::Failed => {}
+    }
 }
 
 /// Each point's report from its tally, and the exchanges they cite.
@@ -309,7 +374,6 @@ fn reports(tallies: [Tally; 5]) -> (Vec<PointReport>, BTreeSet<usize>) {
                     },
                 };
             }
-            report.promises = point.promises;
             report
         })
         .collect();
@@ -338,6 +402,7 @@ fn sets(attempts: &[Attempt]) -> Vec<Set> {
                     sets.push(Set {
                         caller,
                         key: Some(key.into()),
+                        key_unknown: false,
                         attempts: Vec::new(),
                         payload: None,
                     });
@@ -347,6 +412,7 @@ fn sets(attempts: &[Attempt]) -> Vec<Set> {
                     sets.push(Set {
                         caller,
                         key: None,
+                        key_unknown: attempts[i].key_unknown,
                         attempts: Vec::new(),
                         payload: None,
                     });
@@ -386,7 +452,7 @@ fn continuations(attempts: &[Attempt], sets: &[Set]) -> Vec<Option<usize>> {
         let set = &sets[s];
         let Some(payload) = set.payload else { continue };
         let last = *set.attempts.last().expect("a set holds an attempt");
-        if !matches!(end_of(&attempts[last]), End::Lost | End::Failed) {
+        if !unanswered(&attempts[last]) {
             continue;
         }
         let after_last = (attempts[last].start_ns, last);
@@ -402,10 +468,10 @@ fn continuations(attempts: &[Attempt], sets: &[Set]) -> Vec<Option<usize>> {
     next
 }
 
-/// The requests sent without a key, with a payload another request of the caller carried,
-/// while that one's reply (which then arrived) was still on its way: `(first set, second)`. A
-/// retry its client gave up waiting for, or a second intention sent in parallel: a recording
-/// that does not mark a reply the caller never got cannot say which.
+/// The requests sent (without a key, or under a key of their own) with a payload another
+/// request of the caller carried, while that one's reply was still on its way: `(first set,
+/// second)`. A retry or re-plan its client gave up waiting for, or a second intention sent in
+/// parallel: a recording that does not mark a reply the caller never got cannot say which.
 fn overlaps(attempts: &[Attempt], sets: &[Set], next: &[Option<usize>]) -> Vec<(usize, usize)> {
     let continued: BTreeSet<usize> = next.iter().flatten().copied().collect();
     let mut by_payload: HashMap<(u32, u64), Vec<usize>> = HashMap::new();
@@ -418,7 +484,7 @@ fn overlaps(attempts: &[Attempt], sets: &[Set], next: &[Option<usize>]) -> Vec<(
     for group in by_payload.values() {
         for &t in group {
             let first = &attempts[sets[t].attempts[0]];
-            if sets[t].key.is_some() || continued.contains(&t) {
+            if continued.contains(&t) {
                 continue;
             }
             let in_flight = group.iter().copied().find(|&s| {

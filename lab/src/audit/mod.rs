@@ -93,6 +93,7 @@ impl Gathered {
                 .map(|(start, took)| start + i128::from(took) * 1_000_000),
             caller,
             key: key.clone(),
+            key_unknown: rules.key_unknown(&exchange),
             payload,
             effect,
             delivery: exchange.delivery,
@@ -195,11 +196,7 @@ pub fn audit(
         started.elapsed(),
         history,
     );
-    for point in &mut report.points {
-        if let Some(p) = judge::POINTS.iter().find(|p| p.id == point.name) {
-            point.promises = p.promises;
-        }
-    }
+    report.name_promises(crate::contract::Checker::Audit);
     report.command = AUDIT;
     report.graded_against = format!(
         "{} (MUST, SHOULD) and the lab's contract (LAB), over the creates the recordings hold \

@@ -108,6 +108,9 @@ pub struct Recorded {
     pub origin: Option<String>,
     /// For a span: whether it is the client's side (`true`) or the server's.
     pub client_side: bool,
+    /// Whether `headers` holds every request header (HAR, a proxy record), so a header not
+    /// there was not sent; a span records only the headers its instrumentation was told to.
+    pub headers_complete: bool,
 }
 
 /// Bytes read so far, for progress on a long read.
@@ -192,7 +195,7 @@ pub fn read(
                 sink,
                 index: &mut index,
                 tool_spans: HashMap::new(),
-                held: Vec::new(),
+                held: HashMap::new(),
             };
             each_object(&mut de, |de| de.deserialize_map(&mut otlp)).map(|()| otlp.finish())
         }
@@ -551,6 +554,7 @@ impl HarEntry {
             delivery,
             origin: None,
             client_side: true,
+            headers_complete: true,
         }
     }
 }
@@ -634,47 +638,73 @@ pub fn rfc3339_ns(text: &str) -> Option<i128> {
 struct Otlp<'s> {
     sink: &'s mut dyn FnMut(Recorded),
     index: &'s mut usize,
-    /// The tool-call spans handed on so far, by span id: the tool each called.
+    /// Tool-call spans handed on, by span id: the tool each called (the most recent
+    /// [`RECENT_TOOL_SPANS`], for an MCP client's span read after its parent's).
     tool_spans: HashMap<String, String>,
-    /// MCP clients' spans of tool calls, each with its parent's span id, held until the file
-    /// is read.
-    held: Vec<(String, Recorded)>,
+    /// MCP clients' spans of tool calls, by their parent's span id, until the parent is read:
+    /// each with whether it says the call timed out.
+    held: HashMap<String, (Recorded, bool)>,
+}
+
+/// How many tool-call spans [`Otlp::tool_spans`] keeps: a parent's span is written after its
+/// children's, so one read long before a child's is rare, and the map stays small.
+const RECENT_TOOL_SPANS: usize = 1 << 16;
+
+/// Whether an MCP client span's `error.type` says the request timed out: the MCP SDKs' request
+/// timeout code, or an exception type that names a timeout.
+fn timed_out(error_type: &str) -> bool {
+    error_type == "-32001" || error_type.to_ascii_lowercase().contains("timeout")
 }
 
 impl Otlp<'_> {
     /// Hands a span on as an exchange, or holds it. An agent framework runs its MCP client
     /// inside its own span of the tool call, and the client (fastmcp, for one) writes a span of
     /// its own under it, with the tool's name but neither the arguments nor the result: the same
-    /// call one layer down. Counted as a second call it would be a call without a key whose
-    /// reply never came whenever the call timed out. So an MCP client's span (one with
-    /// `mcp.method.name`) waits for the end of the file; spans end children first, so its
-    /// parent may not be read yet.
+    /// call one layer down, not a second call. Spans end children first, so the client's span
+    /// waits for its parent; when the parent is the framework's span of the same tool, the
+    /// client's is dropped, and what it says of a timeout is kept: the framework turns a timeout
+    /// into an error with a result text of its own, which alone cannot tell it from a reply.
     fn take(&mut self, span: Span, origin: Option<String>) {
         let id = span.span_id.clone();
         let parent = span.parent_span_id.clone();
         let mcp_client = span.attribute(&["mcp.method.name"]).is_some();
-        let Some(recorded) = span.recorded(origin) else {
+        let timeout = span.failed()
+            && span
+                .attribute(&["error.type"])
+                .is_some_and(|t| timed_out(&t));
+        let Some(mut recorded) = span.recorded(origin) else {
             return;
         };
         if recorded.method == "tool" {
             if mcp_client {
-                self.held.push((parent, recorded));
+                if self.tool_spans.get(&parent) != Some(&recorded.path) {
+                    self.held.insert(parent, (recorded, timeout));
+                }
                 return;
             }
+            if let Some((child, timeout)) = self.held.remove(&id) {
+                if child.path != recorded.path {
+                    (self.sink)(child);
+                } else if timeout {
+                    recorded.delivery = Delivery::Lost;
+                    recorded.reply = Reply::None;
+                }
+            }
             if !id.is_empty() {
+                if self.tool_spans.len() >= RECENT_TOOL_SPANS {
+                    self.tool_spans.clear();
+                }
                 self.tool_spans.insert(id, recorded.path.clone());
             }
         }
         (self.sink)(recorded);
     }
 
-    /// Hands on the MCP clients' spans held back, except those inside another span of a call
-    /// to the same tool (that span is the exchange).
+    /// Hands on the MCP clients' spans whose parent was never read: each the only record of
+    /// its call.
     fn finish(&mut self) {
-        for (parent, recorded) in std::mem::take(&mut self.held) {
-            if true || self.tool_spans.get(&parent) != Some(&recorded.path) {
-                (self.sink)(recorded);
-            }
+        for (_, (recorded, _)) in std::mem::take(&mut self.held) {
+            (self.sink)(recorded);
         }
     }
 }
@@ -988,6 +1018,7 @@ impl Span {
             delivery: Delivery::Unknown,
             origin,
             client_side: true,
+            headers_complete: false,
         };
         let tool = self.attribute(&TOOL_NAME).or_else(|| {
             (self.attribute(&["gen_ai.operation.name"]).as_deref() == Some("execute_tool"))
@@ -1009,10 +1040,17 @@ impl Span {
                 .and_then(|r| serde_json::from_str::<Value>(r).ok())
                 .is_some_and(|r| r.get("isError") == Some(&Value::Bool(true)));
         // A tool call that ended in an exception without a result: the agent got no result.
-        let delivery = if failed && result.is_none() {
-            Delivery::Lost
-        } else {
-            Delivery::Received
+        // One that ended in an exception with a result the framework wrote (its own message
+        // for a timeout, or the server's error): whether a reply came is not said, unless the
+        // result is the tool's own error result.
+        let tool_error = result
+            .as_deref()
+            .and_then(|r| serde_json::from_str::<Value>(r).ok())
+            .is_some_and(|r| r.get("isError") == Some(&Value::Bool(true)));
+        let delivery = match (failed, &result) {
+            (true, None) => Delivery::Lost,
+            (true, Some(_)) if !tool_error => Delivery::Unknown,
+            _ => Delivery::Received,
         };
         Recorded {
             method: "tool".to_owned(),
@@ -1114,6 +1152,7 @@ fn read_proxy_record<R: serde_json::de::Read<'static>>(
             delivery,
             origin: None,
             client_side: true,
+            headers_complete: true,
         });
     }
     Ok(())

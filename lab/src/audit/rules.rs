@@ -159,6 +159,23 @@ impl Rules {
         }
     }
 
+    /// Whether the recording cannot say which key `exchange` carried: a key header absent from
+    /// a span (which records only the headers it was told to), or a tool call whose arguments
+    /// were not recorded.
+    pub fn key_unknown(&self, exchange: &Recorded) -> bool {
+        match &self.key {
+            KeyPlace::Header(name, _) => {
+                !exchange.headers_complete && header(&exchange.headers, name).is_none()
+            }
+            KeyPlace::Argument(_) => exchange
+                .body
+                .as_deref()
+                .and_then(|b| serde_json::from_str::<Value>(b).ok())
+                .is_none_or(|json| !json.is_object()),
+            KeyPlace::Nowhere => false,
+        }
+    }
+
     /// The key a create carries, as the service reads it; `None` without one.
     pub fn key(&self, exchange: &Recorded) -> Option<String> {
         match &self.key {

@@ -30,8 +30,10 @@ pub mod value;
 pub const EXIT_STATUSES: &str = "\
 Exit status:
   0  every check passed; for `lab runner`, every operation it ran succeeded
-  1  a check failed, or the run broke (a store or the runner's file failed)
-  2  bad input: an argument, the fixture, --output, --database or a --target file; nothing was
+  1  a check failed, lab audit found something, or the run broke (a store or the runner's file
+     failed)
+  2  bad input: an argument, the fixture, --output, --database, a --target file or a recording
+     lab audit cannot read; nothing was
      created, changed or sent, except by `lab check --target` when its calibration (or, for a
      replay mark the service never sends, its run) found that the file does not describe the
      service: then nothing is graded

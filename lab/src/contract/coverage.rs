@@ -37,6 +37,7 @@ pub fn coverage(checker: Checker) -> Coverage {
         Checker::Suite => &SUITE,
         Checker::Conformance => &CONFORMANCE,
         Checker::Grader => &GRADER,
+        Checker::Audit => &AUDIT,
         Checker::Simulator => &SIMULATOR,
         Checker::Model => &MODEL,
     };
@@ -203,6 +204,52 @@ const MCP_NOT_CHECKED: &[(PromiseId, &str)] = &[
 /// The grader judges the client, against `lab mcp`'s own service.
 const GRADER_SERVES_THE_LAB: &str = "the grader serves the lab's own service and judges the \
 client's calls; the service's promises are checked by the suite and the checks";
+
+/// A promise of the service that traffic does not show.
+const TRAFFIC_CANNOT_SHOW: &str = "recorded traffic does not show it: it happens inside the \
+service (the check and the suite prove it)";
+
+/// The audit of recorded traffic (`lab audit`): its points are `audit::judge::POINTS`, whose
+/// test holds them to this table.
+const AUDIT: Table = Table {
+    checker: Checker::Audit,
+    points: &[
+        ("retry-without-key", &[P::KeepKey, P::LostReply]),
+        ("new-key-after-lost-reply", &[P::KeepKey, P::LostReply]),
+        ("changed-payload", &[P::Conflict, P::Canonical]),
+        ("one-key-one-effect", &[P::OneEffect, P::Replay]),
+        ("unresolved-intention", &[P::HonestVerdict]),
+    ],
+    not_checked: &[
+        (
+            P::NewKey,
+            "a new key after a reply that arrived is a new intention, and the audit does not \
+          judge it: a second ticket with the same fields may be wanted",
+        ),
+        (
+            P::Scope,
+            "a recording's callers are who the file's credentials say; the audit never meets \
+          one caller's key under another's, so it keeps them apart rather than judge a leak",
+        ),
+        (
+            P::KeyIntact,
+            "the recorder sees the key as sent, not as the service read it",
+        ),
+        (
+            P::NoKey,
+            "two requests without a key answered with one effect look like a replay the \
+          service was not asked for, or a cache; the audit does not tell them apart",
+        ),
+        (P::Atomic, TRAFFIC_CANNOT_SHOW),
+        (
+            P::ErrorFreesKey,
+            "a refused request's key sent again is judged as one key's attempts: its effect, \
+          not whether the refusal freed the key",
+        ),
+        (P::Retention, TRAFFIC_CANNOT_SHOW),
+        (P::Durable, TRAFFIC_CANNOT_SHOW),
+    ],
+};
 
 const GRADER: Table = Table {
     checker: Checker::Grader,

@@ -341,6 +341,8 @@ pub enum Checker {
     Mcp,
     /// The client grader (`lab mcp --grade-client`).
     Grader,
+    /// The audit of recorded traffic (`lab audit`).
+    Audit,
     /// The simulator's checker (`lab simulate`).
     Simulator,
     /// The model's properties (`lab model`).
@@ -349,12 +351,13 @@ pub enum Checker {
 
 impl Checker {
     /// Every checker.
-    pub const ALL: [Checker; 7] = [
+    pub const ALL: [Checker; 8] = [
         Checker::Suite,
         Checker::Conformance,
         Checker::Http,
         Checker::Mcp,
         Checker::Grader,
+        Checker::Audit,
         Checker::Simulator,
         Checker::Model,
     ];
@@ -367,6 +370,7 @@ impl Checker {
             Checker::Http => "HTTP check",
             Checker::Mcp => "MCP check",
             Checker::Grader => "client grader",
+            Checker::Audit => "audit",
             Checker::Simulator => "simulator",
             Checker::Model => "model",
         }
@@ -376,7 +380,7 @@ impl Checker {
     pub fn unit(self) -> &'static str {
         match self {
             Checker::Suite => "scenario",
-            Checker::Conformance | Checker::Http | Checker::Mcp => "point",
+            Checker::Conformance | Checker::Http | Checker::Mcp | Checker::Audit => "point",
             Checker::Grader => "verdict",
             Checker::Simulator => "invariant",
             Checker::Model => "property",

@@ -247,7 +247,7 @@ fn program(test: &str, framework: &Framework, folder: &Path) -> Option<PathBuf> 
 }
 
 /// The grader's JSON report at `path`, once the grader has written it whole.
-fn wait_for_report(path: &Path) -> Value {
+pub(crate) fn wait_for_report(path: &Path) -> Value {
     let started = Instant::now();
     loop {
         if let Ok(text) = std::fs::read_to_string(path)

@@ -1,6 +1,6 @@
 //! `lab audit` over recordings built here, one finding at a time: each test holds the audit to
 //! what the recording shows, so a finding missed fails it and a finding invented fails its twin
-//! (the same traffic made safe). Recordings of third-party software are in `audit_recorded.rs`.
+//! (the same traffic made safe). Recordings of third-party software are in `audit_har.rs` and `audit_otlp.rs`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -762,4 +762,76 @@ fn regex_free_timing(text: &str) -> String {
         .collect::<Vec<_>>()
         .join("\n")
         + "\n"
+}
+
+#[test]
+fn a_recording_without_bodies_or_keys_says_what_it_cannot_match_rather_than_accuse() {
+    // A HAR whose recorder kept no request bodies: a request without a key whose reply never
+    // came cannot be matched to the one sent after it, so nothing is called unresolved.
+    let mut bodiless = har(&[
+        call(0.0, None, "Disk full"),
+        call(1.0, None, "Disk full").answered(201, Some("t-1")),
+    ]);
+    for entry in bodiless["log"]["entries"].as_array_mut().unwrap() {
+        entry["request"].as_object_mut().unwrap().remove("postData");
+    }
+    let (audit, _dir) = audit_files(TARGET, &[("bodiless.har", bodiless.to_string())], &[]);
+    assert_exit(&audit, 0);
+    assert_eq!(audit.verdict("unresolved-intention"), "NOT_COVERED");
+    assert_eq!(audit.verdict("retry-without-key"), "NOT_COVERED");
+    // The same requests with their bodies: the second is the first sent again.
+    let (audit, _dir) = audit_files(
+        TARGET,
+        &[(
+            "bodies.har",
+            har(&[
+                call(0.0, None, "Disk full"),
+                call(1.0, None, "Disk full").answered(201, Some("t-1")),
+            ])
+            .to_string(),
+        )],
+        &[],
+    );
+    assert_exit(&audit, 0);
+    assert_eq!(audit.verdict("unresolved-intention"), "PASS");
+
+    // An HTTP client span records only the headers its instrumentation was told to: a span
+    // without the key header has a key the trace does not show, never "no key".
+    let span = |id: u64, status: Option<u16>| {
+        let mut attributes = vec![
+            json!({"key": "http.request.method", "value": {"stringValue": "POST"}}),
+            json!({"key": "url.full", "value": {"stringValue": "http://127.0.0.1:8000/tickets"}}),
+        ];
+        match status {
+            Some(status) => attributes
+                .push(json!({"key": "http.response.status_code", "value": {"intValue": status}})),
+            None => attributes
+                .push(json!({"key": "error.type", "value": {"stringValue": "ReadTimeout"}})),
+        }
+        let start = 1_765_000_000_000_000_000u64 + id * 1_000_000_000;
+        json!({"traceId": format!("{id:032x}"), "spanId": format!("{id:016x}"), "name": "POST", "kind": 3,
+               "startTimeUnixNano": start.to_string(), "endTimeUnixNano": (start + 9_000_000).to_string(),
+               "attributes": attributes})
+    };
+    let trace = json!({"resourceSpans": [{"scopeSpans": [{"spans": [span(1, None), span(2, Some(201))]}]}]});
+    let (audit, _dir) = audit_files(TARGET, &[("client.json", trace.to_string())], &[]);
+    assert_exit(&audit, 0);
+    assert_eq!(audit.verdict("unresolved-intention"), "NOT_COVERED");
+}
+
+/// Each point's verdict in `report` (a `--json` report), one line each: the part of a run over
+/// a third-party recording the book shows, the same in every run that passes its test.
+pub(crate) fn verdict_table(report: &Value) -> String {
+    let mut out = format!("{:<26}verdict\n", "point");
+    for point in report["points"].as_array().into_iter().flatten() {
+        let verdict = point["verdict"].as_str().unwrap_or("?").replace('_', " ");
+        let name = point["name"].as_str().unwrap_or("?");
+        out.push_str(&format!("{name:<26}{verdict}\n"));
+    }
+    out
+}
+
+/// Compares `report`'s verdicts with the book's `src/audit/NAME` (written with `LAB_BLESS=1`).
+pub(crate) fn show_in_the_book(report: &Value, name: &str) {
+    crate::check_mcp::compare_with_the_book_at("src/audit", &verdict_table(report), name);
 }

@@ -2,6 +2,8 @@
 
 mod agents;
 mod audit;
+mod audit_har;
+mod audit_otlp;
 mod backend;
 mod bad_input;
 mod bench;

@@ -181,6 +181,18 @@ fn the_grader_table_names_every_verdict() {
     );
 }
 
+#[cfg(feature = "http")]
+#[test]
+fn the_audit_table_names_every_point() {
+    assert_table_matches(
+        Checker::Audit,
+        crate::audit::judge::POINTS
+            .iter()
+            .map(|p| p.id.to_owned())
+            .collect(),
+    );
+}
+
 #[test]
 fn the_simulator_table_names_every_invariant() {
     use crate::sim::ViolationKind as K;
