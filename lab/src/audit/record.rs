@@ -950,21 +950,29 @@ struct SpanStatus {
 }
 
 /// The attribute names a tool call's parts go by: the GenAI semantic conventions' first, then
-/// those agent frameworks emit today (Pydantic AI and Logfire, OpenInference, OpenLLMetry).
-pub const TOOL_NAME: [&str; 3] = ["gen_ai.tool.name", "tool.name", "traceloop.entity.name"];
+/// those agent frameworks emit today (Pydantic AI and Logfire, OpenInference, the Vercel AI
+/// SDK, OpenLLMetry).
+pub const TOOL_NAME: [&str; 4] = [
+    "gen_ai.tool.name",
+    "tool.name",
+    "ai.toolCall.name",
+    "traceloop.entity.name",
+];
 /// A tool call's arguments.
-pub const TOOL_ARGUMENTS: [&str; 5] = [
+pub const TOOL_ARGUMENTS: [&str; 6] = [
     "gen_ai.tool.call.arguments",
     "tool_arguments",
     "input.value",
     "tool.parameters",
+    "ai.toolCall.args",
     "traceloop.entity.input",
 ];
 /// A tool call's result.
-pub const TOOL_RESULT: [&str; 4] = [
+pub const TOOL_RESULT: [&str; 5] = [
     "gen_ai.tool.call.result",
     "tool_response",
     "output.value",
+    "ai.toolCall.result",
     "traceloop.entity.output",
 ];
 

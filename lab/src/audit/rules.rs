@@ -188,7 +188,7 @@ impl Rules {
             }
             KeyPlace::Argument(name) => {
                 let arguments: Value = serde_json::from_str(exchange.body.as_deref()?).ok()?;
-                match arguments.get(name)? {
+                match unwrapped(&arguments, name).get(name)? {
                     Value::String(key) => Some(key.clone()),
                     Value::Null => None,
                     other => Some(other.to_string()),
@@ -204,7 +204,11 @@ impl Rules {
     pub fn payload(&self, exchange: &Recorded) -> Option<String> {
         let body = exchange.body.as_deref()?;
         match serde_json::from_str::<Value>(body) {
-            Ok(mut json) => {
+            Ok(json) => {
+                let mut json = match &self.key {
+                    KeyPlace::Argument(name) => unwrapped(&json, name).clone(),
+                    _ => json,
+                };
                 if let (KeyPlace::Argument(name), Value::Object(map)) = (&self.key, &mut json) {
                     map.remove(name);
                 }
@@ -343,6 +347,20 @@ impl Rules {
     fn tool_identity(&self, _result: &str) -> Option<String> {
         None
     }
+}
+
+/// A tool call's arguments as a tracer recorded them: the object itself, or the one a
+/// framework wrapped it in (`{"kwargs": {...}}`, `{"inputs": {...}}`) when only that one holds
+/// the key argument `key`.
+fn unwrapped<'v>(arguments: &'v Value, key: &str) -> &'v Value {
+    if arguments.get(key).is_some() {
+        return arguments;
+    }
+    ["kwargs", "inputs", "input", "arguments", "args"]
+        .iter()
+        .filter_map(|wrapper| arguments.get(wrapper))
+        .find(|inner| inner.get(key).is_some())
+        .unwrap_or(arguments)
 }
 
 /// Whether a recorded path is the create's route: the same path, or the same under a prefix

@@ -835,3 +835,76 @@ pub(crate) fn verdict_table(report: &Value) -> String {
 pub(crate) fn show_in_the_book(report: &Value, name: &str) {
     crate::check_mcp::compare_with_the_book_at("src/audit", &verdict_table(report), name);
 }
+
+#[test]
+fn tool_arguments_a_tracer_wrapped_are_read_inside_their_wrapper() {
+    // OpenLLMetry records a tool's input as {"args": [], "kwargs": {...}}; the Vercel AI SDK
+    // names its attributes ai.toolCall.*.
+    let span = |i: u64, id: &str, wrapped: bool| {
+        let arguments = json!({"title": "Disk full", "idempotency_key": "k-1"});
+        let recorded = if wrapped {
+            json!({"args": [], "kwargs": arguments})
+        } else {
+            arguments
+        };
+        let start = 1_765_000_000_000_000_000u64 + i * 1_000_000_000;
+        json!({"traceId": "5b8efff798038103d269b633813fc60c", "spanId": format!("{i:016x}"), "name": "create_ticket.tool",
+               "kind": 1, "startTimeUnixNano": start.to_string(), "endTimeUnixNano": (start + 5_000_000).to_string(),
+               "attributes": [
+                   {"key": "ai.toolCall.name", "value": {"stringValue": "create_ticket"}},
+                   {"key": if wrapped { "traceloop.entity.input" } else { "ai.toolCall.args" }, "value": {"stringValue": recorded.to_string()}},
+                   {"key": "ai.toolCall.result", "value": {"stringValue": json!({"ticket_id": id}).to_string()}}
+               ]})
+    };
+    for wrapped in [false, true] {
+        let trace = json!({"resourceSpans": [{"scopeSpans": [{"spans": [span(1, "7", wrapped), span(2, "8", wrapped)]}]}]});
+        let (found, _dir) = audit_files(MCP_TARGET, &[("trace.json", trace.to_string())], &[]);
+        assert_exit(&found, 1);
+        // One key, two tickets: the key was read inside the wrapper.
+        assert_eq!(found.verdict("one-key-one-effect"), "FAIL", "wrapped: {wrapped}");
+        assert_eq!(found.verdict("changed-payload"), "NOT_COVERED", "wrapped: {wrapped}");
+    }
+}
+
+#[test]
+fn a_long_read_shows_its_progress_on_stderr() {
+    // A HAR of some seventy megabytes: entries carrying a large read each, and a few creates.
+    let folder = tempfile::tempdir().unwrap();
+    let path = folder.path().join("large.har");
+    {
+        use std::io::Write;
+        let mut out = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+        out.write_all(br#"{"log": {"version": "1.2", "entries": ["#).unwrap();
+        let big = "x".repeat(64 * 1024);
+        for i in 0..1100 {
+            if i > 0 {
+                out.write_all(b",").unwrap();
+            }
+            let entry = json!({"startedDateTime": "2026-12-07T10:00:00.000Z", "time": 1,
+                "request": {"method": "GET", "url": format!("http://127.0.0.1:8000/tickets/{i}"), "headers": []},
+                "response": {"status": 200, "headers": [], "content": {"text": big}}});
+            out.write_all(entry.to_string().as_bytes()).unwrap();
+        }
+        out.write_all(b"]}}").unwrap();
+    }
+    let target = folder.path().join("target.toml");
+    std::fs::write(&target, TARGET).unwrap();
+    let output = Command::new(LAB)
+        .args(["audit", "--target"])
+        .arg(&target)
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("large.har read 64 MiB of 69 MiB"),
+        "no progress line: {stderr}"
+    );
+    // Nothing in it is a create: every point says so.
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains("no exchange is POST /tickets"),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+}
