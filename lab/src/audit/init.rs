@@ -5,7 +5,6 @@
 //! tell callers apart, and the user names them.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -169,34 +168,12 @@ pub fn write(
                   to start a target file from"
             .to_owned(),
     })?;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .map_err(|source| match source.kind() {
-            std::io::ErrorKind::AlreadyExists => exists(path),
-            _ => Error::OutputUnwritable {
-                path: path.to_owned(),
-                source,
-            },
-        })?;
-    file.write_all(text.as_bytes())
-        .and_then(|()| file.sync_all())
-        .map_err(|source| Error::OutputUnwritable {
-            path: path.to_owned(),
-            source,
-        })?;
+    crate::check::init::write_new(path, &text, "--init")?;
     Ok(chose)
 }
 
 fn exists(path: &Path) -> Error {
-    Error::InputInvalid {
-        subject: "--target".to_owned(),
-        problem: format!(
-            "{}: exists; --init writes a new file and never replaces one",
-            path.display()
-        ),
-    }
+    crate::check::init::exists(path, "--init")
 }
 
 fn toml_string(text: &str) -> String {

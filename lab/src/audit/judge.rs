@@ -19,9 +19,9 @@ use crate::check::report::{Checks, Coverage, Grade, PointReport, SubCheck, Verdi
 #[derive(Clone, Debug)]
 pub struct Attempt {
     /// When it started (ns since the epoch), if recorded.
-    pub start_ns: Option<i128>,
+    pub start_ns: Option<i64>,
     /// When its reply was complete (ns since the epoch), if recorded.
-    pub end_ns: Option<i128>,
+    pub end_ns: Option<i64>,
     /// Its caller, as an index into the audit's list of callers.
     pub caller: u32,
     /// The key it carried.

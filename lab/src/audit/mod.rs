@@ -14,6 +14,7 @@ pub mod init;
 pub mod judge;
 pub mod record;
 pub mod rules;
+mod split;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -27,19 +28,17 @@ use record::{Delivery, Recorded, Reply};
 use rules::{Effect, Rules};
 
 /// How much of a body or reply the report shows.
-const EXCERPT: usize = 160;
+const EXCERPT: usize = 100;
 
-/// What the report shows of one create, kept beside its [`Attempt`].
+/// What the report shows of one create, kept beside its [`Attempt`] (which holds its caller,
+/// key and times): small, as there is one per create.
 struct Brief {
-    file: usize,
+    file: u16,
     place: Box<str>,
-    caller: u32,
-    key: Option<Box<str>>,
-    method: Box<str>,
-    path: Box<str>,
+    /// `METHOD path`, by its number in [`Gathered::routes_of_creates`].
+    route: u32,
     body: Box<str>,
     answer: Answer,
-    start_ns: Option<i128>,
     took_ms: Option<u64>,
 }
 
@@ -59,6 +58,8 @@ struct Gathered {
     briefs: Vec<Brief>,
     callers: Vec<String>,
     caller_index: HashMap<String, u32>,
+    /// The creates' routes (`POST /tickets`), each once.
+    routes_of_creates: Vec<(String, String)>,
     /// The routes seen that are not the create's (the first thousand), for a file whose
     /// create matches nothing.
     routes: HashMap<String, usize>,
@@ -75,6 +76,18 @@ impl Gathered {
         i
     }
 
+    fn route(&mut self, method: String, path: String) -> u32 {
+        let found = self
+            .routes_of_creates
+            .iter()
+            .position(|(m, p)| *m == method && *p == path);
+        let at = found.unwrap_or_else(|| {
+            self.routes_of_creates.push((method, path));
+            self.routes_of_creates.len() - 1
+        });
+        u32::try_from(at).unwrap_or(u32::MAX)
+    }
+
     fn add(&mut self, rules: &Rules, file: usize, exchange: Recorded) {
         let payload = rules.payload(&exchange).map(|p| rules::digest(&p));
         let effect = rules.effect(&exchange);
@@ -85,30 +98,27 @@ impl Gathered {
             Reply::Tool { is_error, .. } => *is_error,
             Reply::None => false,
         };
+        let start_ns = exchange.start_ns.and_then(|t| i64::try_from(t).ok());
         self.attempts.push(Attempt {
-            start_ns: exchange.start_ns,
-            end_ns: exchange
-                .start_ns
+            start_ns,
+            end_ns: start_ns
                 .zip(exchange.took_ms)
-                .map(|(start, took)| start + i128::from(took) * 1_000_000),
+                .map(|(start, took)| start.saturating_add_unsigned(took.saturating_mul(1_000_000))),
             caller,
-            key: key.clone(),
+            key,
             key_unknown: rules.key_unknown(&exchange),
             payload,
             effect,
             delivery: exchange.delivery,
             failed,
         });
+        let route = self.route(exchange.method, exchange.path);
         self.briefs.push(Brief {
-            file,
+            file: u16::try_from(file).unwrap_or(u16::MAX),
             place: exchange.place.into(),
-            caller,
-            key,
-            method: exchange.method.into(),
-            path: exchange.path.into(),
+            route,
             body: excerpt(exchange.body.as_deref().unwrap_or("(body not recorded)")).into(),
             answer: answer_of(exchange.reply, exchange.delivery),
-            start_ns: exchange.start_ns,
             took_ms: exchange.took_ms,
         });
     }
@@ -180,13 +190,10 @@ pub fn audit(
         reads.push(read_one(rules, file, path, progress, &mut gathered)?);
     }
     let (points, cited) = judge::judge(&gathered.attempts);
-    let earliest = gathered.briefs.iter().filter_map(|b| b.start_ns).min();
+    let earliest = gathered.attempts.iter().filter_map(|a| a.start_ns).min();
     let history = cited
         .iter()
-        .filter_map(|&id| {
-            let brief = gathered.briefs.get(id.checked_sub(1)?)?;
-            Some(exchange(id, brief, files, &gathered.callers, earliest))
-        })
+        .filter_map(|&id| Some(exchange(id, id.checked_sub(1)?, files, &gathered, earliest)))
         .collect();
     let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
     let mut report = Report::new(
@@ -259,30 +266,36 @@ fn read_one(
     })
 }
 
-/// The report's exchange for a cited create.
+/// The report's exchange for cited create `index` (numbered `id`).
 fn exchange(
     id: usize,
-    brief: &Brief,
+    index: usize,
     files: &[PathBuf],
-    callers: &[String],
-    earliest: Option<i128>,
+    gathered: &Gathered,
+    earliest: Option<i64>,
 ) -> Exchange {
+    let (attempt, brief) = (&gathered.attempts[index], &gathered.briefs[index]);
     let file = files
-        .get(brief.file)
+        .get(usize::from(brief.file))
         .and_then(|f| f.file_name())
         .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-    let at_ms = match (brief.start_ns, earliest) {
+    let at_ms = match (attempt.start_ns, earliest) {
         (Some(at), Some(first)) => u64::try_from((at - first) / 1_000_000).unwrap_or(0),
         _ => 0,
     };
+    let (method, path) = gathered
+        .routes_of_creates
+        .get(brief.route as usize)
+        .cloned()
+        .unwrap_or_default();
     Exchange {
         id,
         point: "recording",
         step: format!("{file} {}", brief.place),
-        caller: callers.get(brief.caller as usize).cloned(),
-        key: brief.key.as_deref().map(str::to_owned),
-        method: brief.method.to_string(),
-        path: brief.path.to_string(),
+        caller: gathered.callers.get(attempt.caller as usize).cloned(),
+        key: attempt.key.as_deref().map(str::to_owned),
+        method,
+        path,
         body: brief.body.to_string(),
         answer: brief.answer.clone(),
         at_ms,

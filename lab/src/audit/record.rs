@@ -16,8 +16,9 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
 use serde::Deserialize;
-use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
+
+use super::split::{self, Step, Wanted};
 
 use crate::error::{Error, Result};
 
@@ -180,43 +181,192 @@ pub fn read(
             ),
         }));
     };
-    let mut de = serde_json::Deserializer::from_reader(reader);
-    let mut index = 0usize;
-    let outcome = match format {
-        Format::Har => {
-            let mut har = Har {
-                sink,
-                index: &mut index,
-            };
-            each_object(&mut de, |de| de.deserialize_map(&mut har))
-        }
-        Format::Otlp => {
-            let mut otlp = Otlp {
-                sink,
-                index: &mut index,
-                tool_spans: HashMap::new(),
-                held: HashMap::new(),
-            };
-            each_object(&mut de, |de| de.deserialize_map(&mut otlp)).map(|()| otlp.finish())
-        }
-        Format::ProxyRecord => read_proxy_record(&mut de, sink),
+    let mut read = Reading {
+        sink,
+        format,
+        version: None,
+        in_completion_order: false,
+        passed_on: PassedOn::default(),
+        entries: 0,
+        origin: None,
+        otlp: Otlp {
+            tool_spans: HashMap::new(),
+            held: HashMap::new(),
+        },
     };
-    outcome.map_err(|err| invalid(describe_json_error(format, &err)))?;
+    let wanted: &[Wanted] = match format {
+        Format::Har => &HAR_WANTED,
+        Format::Otlp => &OTLP_WANTED,
+        Format::ProxyRecord => &[Wanted { path: &[], kind: 0 }],
+    };
+    split::split(&mut reader, wanted, &mut |found| read.take(found))
+        .map_err(|stopped| invalid(describe_stop(format, &stopped)))?;
+    read.finish().map_err(invalid)?;
     Ok(format)
 }
 
-/// What serde_json said, in the reader's words: where, and what.
-fn describe_json_error(format: Format, err: &serde_json::Error) -> String {
-    use serde_json::error::Category;
-    let place = format!("line {} column {}", err.line(), err.column());
-    match err.classify() {
-        Category::Eof => format!(
+/// Why a read stopped, in the reader's words: where, and what.
+fn describe_stop(format: Format, stopped: &split::Stopped) -> String {
+    let place = format!("line {} column {}", stopped.at.line, stopped.at.column);
+    if stopped.truncated {
+        return format!(
             "{place}: the file ends inside a JSON value (truncated?): a {} file must be whole",
             format.name()
-        ),
-        Category::Io => format!("{place}: reading failed: {err}"),
-        Category::Syntax => format!("{place}: not JSON: {err}"),
-        Category::Data => format!("{place}: not {}: {err}", format.name()),
+        );
+    }
+    format!("{place}: {}", stopped.problem)
+}
+
+/// A value's parse error, placed in the file: serde_json counts from the value's start.
+fn placed(format: Format, err: &serde_json::Error, at: split::Place) -> String {
+    use serde_json::error::Category;
+    let line = at.line + err.line() as u64 - 1;
+    let column = if err.line() <= 1 {
+        at.column + err.column() as u64 - 1
+    } else {
+        err.column() as u64
+    };
+    let text = err.to_string();
+    let what = text
+        .rfind(" at line ")
+        .map_or(text.as_str(), |cut| &text[..cut]);
+    let kind = match err.classify() {
+        Category::Eof => "the value ends early",
+        Category::Syntax => "not JSON",
+        Category::Io | Category::Data => {
+            return format!("line {line} column {column}: not {}: {what}", format.name());
+        }
+    };
+    format!("line {line} column {column}: {kind}: {what}")
+}
+
+/// Where HAR's values are.
+const HAR_WANTED: [Wanted; 3] = [
+    Wanted {
+        path: &[Step::Key(&["log"]), Step::Key(&["version"])],
+        kind: 0,
+    },
+    Wanted {
+        path: &[Step::Key(&["log"]), Step::Key(&["creator"])],
+        kind: 1,
+    },
+    Wanted {
+        path: &[Step::Key(&["log"]), Step::Key(&["entries"]), Step::Each],
+        kind: 2,
+    },
+];
+
+const RESOURCE_SPANS: Step = Step::Key(&["resourceSpans", "resource_spans"]);
+
+/// Where OTLP's values are.
+const OTLP_WANTED: [Wanted; 2] = [
+    Wanted {
+        path: &[RESOURCE_SPANS, Step::Each, Step::Key(&["resource"])],
+        kind: 0,
+    },
+    Wanted {
+        path: &[
+            RESOURCE_SPANS,
+            Step::Each,
+            Step::Key(&["scopeSpans", "scope_spans"]),
+            Step::Each,
+            Step::Key(&["spans"]),
+            Step::Each,
+        ],
+        kind: 1,
+    },
+];
+
+/// A read under way: each value the split hands on, parsed and judged in turn.
+struct Reading<'s> {
+    sink: &'s mut dyn FnMut(Recorded),
+    format: Format,
+    /// HAR's `log.version`, once read.
+    version: Option<String>,
+    /// Whether the HAR lists each entry once its recorder was done with it (mitmproxy's;
+    /// `creator` comes before `entries` in its files).
+    in_completion_order: bool,
+    passed_on: PassedOn,
+    entries: usize,
+    /// The resource of the `resourceSpans` element being read: its place and its origin.
+    origin: Option<((usize, usize), Option<String>)>,
+    otlp: Otlp,
+}
+
+impl Reading<'_> {
+    fn take(&mut self, found: split::Found<'_>) -> std::result::Result<(), String> {
+        let parse_error = |err: serde_json::Error| placed(self.format, &err, found.at);
+        match (self.format, found.kind) {
+            (Format::Har, 0) => {
+                let version: String = serde_json::from_slice(found.bytes).map_err(parse_error)?;
+                if version != "1.2" && version != "1.1" {
+                    return Err(format!(
+                        "log.version {version:?}: this reader knows HAR 1.1 and 1.2"
+                    ));
+                }
+                self.version = Some(version);
+            }
+            (Format::Har, 1) => {
+                let creator: Value = serde_json::from_slice(found.bytes).map_err(parse_error)?;
+                self.in_completion_order =
+                    creator.get("name").and_then(Value::as_str) == Some("mitmproxy");
+            }
+            (Format::Har, _) => {
+                let entry: HarEntry = serde_json::from_slice(found.bytes).map_err(parse_error)?;
+                let place = format!("entries[{}]", self.entries);
+                self.entries += 1;
+                let span = entry.span_ns();
+                let mut recorded = entry.recorded(place);
+                if let (true, Some((start, end))) = (self.in_completion_order, span) {
+                    let end = self.passed_on.reached(start, end, &mut recorded.took_ms);
+                    self.passed_on.add(start, end);
+                }
+                (self.sink)(recorded);
+            }
+            (Format::Otlp, 0) => {
+                let resource: Resource =
+                    serde_json::from_slice(found.bytes).map_err(parse_error)?;
+                let at = (found.indices[0], found.indices.get(1).copied().unwrap_or(0));
+                self.origin = Some((at, resource.origin()));
+            }
+            (Format::Otlp, _) => {
+                let span: Span = serde_json::from_slice(found.bytes).map_err(parse_error)?;
+                let at = (found.indices[0], found.indices.get(1).copied().unwrap_or(0));
+                let origin = match &self.origin {
+                    Some((of, origin)) if *of == at => origin.clone(),
+                    _ => None,
+                };
+                self.otlp.take(span, origin, &mut *self.sink);
+            }
+            (Format::ProxyRecord, _) if found.indices[0] == 0 => {
+                let header: Header = serde_json::from_slice(found.bytes).map_err(parse_error)?;
+                if header.format != PROXY_RECORD || header.version != 1 {
+                    return Err(format!(
+                        "a {:?} record of version {}: this reader knows {PROXY_RECORD} version 1",
+                        header.format, header.version
+                    ));
+                }
+            }
+            (Format::ProxyRecord, _) => {
+                let line: Line = serde_json::from_slice(found.bytes).map_err(parse_error)?;
+                (self.sink)(proxy_exchange(line, found.at.line));
+            }
+        }
+        Ok(())
+    }
+
+    /// What is owed once the file is read: HAR's version, OTLP's spans held back.
+    fn finish(mut self) -> std::result::Result<(), String> {
+        match self.format {
+            Format::Har if self.version.is_none() => {
+                Err("log.version missing: a HAR file says its version".to_owned())
+            }
+            Format::Otlp => {
+                self.otlp.finish(&mut *self.sink);
+                Ok(())
+            }
+            _ => Ok(()),
+        }
     }
 }
 
@@ -261,142 +411,6 @@ fn sniff<R: BufRead>(reader: &mut R) -> std::io::Result<(Option<Format>, Option<
         reader.consume(3);
     }
     Ok((format, Some(key)))
-}
-
-/// Reads top-level objects with `one` until only whitespace is left: one object, or one per
-/// line.
-fn each_object<R: serde_json::de::Read<'static>>(
-    de: &mut serde_json::Deserializer<R>,
-    mut one: impl FnMut(&mut serde_json::Deserializer<R>) -> serde_json::Result<()>,
-) -> serde_json::Result<()> {
-    loop {
-        one(de)?;
-        if de.end().is_ok() {
-            return Ok(());
-        }
-    }
-}
-
-/// HAR's `{"log": {...}}`.
-struct Har<'s> {
-    sink: &'s mut dyn FnMut(Recorded),
-    index: &'s mut usize,
-}
-
-impl<'de> Visitor<'de> for &mut Har<'_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a HAR object with \"log\"")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<(), A::Error> {
-        let mut seen_log = false;
-        while let Some(key) = map.next_key::<String>()? {
-            if key == "log" {
-                map.next_value_seed(HarLog(&mut *self))?;
-                seen_log = true;
-            } else {
-                map.next_value::<IgnoredAny>()?;
-            }
-        }
-        if !seen_log {
-            return Err(serde::de::Error::missing_field("log"));
-        }
-        Ok(())
-    }
-}
-
-struct HarLog<'a, 's>(&'a mut Har<'s>);
-
-impl<'de> DeserializeSeed<'de> for HarLog<'_, '_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
-        d.deserialize_map(self)
-    }
-}
-
-impl<'de> Visitor<'de> for HarLog<'_, '_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("HAR's log object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<(), A::Error> {
-        let mut version = None;
-        let mut entries = false;
-        // mitmproxy writes `creator` before `entries`; a file that names its creator after its
-        // entries is read as any HAR.
-        let mut in_completion_order = false;
-        while let Some(key) = map.next_key::<String>()? {
-            match key.as_str() {
-                "version" => {
-                    let v: String = map.next_value()?;
-                    if v != "1.2" && v != "1.1" {
-                        return Err(serde::de::Error::custom(format!(
-                            "log.version {v:?}: this reader knows HAR 1.1 and 1.2"
-                        )));
-                    }
-                    version = Some(v);
-                }
-                "creator" => {
-                    let creator: Value = map.next_value()?;
-                    in_completion_order =
-                        creator.get("name").and_then(Value::as_str) == Some("mitmproxy");
-                }
-                "entries" => {
-                    map.next_value_seed(Entries(&mut *self.0, in_completion_order))?;
-                    entries = true;
-                }
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        if version.is_none() {
-            return Err(serde::de::Error::missing_field("log.version"));
-        }
-        if !entries {
-            return Err(serde::de::Error::missing_field("log.entries"));
-        }
-        Ok(())
-    }
-}
-
-/// `log.entries`; `true` when the file lists each entry once its recorder was done with it
-/// (mitmproxy's).
-struct Entries<'a, 's>(&'a mut Har<'s>, bool);
-
-impl<'de> DeserializeSeed<'de> for Entries<'_, '_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
-        d.deserialize_seq(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Entries<'_, '_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("log.entries, a list")
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
-        let mut passed_on = PassedOn::default();
-        while let Some(entry) = seq.next_element::<HarEntry>()? {
-            let place = format!("entries[{}]", *self.0.index);
-            *self.0.index += 1;
-            let span = entry.span_ns();
-            let mut recorded = entry.recorded(place);
-            if let (true, Some((start, end))) = (self.1, span) {
-                let end = passed_on.reached(start, end, &mut recorded.took_ms);
-                passed_on.add(start, end);
-            }
-            (self.0.sink)(recorded);
-        }
-        Ok(())
-    }
 }
 
 /// How many entries [`PassedOn`] keeps at most: past that it forgets the earliest, and so
@@ -635,9 +649,7 @@ pub fn rfc3339_ns(text: &str) -> Option<i128> {
 }
 
 /// OTLP's `{"resourceSpans": [...]}`.
-struct Otlp<'s> {
-    sink: &'s mut dyn FnMut(Recorded),
-    index: &'s mut usize,
+struct Otlp {
     /// Tool-call spans handed on, by span id: the tool each called (the most recent
     /// [`RECENT_TOOL_SPANS`], for an MCP client's span read after its parent's).
     tool_spans: HashMap<String, String>,
@@ -656,7 +668,7 @@ fn timed_out(error_type: &str) -> bool {
     error_type == "-32001" || error_type.to_ascii_lowercase().contains("timeout")
 }
 
-impl Otlp<'_> {
+impl Otlp {
     /// Hands a span on as an exchange, or holds it. An agent framework runs its MCP client
     /// inside its own span of the tool call, and the client (fastmcp, for one) writes a span of
     /// its own under it, with the tool's name but neither the arguments nor the result: the same
@@ -664,7 +676,7 @@ impl Otlp<'_> {
     /// waits for its parent; when the parent is the framework's span of the same tool, the
     /// client's is dropped, and what it says of a timeout is kept: the framework turns a timeout
     /// into an error with a result text of its own, which alone cannot tell it from a reply.
-    fn take(&mut self, span: Span, origin: Option<String>) {
+    fn take(&mut self, span: Span, origin: Option<String>, sink: &mut dyn FnMut(Recorded)) {
         let id = span.span_id.clone();
         let parent = span.parent_span_id.clone();
         let mcp_client = span.attribute(&["mcp.method.name"]).is_some();
@@ -684,7 +696,7 @@ impl Otlp<'_> {
             }
             if let Some((child, timeout)) = self.held.remove(&id) {
                 if child.path != recorded.path {
-                    (self.sink)(child);
+                    sink(child);
                 } else if timeout {
                     recorded.delivery = Delivery::Lost;
                     recorded.reply = Reply::None;
@@ -697,152 +709,15 @@ impl Otlp<'_> {
                 self.tool_spans.insert(id, recorded.path.clone());
             }
         }
-        (self.sink)(recorded);
+        sink(recorded);
     }
 
     /// Hands on the MCP clients' spans whose parent was never read: each the only record of
     /// its call.
-    fn finish(&mut self) {
+    fn finish(&mut self, sink: &mut dyn FnMut(Recorded)) {
         for (_, (recorded, _)) in std::mem::take(&mut self.held) {
-            (self.sink)(recorded);
+            sink(recorded);
         }
-    }
-}
-
-impl<'de> Visitor<'de> for &mut Otlp<'_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("an OTLP object with \"resourceSpans\"")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<(), A::Error> {
-        while let Some(key) = map.next_key::<String>()? {
-            match key.as_str() {
-                "resourceSpans" | "resource_spans" => {
-                    map.next_value_seed(Level {
-                        otlp: &mut *self,
-                        origin: None,
-                        depth: Depth::Resources,
-                    })?;
-                }
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Which list of OTLP's nesting a [`Level`] reads.
-#[derive(Clone, Copy)]
-enum Depth {
-    /// `resourceSpans`: each a resource and its `scopeSpans`.
-    Resources,
-    /// `scopeSpans`: each a scope and its `spans`.
-    Scopes,
-    /// `spans`.
-    Spans,
-}
-
-/// One list of OTLP's nesting, read element by element: a span is the largest thing held.
-struct Level<'a, 's> {
-    otlp: &'a mut Otlp<'s>,
-    /// The resource's `service.name` and `service.instance.id`, once read.
-    origin: Option<String>,
-    depth: Depth,
-}
-
-impl<'de> DeserializeSeed<'de> for Level<'_, '_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
-        d.deserialize_seq(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Level<'_, '_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str(match self.depth {
-            Depth::Resources => "resourceSpans, a list",
-            Depth::Scopes => "scopeSpans, a list",
-            Depth::Spans => "spans, a list",
-        })
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
-        match self.depth {
-            Depth::Spans => {
-                while let Some(span) = seq.next_element::<Span>()? {
-                    *self.otlp.index += 1;
-                    self.otlp.take(span, self.origin.clone());
-                }
-            }
-            Depth::Resources | Depth::Scopes => {
-                while seq
-                    .next_element_seed(Item {
-                        otlp: &mut *self.otlp,
-                        origin: self.origin.clone(),
-                        depth: self.depth,
-                    })?
-                    .is_some()
-                {}
-            }
-        }
-        Ok(())
-    }
-}
-
-/// One element of `resourceSpans` or `scopeSpans`.
-struct Item<'a, 's> {
-    otlp: &'a mut Otlp<'s>,
-    origin: Option<String>,
-    depth: Depth,
-}
-
-impl<'de> DeserializeSeed<'de> for Item<'_, '_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
-        d.deserialize_map(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Item<'_, '_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("an OTLP resource or scope object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> std::result::Result<(), A::Error> {
-        while let Some(key) = map.next_key::<String>()? {
-            match (self.depth, key.as_str()) {
-                (Depth::Resources, "resource") => {
-                    let resource: Resource = map.next_value()?;
-                    self.origin = resource.origin();
-                }
-                (Depth::Resources, "scopeSpans" | "scope_spans") => {
-                    map.next_value_seed(Level {
-                        otlp: &mut *self.otlp,
-                        origin: self.origin.clone(),
-                        depth: Depth::Scopes,
-                    })?;
-                }
-                (Depth::Scopes, "spans") => {
-                    map.next_value_seed(Level {
-                        otlp: &mut *self.otlp,
-                        origin: self.origin.clone(),
-                        depth: Depth::Spans,
-                    })?;
-                }
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        Ok(())
     }
 }
 
@@ -1121,49 +996,34 @@ impl Span {
     }
 }
 
-fn read_proxy_record<R: serde_json::de::Read<'static>>(
-    de: &mut serde_json::Deserializer<R>,
-    sink: &mut dyn FnMut(Recorded),
-) -> serde_json::Result<()> {
-    let header = Header::deserialize(&mut *de)?;
-    if header.format != PROXY_RECORD || header.version != 1 {
-        return Err(serde::de::Error::custom(format!(
-            "a {:?} record of version {}: this reader knows {PROXY_RECORD} version 1",
-            header.format, header.version
-        )));
+/// One line of a `lab proxy --record` file as an exchange; `line` is where it is.
+fn proxy_exchange(exchange: Line, line: u64) -> Recorded {
+    let delivery = match exchange.fate.as_str() {
+        "answered" | "failed" => Delivery::Received,
+        _ => Delivery::Lost,
+    };
+    let reply = match exchange.status {
+        Some(status) => Reply::Http {
+            status,
+            headers: exchange.response_headers,
+            body: exchange.response_body,
+        },
+        None => Reply::None,
+    };
+    Recorded {
+        place: format!("line {line} (request {})", exchange.n),
+        start_ns: rfc3339_ns(&exchange.started),
+        took_ms: Some(exchange.took_ms),
+        method: exchange.method.to_ascii_uppercase(),
+        path: path_of(&exchange.target),
+        headers: exchange.request_headers,
+        body: Some(exchange.request_body),
+        reply,
+        delivery,
+        origin: None,
+        client_side: true,
+        headers_complete: true,
     }
-    let mut line = 1;
-    while de.end().is_err() {
-        line += 1;
-        let exchange = Line::deserialize(&mut *de)?;
-        let delivery = match exchange.fate.as_str() {
-            "answered" | "failed" => Delivery::Received,
-            _ => Delivery::Lost,
-        };
-        let reply = match exchange.status {
-            Some(status) => Reply::Http {
-                status,
-                headers: exchange.response_headers,
-                body: exchange.response_body,
-            },
-            None => Reply::None,
-        };
-        sink(Recorded {
-            place: format!("line {line} (request {})", exchange.n),
-            start_ns: rfc3339_ns(&exchange.started),
-            took_ms: Some(exchange.took_ms),
-            method: exchange.method.to_ascii_uppercase(),
-            path: path_of(&exchange.target),
-            headers: exchange.request_headers,
-            body: Some(exchange.request_body),
-            reply,
-            delivery,
-            origin: None,
-            client_side: true,
-            headers_complete: true,
-        });
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::record::{Delivery, Recorded, Reply};
 use crate::check::target::{Caller, Identity, KeyForm, Target};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::http::record::redacted;
 
 /// Which requests are creates.
@@ -92,13 +92,7 @@ impl Rules {
     /// [`Error::InputUnreadable`], [`Error::InputInvalid`] or [`Error::TargetInvalid`] naming the
     /// file and the field at fault.
     pub fn from_file(path: &Path) -> Result<Rules> {
-        let text = std::fs::read_to_string(path).map_err(|source| Error::InputUnreadable {
-            path: path.to_owned(),
-            source,
-        })?;
-        let has_mcp = text
-            .parse::<toml::Table>()
-            .is_ok_and(|t| t.contains_key("mcp"));
+        let (text, has_mcp) = crate::check::TargetFile::read(path)?;
         if has_mcp {
             #[cfg(feature = "mcp")]
             {
@@ -119,7 +113,7 @@ impl Rules {
                 });
             }
             #[cfg(not(feature = "mcp"))]
-            return Err(Error::InputInvalid {
+            return Err(crate::error::Error::InputInvalid {
                 subject: path.display().to_string(),
                 problem: "[mcp]: this lab was built without the mcp feature".to_owned(),
             });

@@ -100,13 +100,7 @@ pub fn write(path: &Path, base_url: &str) -> Result<KeyGuess> {
         .create_new(true)
         .open(path)
         .map_err(|source| match source.kind() {
-            std::io::ErrorKind::AlreadyExists => Error::InputInvalid {
-                subject: "--target".to_owned(),
-                problem: format!(
-                    "{}: exists; --init writes a new file and never replaces one",
-                    path.display()
-                ),
-            },
+            std::io::ErrorKind::AlreadyExists => exists(path, "--init"),
             _ => Error::OutputUnwritable {
                 path: path.to_owned(),
                 source,
@@ -123,6 +117,43 @@ pub fn write(path: &Path, base_url: &str) -> Result<KeyGuess> {
             source,
         })?;
     Ok(key)
+}
+
+/// Writes `text` to `path`, a new file (never replacing one), whole and synced; `option` names
+/// the command-line option in the refusal (`--init`, `--init-mcp`).
+///
+/// # Errors
+/// [`Error::InputInvalid`] when `path` exists; [`Error::OutputUnwritable`] when it cannot be
+/// written.
+pub fn write_new(path: &Path, text: &str, option: &str) -> Result<()> {
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(|source| match source.kind() {
+            std::io::ErrorKind::AlreadyExists => exists(path, option),
+            _ => Error::OutputUnwritable {
+                path: path.to_owned(),
+                source,
+            },
+        })?;
+    file.write_all(text.as_bytes())
+        .and_then(|()| file.sync_all())
+        .map_err(|source| Error::OutputUnwritable {
+            path: path.to_owned(),
+            source,
+        })
+}
+
+/// The refusal of a path that exists, for `option`.
+pub fn exists(path: &Path, option: &str) -> Error {
+    Error::InputInvalid {
+        subject: "--target".to_owned(),
+        problem: format!(
+            "{}: exists; {option} writes a new file and never replaces one",
+            path.display()
+        ),
+    }
 }
 
 /// Probes the service with the starting file's create (its path, body and first caller).

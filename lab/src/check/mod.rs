@@ -63,13 +63,7 @@ impl TargetFile {
     /// [`Error::InputUnreadable`] when the file cannot be read; [`Error::TargetInvalid`] naming
     /// the field at fault, or [`Error::InputInvalid`] for TOML that does not parse.
     pub fn from_file(path: &std::path::Path, overrides: &Overrides) -> Result<TargetFile> {
-        let text = std::fs::read_to_string(path).map_err(|source| Error::InputUnreadable {
-            path: path.to_owned(),
-            source,
-        })?;
-        let has_mcp = text
-            .parse::<toml::Table>()
-            .is_ok_and(|t| t.contains_key("mcp"));
+        let (text, has_mcp) = TargetFile::read(path)?;
         if has_mcp {
             #[cfg(feature = "mcp")]
             return mcp::McpTarget::parse(&text, path, overrides)
@@ -81,6 +75,21 @@ impl TargetFile {
             });
         }
         Target::parse(&text, path, overrides).map(|t| TargetFile::Http(Box::new(t)))
+    }
+
+    /// A target file's text, and whether it describes an MCP server (an `[mcp]` table).
+    ///
+    /// # Errors
+    /// [`Error::InputUnreadable`] when the file cannot be read.
+    pub fn read(path: &std::path::Path) -> Result<(String, bool)> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::InputUnreadable {
+            path: path.to_owned(),
+            source,
+        })?;
+        let has_mcp = text
+            .parse::<toml::Table>()
+            .is_ok_and(|t| t.contains_key("mcp"));
+        Ok((text, has_mcp))
     }
 
     /// Runs the check the file describes.

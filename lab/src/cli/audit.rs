@@ -6,7 +6,6 @@
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use lab::Error;
 use lab::audit::rules::Rules;
 
 use super::Finished;
@@ -73,20 +72,7 @@ pub fn exec(args: &AuditArgs) -> lab::Result<Finished> {
         println!("{report}");
     }
     reports.write(&report)?;
-    if report.passed {
-        return Ok(Finished::Succeeded);
-    }
-    let failed: Vec<&str> = report.failed().map(|point| point.name).collect();
-    Err(Error::ScenarioFailed {
-        scenario: "audit",
-        expected: "no finding in the recordings".to_owned(),
-        observed: format!(
-            "{} point{} found: {}",
-            failed.len(),
-            if failed.len() == 1 { "" } else { "s" },
-            failed.join(", ")
-        ),
-    })
+    super::check_reports::finished(&report, "audit", "no finding in the recordings")
 }
 
 /// Progress on stderr for a long read: called every 64 MiB read.

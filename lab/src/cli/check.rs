@@ -226,20 +226,11 @@ fn check_target(args: &CheckArgs, file: &std::path::Path) -> lab::Result<Finishe
         println!("{report}");
     }
     reports.write(&report)?;
-    if report.passed {
-        return Ok(Finished::Succeeded);
-    }
-    let failed: Vec<&str> = report.failed().map(|point| point.name).collect();
-    Err(Error::ScenarioFailed {
-        scenario: "check --target",
-        expected: "every MUST and LAB sub-check to pass".to_owned(),
-        observed: format!(
-            "{} point{} failed: {}",
-            failed.len(),
-            if failed.len() == 1 { "" } else { "s" },
-            failed.join(", ")
-        ),
-    })
+    super::check_reports::finished(
+        &report,
+        "check --target",
+        "every MUST and LAB sub-check to pass",
+    )
 }
 
 /// Whether `--only` or `--skip` is given.

@@ -90,3 +90,26 @@ fn named(option: &str, path: &Path, err: Error) -> Error {
         problem,
     }
 }
+
+/// How a command ends on `report`: succeeded, or [`Error::ScenarioFailed`] (exit status 1) for
+/// `scenario`, naming the points that failed.
+pub fn finished(
+    report: &Report,
+    scenario: &'static str,
+    expected: &str,
+) -> lab::Result<super::Finished> {
+    if report.passed {
+        return Ok(super::Finished::Succeeded);
+    }
+    let failed: Vec<&str> = report.failed().map(|point| point.name).collect();
+    Err(Error::ScenarioFailed {
+        scenario,
+        expected: expected.to_owned(),
+        observed: format!(
+            "{} point{} failed: {}",
+            failed.len(),
+            if failed.len() == 1 { "" } else { "s" },
+            failed.join(", ")
+        ),
+    })
+}

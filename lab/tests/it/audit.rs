@@ -849,20 +849,28 @@ fn tool_arguments_a_tracer_wrapped_are_read_inside_their_wrapper() {
         };
         let start = 1_765_000_000_000_000_000u64 + i * 1_000_000_000;
         json!({"traceId": "5b8efff798038103d269b633813fc60c", "spanId": format!("{i:016x}"), "name": "create_ticket.tool",
-               "kind": 1, "startTimeUnixNano": start.to_string(), "endTimeUnixNano": (start + 5_000_000).to_string(),
-               "attributes": [
-                   {"key": "ai.toolCall.name", "value": {"stringValue": "create_ticket"}},
-                   {"key": if wrapped { "traceloop.entity.input" } else { "ai.toolCall.args" }, "value": {"stringValue": recorded.to_string()}},
-                   {"key": "ai.toolCall.result", "value": {"stringValue": json!({"ticket_id": id}).to_string()}}
-               ]})
+        "kind": 1, "startTimeUnixNano": start.to_string(), "endTimeUnixNano": (start + 5_000_000).to_string(),
+        "attributes": [
+            {"key": "ai.toolCall.name", "value": {"stringValue": "create_ticket"}},
+            {"key": if wrapped { "traceloop.entity.input" } else { "ai.toolCall.args" }, "value": {"stringValue": recorded.to_string()}},
+            {"key": "ai.toolCall.result", "value": {"stringValue": json!({"ticket_id": id}).to_string()}}
+        ]})
     };
     for wrapped in [false, true] {
         let trace = json!({"resourceSpans": [{"scopeSpans": [{"spans": [span(1, "7", wrapped), span(2, "8", wrapped)]}]}]});
         let (found, _dir) = audit_files(MCP_TARGET, &[("trace.json", trace.to_string())], &[]);
         assert_exit(&found, 1);
         // One key, two tickets: the key was read inside the wrapper.
-        assert_eq!(found.verdict("one-key-one-effect"), "FAIL", "wrapped: {wrapped}");
-        assert_eq!(found.verdict("changed-payload"), "NOT_COVERED", "wrapped: {wrapped}");
+        assert_eq!(
+            found.verdict("one-key-one-effect"),
+            "FAIL",
+            "wrapped: {wrapped}"
+        );
+        assert_eq!(
+            found.verdict("changed-payload"),
+            "NOT_COVERED",
+            "wrapped: {wrapped}"
+        );
     }
 }
 
@@ -874,7 +882,8 @@ fn a_long_read_shows_its_progress_on_stderr() {
     {
         use std::io::Write;
         let mut out = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
-        out.write_all(br#"{"log": {"version": "1.2", "entries": ["#).unwrap();
+        out.write_all(br#"{"log": {"version": "1.2", "entries": ["#)
+            .unwrap();
         let big = "x".repeat(64 * 1024);
         for i in 0..1100 {
             if i > 0 {

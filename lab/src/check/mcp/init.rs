@@ -4,7 +4,6 @@
 //! other section with its choices spelt out. It parses as written; its guesses are marked.
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::Path;
 use std::process::Stdio;
 
@@ -120,33 +119,11 @@ pub fn write(path: &Path, server: &Server) -> Result<()> {
         problem,
     })?;
     let text = starting_file(server, &tools);
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .map_err(|source| match source.kind() {
-            std::io::ErrorKind::AlreadyExists => exists(path),
-            _ => Error::OutputUnwritable {
-                path: path.to_owned(),
-                source,
-            },
-        })?;
-    file.write_all(text.as_bytes())
-        .and_then(|()| file.sync_all())
-        .map_err(|source| Error::OutputUnwritable {
-            path: path.to_owned(),
-            source,
-        })
+    super::super::init::write_new(path, &text, "--init-mcp")
 }
 
 fn exists(path: &Path) -> Error {
-    Error::InputInvalid {
-        subject: "--target".to_owned(),
-        problem: format!(
-            "{}: exists; --init-mcp writes a new file and never replaces one",
-            path.display()
-        ),
-    }
+    super::super::init::exists(path, "--init-mcp")
 }
 
 /// The server's tools as JSON (`name`, `inputSchema`, `outputSchema`, `annotations`), from one
