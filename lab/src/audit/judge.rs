@@ -123,6 +123,10 @@ pub const POINTS: [AuditPoint; 5] = [
     },
 ];
 
+/// How many requests with the same payload, sent just before one, are asked whether it went
+/// out while their reply was on its way.
+const OVERLAP_WINDOW: usize = 8;
+
 /// How many findings of one kind are listed one by one; the rest are counted.
 const LISTED: usize = 20;
 
@@ -222,7 +226,9 @@ pub fn judge(attempts: &[Attempt]) -> (Vec<PointReport>, BTreeSet<usize>) {
     let sets = sets(attempts);
     let mut tallies: [Tally; 5] = Default::default();
     let [retry, replan, changed, one_effect, unresolved] = &mut tallies;
-    let next = continuations(attempts, &sets);
+    let by_payload = by_payload(attempts, &sets);
+    let next = continuations(attempts, &sets, &by_payload);
+    let prev = predecessors(&next);
     // Callers some of whose requests have no recorded body: a request sent again by them may
     // be one the audit cannot match.
     let unmatched: BTreeSet<u32> = attempts
@@ -257,13 +263,13 @@ pub fn judge(attempts: &[Attempt]) -> (Vec<PointReport>, BTreeSet<usize>) {
             Some(t) => judge_continuation(attempts, set, &sets[t], replan),
             None => judge_end(
                 attempts,
-                (&sets, &next, s),
+                (&sets, &prev, s),
                 &unmatched,
                 [retry, replan, unresolved],
             ),
         }
     }
-    for (s, t) in overlaps(attempts, &sets, &next) {
+    for (s, t) in overlaps(attempts, &sets, &next, &by_payload) {
         let (first, _) = effects(attempts, &sets[s]);
         let (then, _) = effects(attempts, &sets[t]);
         if first.is_empty() || then.is_empty() || first == then {
@@ -292,7 +298,7 @@ pub fn judge(attempts: &[Attempt]) -> (Vec<PointReport>, BTreeSet<usize>) {
 /// (without one) with its payload, from a caller whose every body was recorded.
 fn judge_end(
     attempts: &[Attempt],
-    (sets, next, s): (&[Set], &[Option<usize>], usize),
+    (sets, prev, s): (&[Set], &[Option<usize>], usize),
     unmatched: &BTreeSet<u32>,
     [retry, replan, unresolved]: [&mut Tally; 3],
 ) {
@@ -307,7 +313,7 @@ fn judge_end(
         retry.unjudged(why, id(last));
         replan.unjudged(why, id(last));
     }
-    let chain = chain_to(sets, next, s);
+    let chain = chain_to(sets, prev, s);
     let answered = chain
         .iter()
         .any(|&id| end_of(&attempts[id - 1]) == End::Answered);
@@ -428,20 +434,30 @@ fn sets(attempts: &[Attempt]) -> Vec<Set> {
     sets
 }
 
+/// Each caller's sets by their canonical payload, each group in the order the sets were sent.
+type ByPayload = HashMap<(u32, u64), Vec<usize>>;
+
+fn by_payload(attempts: &[Attempt], sets: &[Set]) -> ByPayload {
+    let mut groups = ByPayload::new();
+    for (s, set) in sets.iter().enumerate() {
+        if let Some(payload) = set.payload {
+            groups.entry((set.caller, payload)).or_default().push(s);
+        }
+    }
+    for group in groups.values_mut() {
+        group.sort_by_key(|&s| (attempts[sets[s].attempts[0]].start_ns, sets[s].attempts[0]));
+    }
+    groups
+}
+
 /// For each set, the set that continues it: the caller's next set, begun after this one's last
 /// attempt, with the same canonical payload, when this one's last reply was lost or failed.
-fn continuations(attempts: &[Attempt], sets: &[Set]) -> Vec<Option<usize>> {
+fn continuations(attempts: &[Attempt], sets: &[Set], later: &ByPayload) -> Vec<Option<usize>> {
     let mut sending_order: Vec<usize> = (0..sets.len()).collect();
     sending_order.sort_by_key(|&s| {
         let first = sets[s].attempts[0];
         (sets[s].caller, attempts[first].start_ns, first)
     });
-    let mut later: HashMap<(u32, u64), Vec<usize>> = HashMap::new();
-    for &s in &sending_order {
-        if let Some(payload) = sets[s].payload {
-            later.entry((sets[s].caller, payload)).or_default().push(s);
-        }
-    }
     let start = |s: usize| {
         let first = sets[s].attempts[0];
         (attempts[first].start_ns, first)
@@ -456,10 +472,13 @@ fn continuations(attempts: &[Attempt], sets: &[Set]) -> Vec<Option<usize>> {
             continue;
         }
         let after_last = (attempts[last].start_ns, last);
+        // The candidates are in the order they were sent: the first one sent after the last
+        // attempt, found by halving, then the first of those not yet taken.
         let candidates = &later[&(set.caller, payload)];
-        if let Some(&t) = candidates
+        let from = candidates.partition_point(|&t| start(t) <= after_last);
+        if let Some(&t) = candidates[from..]
             .iter()
-            .find(|&&t| t != s && !taken[t] && start(t) > after_last)
+            .find(|&&t| t != s && !taken[t] && start(t) > start(s))
         {
             next[s] = Some(t);
             taken[t] = true;
@@ -472,27 +491,31 @@ fn continuations(attempts: &[Attempt], sets: &[Set]) -> Vec<Option<usize>> {
 /// request of the caller carried, while that one's reply was still on its way: `(first set,
 /// second)`. A retry or re-plan its client gave up waiting for, or a second intention sent in
 /// parallel: a recording that does not mark a reply the caller never got cannot say which.
-fn overlaps(attempts: &[Attempt], sets: &[Set], next: &[Option<usize>]) -> Vec<(usize, usize)> {
+fn overlaps(
+    attempts: &[Attempt],
+    sets: &[Set],
+    next: &[Option<usize>],
+    by_payload: &ByPayload,
+) -> Vec<(usize, usize)> {
     let continued: BTreeSet<usize> = next.iter().flatten().copied().collect();
-    let mut by_payload: HashMap<(u32, u64), Vec<usize>> = HashMap::new();
-    for (s, set) in sets.iter().enumerate() {
-        if let Some(payload) = set.payload {
-            by_payload.entry((set.caller, payload)).or_default().push(s);
-        }
-    }
     let mut found = Vec::new();
     for group in by_payload.values() {
-        for &t in group {
+        // In the order they were sent; a request is compared with the few sent just before it
+        // (a retry follows its request closely), so a payload sent a million times costs a
+        // million steps, not a million squared.
+        for (j, &t) in group.iter().enumerate() {
             let first = &attempts[sets[t].attempts[0]];
             if continued.contains(&t) {
                 continue;
             }
-            let in_flight = group.iter().copied().find(|&s| {
-                let last = &attempts[*sets[s].attempts.last().unwrap_or(&0)];
-                s != t
-                    && matches!((last.start_ns, last.end_ns, first.start_ns),
-                        (Some(a), Some(b), Some(c)) if a < c && c < b)
-            });
+            let in_flight = group[j.saturating_sub(OVERLAP_WINDOW)..j]
+                .iter()
+                .copied()
+                .find(|&s| {
+                    let last = &attempts[*sets[s].attempts.last().unwrap_or(&0)];
+                    matches!((last.start_ns, last.end_ns, first.start_ns),
+                    (Some(a), Some(b), Some(c)) if a < c && c < b)
+                });
             if let Some(s) = in_flight {
                 found.push((s, t));
             }
@@ -503,12 +526,9 @@ fn overlaps(attempts: &[Attempt], sets: &[Set], next: &[Option<usize>]) -> Vec<(
 }
 
 /// The exchanges of the chain that ends in set `end`: every set before it that it continues.
-fn chain_to(sets: &[Set], next: &[Option<usize>], end: usize) -> Vec<usize> {
+fn chain_to(sets: &[Set], prev: &[Option<usize>], end: usize) -> Vec<usize> {
     let mut chain = vec![end];
-    while let Some(before) = next
-        .iter()
-        .position(|n| *n == Some(*chain.last().unwrap_or(&end)))
-    {
+    while let Some(before) = prev[*chain.last().unwrap_or(&end)] {
         chain.push(before);
     }
     chain
@@ -516,6 +536,17 @@ fn chain_to(sets: &[Set], next: &[Option<usize>], end: usize) -> Vec<usize> {
         .rev()
         .flat_map(|s| ids(&sets[s].attempts))
         .collect()
+}
+
+/// For each set, the set it continues (the inverse of [`continuations`]).
+fn predecessors(next: &[Option<usize>]) -> Vec<Option<usize>> {
+    let mut prev = vec![None; next.len()];
+    for (s, t) in next.iter().enumerate() {
+        if let Some(t) = t {
+            prev[*t] = Some(s);
+        }
+    }
+    prev
 }
 
 /// The effects a set's successes name, and whether one of its successes names none.

@@ -28,7 +28,7 @@ use record::{Delivery, Recorded, Reply};
 use rules::{Effect, Rules};
 
 /// How much of a body or reply the report shows.
-const EXCERPT: usize = 100;
+const EXCERPT: usize = 80;
 
 /// What the report shows of one create, kept beside its [`Attempt`] (which holds its caller,
 /// key and times): small, as there is one per create.
