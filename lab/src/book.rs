@@ -41,6 +41,7 @@ chapters! {
     HttpExpiry => "http-expiry.md",
     Mcp => "mcp.md",
     McpReference => "mcp-reference.md",
+    Audit => "audit.md",
     TeamExercise => "team-exercise.md",
     Testing => "testing.md",
     Glossary => "glossary.md",
