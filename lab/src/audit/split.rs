@@ -116,6 +116,63 @@ struct Copy {
     at: Place,
 }
 
+/// What the walk is inside of, outside the structure it tracks.
+#[derive(Default)]
+struct Scan {
+    /// A wanted value being copied.
+    copy: Option<Copy>,
+    /// A string being read: a member name (`true`) or a skipped value; whether the last byte
+    /// was a backslash.
+    string: Option<(bool, bool)>,
+    /// A skipped container.
+    skip: Option<Skip>,
+    /// A skipped scalar.
+    scalar: bool,
+}
+
+/// A container the walk skips: its depth and where it is in its strings.
+struct Skip {
+    depth: usize,
+    in_string: bool,
+    escaped: bool,
+}
+
+impl Default for Skip {
+    fn default() -> Skip {
+        Skip {
+            depth: 1,
+            in_string: false,
+            escaped: false,
+        }
+    }
+}
+
+impl Skip {
+    /// Takes one byte; whether the container ended with it.
+    fn byte(&mut self, b: u8) -> bool {
+        if self.in_string {
+            if self.escaped {
+                self.escaped = false;
+            } else if b == b'\\' {
+                self.escaped = true;
+            } else if b == b'"' {
+                self.in_string = false;
+            }
+            return false;
+        }
+        match b {
+            b'"' => self.in_string = true,
+            b'{' | b'[' => self.depth += 1,
+            b'}' | b']' => {
+                self.depth -= 1;
+                return self.depth == 0;
+            }
+            _ => {}
+        }
+        false
+    }
+}
+
 impl Walk<'_> {
     fn place(&self) -> Place {
         Place {
@@ -178,12 +235,7 @@ impl Walk<'_> {
         handle: &mut dyn FnMut(Found<'_>) -> Result<(), String>,
     ) -> Result<(), Stopped> {
         let mut chunk = vec![0u8; 1 << 20];
-        let mut copy: Option<Copy> = None;
-        // Walking outside a wanted value: a string (a key or a skipped value) being read.
-        let mut string: Option<(bool, bool)> = None; // (is_key, escaped)
-        // A skipped container's depth, and a skipped scalar.
-        let mut skip: Option<(usize, bool, bool)> = None; // (depth, in_string, escaped)
-        let mut skipping_scalar = false;
+        let mut scan = Scan::default();
         let mut first = true;
         loop {
             let n = reader
@@ -199,242 +251,239 @@ impl Walk<'_> {
             first = false;
             let mut i = 0;
             while i < bytes.len() {
-                if let Some(state) = &mut copy {
-                    // Fast path: copy until the value ends.
-                    let start = i;
-                    let mut ended = false;
-                    while i < bytes.len() {
-                        let b = bytes[i];
-                        if state.scalar
-                            && (matches!(b, b',' | b']' | b'}') || b.is_ascii_whitespace())
-                        {
-                            // The delimiter belongs to the structure: left for the walk.
-                            ended = true;
-                            break;
-                        }
-                        if b == b'\n' {
-                            self.line += 1;
-                            self.column = 0;
-                        } else {
-                            self.column += 1;
-                        }
-                        if state.in_string {
-                            if state.escaped {
-                                state.escaped = false;
-                            } else if b == b'\\' {
-                                state.escaped = true;
-                            } else if b == b'"' {
-                                state.in_string = false;
-                                if state.depth == 0 {
-                                    i += 1;
-                                    ended = true;
-                                    break;
-                                }
-                            }
-                        } else if state.scalar {
-                        } else {
-                            match b {
-                                b'"' => state.in_string = true,
-                                b'{' | b'[' => state.depth += 1,
-                                b'}' | b']' => {
-                                    state.depth -= 1;
-                                    if state.depth == 0 {
-                                        i += 1;
-                                        ended = true;
-                                        break;
-                                    }
-                                }
-                                _ => {}
-                            }
-                        }
-                        i += 1;
-                    }
-                    self.value.extend_from_slice(&bytes[start..i]);
-                    if ended {
-                        let state = copy.take().expect("copying");
-                        let found = Found {
-                            kind: state.kind,
-                            indices: &self.indices,
-                            bytes: &self.value,
-                            at: state.at,
-                        };
-                        handle(found).map_err(|problem| Stopped {
-                            problem,
-                            at: state.at,
-                            truncated: false,
-                        })?;
-                        self.value.clear();
-                        self.after_value();
-                    }
-                    continue;
-                }
-                let b = bytes[i];
-                i += 1;
-                if b == b'\n' {
-                    self.line += 1;
-                    self.column = 0;
+                if scan.copy.is_some() {
+                    i = self.copy(bytes, i, &mut scan, handle)?;
                 } else {
-                    self.column += 1;
-                }
-                if let Some((depth, in_string, escaped)) = &mut skip {
-                    if *in_string {
-                        if *escaped {
-                            *escaped = false;
-                        } else if b == b'\\' {
-                            *escaped = true;
-                        } else if b == b'"' {
-                            *in_string = false;
-                        }
-                    } else {
-                        match b {
-                            b'"' => *in_string = true,
-                            b'{' | b'[' => *depth += 1,
-                            b'}' | b']' => {
-                                *depth -= 1;
-                                if *depth == 0 {
-                                    skip = None;
-                                    self.after_value();
-                                }
-                            }
-                            _ => {}
-                        }
-                    }
-                    continue;
-                }
-                if let Some((is_key, escaped)) = &mut string {
-                    if *escaped {
-                        *escaped = false;
-                    } else if b == b'\\' {
-                        *escaped = true;
-                    } else if b == b'"' {
-                        let is_key = *is_key;
-                        string = None;
-                        if !is_key {
-                            self.after_value();
-                        }
-                        continue;
-                    }
-                    if *is_key && let Some(frame) = self.frames.last_mut() {
-                        frame.key.push(b);
-                    }
-                    continue;
-                }
-                if skipping_scalar {
-                    if matches!(b, b',' | b']' | b'}') || b.is_ascii_whitespace() {
-                        skipping_scalar = false;
-                        self.after_value();
-                    } else {
-                        continue;
-                    }
-                }
-                if b.is_ascii_whitespace() {
-                    continue;
-                }
-                let expecting_key = self.frames.last().is_some_and(|f| !f.array && f.expect_key);
-                match b {
-                    b'"' if expecting_key => {
-                        let frame = self.frames.last_mut().expect("an object");
-                        frame.key.clear();
-                        frame.expect_key = false;
-                        string = Some((true, false));
-                    }
-                    b':' if self.frames.last().is_some_and(|f| !f.array) => {}
-                    b',' => match self.frames.last_mut() {
-                        Some(frame) if frame.array => {}
-                        Some(frame) => frame.expect_key = true,
-                        None => return Err(self.stop("not JSON: a comma outside any value")),
-                    },
-                    b'}' | b']' => {
-                        let closes_array = b == b']';
-                        match self.frames.pop() {
-                            Some(frame) if frame.array == closes_array => {
-                                if frame.array {
-                                    self.indices.pop();
-                                }
-                                self.after_value();
-                            }
-                            _ => {
-                                return Err(self.stop(format!(
-                                    "not JSON: a `{}` that closes nothing open",
-                                    b as char
-                                )));
-                            }
-                        }
-                    }
-                    _ if expecting_key => {
-                        return Err(self.stop(format!(
-                            "not JSON: `{}` where a member name was expected",
-                            b as char
-                        )));
-                    }
-                    _ => {
-                        // A value starts.
-                        if self.frames.is_empty() {
-                            *self.indices.first_mut().expect("the root") = self.roots;
-                            self.roots += 1;
-                        }
-                        let at = Place {
-                            line: self.line,
-                            column: self.column,
-                        };
-                        if let Some(kind) = self.wanted_here() {
-                            self.value.clear();
-                            self.value.push(b);
-                            let container = matches!(b, b'{' | b'[');
-                            copy = Some(Copy {
-                                kind,
-                                depth: usize::from(container),
-                                in_string: b == b'"',
-                                escaped: false,
-                                scalar: !container && b != b'"',
-                                at,
-                            });
-                            continue;
-                        }
-                        match b {
-                            b'{' | b'[' if self.leads_somewhere() => {
-                                let array = b == b'[';
-                                if array {
-                                    self.indices.push(0);
-                                }
-                                self.frames.push(Frame {
-                                    array,
-                                    key: Vec::new(),
-                                    index: 0,
-                                    expect_key: !array,
-                                });
-                            }
-                            b'{' | b'[' => skip = Some((1, false, false)),
-                            b'"' => string = Some((false, false)),
-                            _ => skipping_scalar = true,
-                        }
-                    }
+                    self.walk(bytes[i], &mut scan)?;
+                    i += 1;
                 }
             }
         }
-        if copy.is_some() && !copy.as_ref().is_some_and(|c| c.scalar)
-            || !self.frames.is_empty()
-            || skip.is_some()
-            || string.is_some()
-        {
+        self.end(scan, handle)
+    }
+
+    /// Copies a wanted value's bytes from `i` until it ends (then hands it on) or the chunk
+    /// does; returns where the walk goes on.
+    fn copy(
+        &mut self,
+        bytes: &[u8],
+        mut i: usize,
+        scan: &mut Scan,
+        handle: &mut dyn FnMut(Found<'_>) -> Result<(), String>,
+    ) -> Result<usize, Stopped> {
+        let state = scan.copy.as_mut().expect("copying");
+        let start = i;
+        let mut ended = false;
+        while i < bytes.len() {
+            let b = bytes[i];
+            if state.scalar && (matches!(b, b',' | b']' | b'}') || b.is_ascii_whitespace()) {
+                // The delimiter belongs to the structure: left for the walk.
+                ended = true;
+                break;
+            }
+            self.count(b);
+            i += 1;
+            if state.in_string {
+                if state.escaped {
+                    state.escaped = false;
+                } else if b == b'\\' {
+                    state.escaped = true;
+                } else if b == b'"' {
+                    state.in_string = false;
+                    ended = state.depth == 0;
+                }
+            } else if !state.scalar {
+                match b {
+                    b'"' => state.in_string = true,
+                    b'{' | b'[' => state.depth += 1,
+                    b'}' | b']' => {
+                        state.depth -= 1;
+                        ended = state.depth == 0;
+                    }
+                    _ => {}
+                }
+            }
+            if ended {
+                break;
+            }
+        }
+        self.value.extend_from_slice(&bytes[start..i]);
+        if ended {
+            let state = scan.copy.take().expect("copying");
+            self.hand_on(&state, handle)?;
+            self.value.clear();
+            self.after_value();
+        }
+        Ok(i)
+    }
+
+    fn hand_on(
+        &self,
+        state: &Copy,
+        handle: &mut dyn FnMut(Found<'_>) -> Result<(), String>,
+    ) -> Result<(), Stopped> {
+        handle(Found {
+            kind: state.kind,
+            indices: &self.indices,
+            bytes: &self.value,
+            at: state.at,
+        })
+        .map_err(|problem| Stopped {
+            problem,
+            at: state.at,
+            truncated: false,
+        })
+    }
+
+    /// Counts a byte into the line and column.
+    fn count(&mut self, b: u8) {
+        if b == b'\n' {
+            self.line += 1;
+            self.column = 0;
+        } else {
+            self.column += 1;
+        }
+    }
+
+    /// One byte outside a wanted value: a skipped value's, a string's, or the structure's.
+    fn walk(&mut self, b: u8, scan: &mut Scan) -> Result<(), Stopped> {
+        self.count(b);
+        if let Some(skip) = &mut scan.skip {
+            if skip.byte(b) {
+                scan.skip = None;
+                self.after_value();
+            }
+            return Ok(());
+        }
+        if let Some((is_key, escaped)) = &mut scan.string {
+            if *escaped {
+                *escaped = false;
+            } else if b == b'\\' {
+                *escaped = true;
+            } else if b == b'"' {
+                let is_key = *is_key;
+                scan.string = None;
+                if !is_key {
+                    self.after_value();
+                }
+                return Ok(());
+            }
+            if *is_key && let Some(frame) = self.frames.last_mut() {
+                frame.key.push(b);
+            }
+            return Ok(());
+        }
+        if scan.scalar {
+            if !(matches!(b, b',' | b']' | b'}') || b.is_ascii_whitespace()) {
+                return Ok(());
+            }
+            scan.scalar = false;
+            self.after_value();
+        }
+        if b.is_ascii_whitespace() {
+            return Ok(());
+        }
+        self.structure(b, scan)
+    }
+
+    /// A structural byte, or the first of a value.
+    fn structure(&mut self, b: u8, scan: &mut Scan) -> Result<(), Stopped> {
+        let expecting_key = self.frames.last().is_some_and(|f| !f.array && f.expect_key);
+        match b {
+            b'"' if expecting_key => {
+                let frame = self.frames.last_mut().expect("an object");
+                frame.key.clear();
+                frame.expect_key = false;
+                scan.string = Some((true, false));
+            }
+            b':' if self.frames.last().is_some_and(|f| !f.array) => {}
+            b',' => match self.frames.last_mut() {
+                Some(frame) if frame.array => {}
+                Some(frame) => frame.expect_key = true,
+                None => return Err(self.stop("not JSON: a comma outside any value")),
+            },
+            b'}' | b']' => match self.frames.pop() {
+                Some(frame) if frame.array == (b == b']') => {
+                    if frame.array {
+                        self.indices.pop();
+                    }
+                    self.after_value();
+                }
+                _ => {
+                    return Err(self.stop(format!(
+                        "not JSON: a `{}` that closes nothing open",
+                        b as char
+                    )));
+                }
+            },
+            _ if expecting_key => {
+                return Err(self.stop(format!(
+                    "not JSON: `{}` where a member name was expected",
+                    b as char
+                )));
+            }
+            _ => self.value_starts(b, scan),
+        }
+        Ok(())
+    }
+
+    /// A value starts with `b`: copied when wanted, walked into when a wanted path goes
+    /// through it, skipped otherwise.
+    fn value_starts(&mut self, b: u8, scan: &mut Scan) {
+        if self.frames.is_empty() {
+            *self.indices.first_mut().expect("the root") = self.roots;
+            self.roots += 1;
+        }
+        if let Some(kind) = self.wanted_here() {
+            self.value.clear();
+            self.value.push(b);
+            let container = matches!(b, b'{' | b'[');
+            scan.copy = Some(Copy {
+                kind,
+                depth: usize::from(container),
+                in_string: b == b'"',
+                escaped: false,
+                scalar: !container && b != b'"',
+                at: self.place(),
+            });
+            return;
+        }
+        match b {
+            b'{' | b'[' if self.leads_somewhere() => {
+                let array = b == b'[';
+                if array {
+                    self.indices.push(0);
+                }
+                self.frames.push(Frame {
+                    array,
+                    key: Vec::new(),
+                    index: 0,
+                    expect_key: !array,
+                });
+            }
+            b'{' | b'[' => scan.skip = Some(Skip::default()),
+            b'"' => scan.string = Some((false, false)),
+            _ => scan.scalar = true,
+        }
+    }
+
+    /// The end of the file: a value still open means the file was cut.
+    fn end(
+        mut self,
+        mut scan: Scan,
+        handle: &mut dyn FnMut(Found<'_>) -> Result<(), String>,
+    ) -> Result<(), Stopped> {
+        let open_copy = scan.copy.as_ref().is_some_and(|c| !c.scalar);
+        if open_copy || !self.frames.is_empty() || scan.skip.is_some() || scan.string.is_some() {
             return Err(Stopped {
                 problem: "the file ends inside a JSON value".to_owned(),
                 at: self.place(),
                 truncated: true,
             });
         }
-        if let Some(state) = copy.take() {
-            handle(Found {
-                kind: state.kind,
-                indices: &self.indices,
-                bytes: &self.value,
-                at: state.at,
-            })
-            .map_err(|problem| Stopped {
-                problem,
-                at: state.at,
-                truncated: false,
-            })?;
+        if let Some(state) = scan.copy.take() {
+            self.hand_on(&state, handle)?;
+            self.value.clear();
         }
         Ok(())
     }
