@@ -505,7 +505,10 @@ impl Walk<'_> {
 mod tests {
     use super::*;
 
-    fn cut(text: &str, wanted: &[Wanted]) -> Result<Vec<(u8, Vec<usize>, String, u64)>, Stopped> {
+    /// A value found: its kind, indices, text and line.
+    type Cut = (u8, Vec<usize>, String, u64);
+
+    fn cut(text: &str, wanted: &[Wanted]) -> Result<Vec<Cut>, Stopped> {
         let mut found = Vec::new();
         split(&mut text.as_bytes(), wanted, &mut |f| {
             found.push((
