@@ -1,7 +1,8 @@
 //! `lab audit FILE...`: the retry contract checked over traffic a team already records: HAR
 //! files, OpenTelemetry traces as OTLP JSON, and what passed through `lab proxy --record`.
 //!
-//! - [`record`]: each format read in one pass, as [`record::Recorded`] exchanges.
+//! - [`record`]: each format read in one pass, as [`record::Recorded`] exchanges; `split`
+//!   cuts the bytes into the values read, each parsed from memory.
 //! - [`rules`]: what the target file (the one `lab check` reads) says of an exchange: whether
 //!   it is a create, its key, its canonical payload, its caller, the effect its reply names.
 //! - [`judge`]: the creates grouped into intentions, and the findings, each with the

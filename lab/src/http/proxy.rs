@@ -488,16 +488,7 @@ async fn deliver(
     counts: &Counts,
 ) -> std::result::Result<Response<Full<Bytes>>, Unanswered> {
     let status = response.status().as_u16();
-    let headers: Vec<(String, String)> = response
-        .headers()
-        .iter()
-        .map(|(n, v)| {
-            (
-                n.as_str().to_owned(),
-                String::from_utf8_lossy(v.as_bytes()).into_owned(),
-            )
-        })
-        .collect();
+    let headers = header_pairs(response.headers());
     match decision {
         Decision::Late(hold) => {
             let abandoned = Abandoned {
@@ -543,6 +534,20 @@ async fn deliver(
         ),
         None => response,
     })
+}
+
+/// Headers as (name, value) text pairs, names in lower case (as hyper keeps them), values as
+/// lossy UTF-8: what a [`Tap`] records.
+pub fn header_pairs(headers: &HeaderMap) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .map(|(n, v)| {
+            (
+                n.as_str().to_owned(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect()
 }
 
 /// The caller's whole body, chunked or not, before anything is sent: the service gets one

@@ -26,7 +26,7 @@ use bytes::Bytes;
 use hyper::header::HeaderMap;
 use serde::{Deserialize, Serialize};
 
-use super::proxy::{Decision, Fate, Tap};
+use super::proxy::{Decision, Fate, Tap, header_pairs};
 use crate::error::{Error, Result};
 
 /// The `format` of the first line.
@@ -184,12 +184,7 @@ impl Tap for Recorder {
             at: Instant::now(),
             method: method.to_owned(),
             target: target.to_owned(),
-            headers: recorded(headers.iter().map(|(n, v)| {
-                (
-                    n.as_str().to_owned(),
-                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                )
-            })),
+            headers: recorded(header_pairs(headers).into_iter()),
             body: String::from_utf8_lossy(body).into_owned(),
         };
         self.pending
