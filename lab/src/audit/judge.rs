@@ -13,30 +13,40 @@ use std::collections::{BTreeSet, HashMap};
 
 use super::record::Delivery;
 use super::rules::Effect;
+use super::texts::{Text, Texts};
 use crate::check::report::{Checks, Coverage, Grade, PointReport, SubCheck, Verdict};
 
-/// One create, as the judgement keeps it: small, so that a long recording's creates fit.
+/// One create, as the judgement keeps it: small, so that a long recording's creates fit. Its
+/// texts (key, effect) are kept in the audit's [`Texts`].
 #[derive(Clone, Debug)]
 pub struct Attempt {
     /// When it started (ns since the epoch), if recorded.
     pub start_ns: Option<i64>,
-    /// When its reply was complete (ns since the epoch), if recorded.
-    pub end_ns: Option<i64>,
-    /// Its caller, as an index into the audit's list of callers.
-    pub caller: u32,
+    /// How long until its reply was complete, if recorded.
+    pub took_ms: Option<u64>,
     /// The key it carried.
-    pub key: Option<Box<str>>,
-    /// Whether the recording cannot say which key it carried (a span that records no key
-    /// header, a tool call whose arguments were not recorded): then `key` is `None`.
-    pub key_unknown: bool,
+    pub key: Option<Text>,
     /// Its canonical payload's digest, when the body was recorded.
     pub payload: Option<u64>,
     /// What its reply says of the effect.
-    pub effect: Effect,
+    pub effect: Effect<Text>,
+    /// Its caller, as an index into the audit's list of callers.
+    pub caller: u32,
+    /// Whether the recording cannot say which key it carried (a span that records no key
+    /// header, a tool call whose arguments were not recorded): then `key` is `None`.
+    pub key_unknown: bool,
     /// Whether the caller got the reply.
     pub delivery: Delivery,
     /// Whether the reply it got was a failure (a server error, a failed tool call).
     pub failed: bool,
+}
+
+impl Attempt {
+    /// When its reply was complete (ns since the epoch), if recorded.
+    fn end_ns(&self) -> Option<i64> {
+        let took = self.took_ms?.saturating_mul(1_000_000);
+        Some(self.start_ns?.saturating_add_unsigned(took))
+    }
 }
 
 /// How an attempt ended for its caller.
@@ -72,13 +82,13 @@ fn end_of(attempt: &Attempt) -> End {
 }
 
 /// One key's attempts, or one attempt without a key, in the order they were sent.
-struct Set {
+struct Set<'m> {
     caller: u32,
-    key: Option<Box<str>>,
+    key: Option<&'m str>,
     /// The recording does not say which key its one attempt carried.
     key_unknown: bool,
     /// Indices into the attempts, in order.
-    attempts: Vec<usize>,
+    attempts: &'m [usize],
     /// The payload of its first attempt whose body was recorded.
     payload: Option<u64>,
 }
@@ -222,8 +232,9 @@ fn ids(attempts: &[usize]) -> Vec<usize> {
 
 /// Judges `attempts` (in the order they were read); returns each point's report and the
 /// exchanges the report cites.
-pub fn judge(attempts: &[Attempt]) -> (Vec<PointReport>, BTreeSet<usize>) {
-    let sets = sets(attempts);
+pub fn judge(attempts: &[Attempt], texts: &Texts) -> (Vec<PointReport>, BTreeSet<usize>) {
+    let mut members = Vec::new();
+    let sets = sets(attempts, texts, &mut members);
     let mut tallies: [Tally; 5] = Default::default();
     let [retry, replan, changed, one_effect, unresolved] = &mut tallies;
     let by_payload = by_payload(attempts, &sets);
@@ -238,7 +249,7 @@ pub fn judge(attempts: &[Attempt]) -> (Vec<PointReport>, BTreeSet<usize>) {
         .collect();
     for (s, set) in sets.iter().enumerate() {
         if set.key.is_some() {
-            judge_key(attempts, set, changed, one_effect);
+            judge_key((attempts, texts), set, changed, one_effect);
         }
         // A lost reply asked for again: under its key, or by the set that continues it.
         let lost_before_last = set.attempts[..set.attempts.len() - 1]
@@ -258,9 +269,9 @@ pub fn judge(attempts: &[Attempt]) -> (Vec<PointReport>, BTreeSet<usize>) {
                 id(sets[t].attempts[0]),
             ),
             Some(t) if sets[t].key.is_none() => {
-                judge_continuation(attempts, set, &sets[t], retry);
+                judge_continuation((attempts, texts), set, &sets[t], retry);
             }
-            Some(t) => judge_continuation(attempts, set, &sets[t], replan),
+            Some(t) => judge_continuation((attempts, texts), set, &sets[t], replan),
             None => judge_end(
                 attempts,
                 (&sets, &prev, s),
@@ -270,8 +281,8 @@ pub fn judge(attempts: &[Attempt]) -> (Vec<PointReport>, BTreeSet<usize>) {
         }
     }
     for (s, t) in overlaps(attempts, &sets, &next, &by_payload) {
-        let (first, _) = effects(attempts, &sets[s]);
-        let (then, _) = effects(attempts, &sets[t]);
+        let (first, _) = effects((attempts, texts), &sets[s]);
+        let (then, _) = effects((attempts, texts), &sets[t]);
         if first.is_empty() || then.is_empty() || first == then {
             continue;
         }
@@ -389,7 +400,9 @@ fn reports(tallies: [Tally; 5]) -> (Vec<PointReport>, BTreeSet<usize>) {
 /// The attempts grouped into sets: per caller, one set per key, and one per attempt without a
 /// key; each set's attempts in the order they were sent (by start time where every attempt of
 /// the caller has one, else as read), and the sets in the order of their first attempts.
-fn sets(attempts: &[Attempt]) -> Vec<Set> {
+/// `members` holds every set's attempts, set after set: a vector per set cost an allocation
+/// for each of a recording's creates.
+fn sets<'m>(attempts: &[Attempt], texts: &'m Texts, members: &'m mut Vec<usize>) -> Vec<Set<'m>> {
     let mut by_caller: HashMap<u32, Vec<usize>> = HashMap::new();
     for (i, attempt) in attempts.iter().enumerate() {
         by_caller.entry(attempt.caller).or_default().push(i);
@@ -397,62 +410,101 @@ fn sets(attempts: &[Attempt]) -> Vec<Set> {
     let mut callers: Vec<(u32, Vec<usize>)> = by_caller.into_iter().collect();
     callers.sort_by_key(|(caller, _)| *caller);
     let mut sets = Vec::new();
+    // Each attempt and its set, in the order sent.
+    let mut sent = Vec::with_capacity(attempts.len());
     for (caller, mut order) in callers {
         if order.iter().all(|&i| attempts[i].start_ns.is_some()) {
             order.sort_by_key(|&i| (attempts[i].start_ns, i));
         }
         let mut keyed: HashMap<&str, usize> = HashMap::new();
         for i in order {
-            let set = match attempts[i].key.as_deref() {
+            let attempt = &attempts[i];
+            let key = attempt.key.map(|key| texts.get(key));
+            let new = Set {
+                caller,
+                key,
+                key_unknown: key.is_none() && attempt.key_unknown,
+                attempts: &[],
+                payload: None,
+            };
+            let set = match key {
                 Some(key) => *keyed.entry(key).or_insert_with(|| {
-                    sets.push(Set {
-                        caller,
-                        key: Some(key.into()),
-                        key_unknown: false,
-                        attempts: Vec::new(),
-                        payload: None,
-                    });
+                    sets.push(new);
                     sets.len() - 1
                 }),
                 None => {
-                    sets.push(Set {
-                        caller,
-                        key: None,
-                        key_unknown: attempts[i].key_unknown,
-                        attempts: Vec::new(),
-                        payload: None,
-                    });
+                    sets.push(new);
                     sets.len() - 1
                 }
             };
-            sets[set].attempts.push(i);
+            sent.push((i, set));
             if sets[set].payload.is_none() {
-                sets[set].payload = attempts[i].payload;
+                sets[set].payload = attempt.payload;
             }
         }
+    }
+    // Each set's first place in `members`, then its next free one.
+    let mut next = vec![0; sets.len()];
+    for &(_, s) in &sent {
+        next[s] += 1;
+    }
+    let mut at = 0;
+    for slot in &mut next {
+        (*slot, at) = (at, at + *slot);
+    }
+    let first = next.clone();
+    members.clear();
+    members.resize(sent.len(), 0);
+    for (i, s) in sent {
+        members[next[s]] = i;
+        next[s] += 1;
+    }
+    let members: &'m [usize] = members;
+    for (s, set) in sets.iter_mut().enumerate() {
+        set.attempts = &members[first[s]..next[s]];
     }
     sets
 }
 
-/// Each caller's sets by their canonical payload, each group in the order the sets were sent.
-type ByPayload = HashMap<(u32, u64), Vec<usize>>;
+/// The sets with a recorded payload, grouped by caller and payload, each group in the order
+/// its sets were sent.
+fn by_payload(attempts: &[Attempt], sets: &[Set]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..sets.len())
+        .filter(|&s| sets[s].payload.is_some())
+        .collect();
+    order.sort_by_key(|&s| {
+        let first = sets[s].attempts[0];
+        (
+            sets[s].caller,
+            sets[s].payload,
+            attempts[first].start_ns,
+            first,
+        )
+    });
+    order
+}
 
-fn by_payload(attempts: &[Attempt], sets: &[Set]) -> ByPayload {
-    let mut groups = ByPayload::new();
-    for (s, set) in sets.iter().enumerate() {
-        if let Some(payload) = set.payload {
-            groups.entry((set.caller, payload)).or_default().push(s);
-        }
-    }
-    for group in groups.values_mut() {
-        group.sort_by_key(|&s| (attempts[sets[s].attempts[0]].start_ns, sets[s].attempts[0]));
-    }
-    groups
+/// Whether sets `a` and `b` are of one caller and payload.
+fn same_payload(sets: &[Set], a: usize, b: usize) -> bool {
+    (sets[a].caller, sets[a].payload) == (sets[b].caller, sets[b].payload)
+}
+
+/// The sets of `caller` with `payload`, from [`by_payload`]'s order.
+fn with_payload<'g>(
+    by_payload: &'g [usize],
+    sets: &[Set],
+    caller: u32,
+    payload: u64,
+) -> &'g [usize] {
+    let group = |s: &usize| (sets[*s].caller, sets[*s].payload);
+    let from = by_payload.partition_point(|s| group(s) < (caller, Some(payload)));
+    let to = by_payload.partition_point(|s| group(s) <= (caller, Some(payload)));
+    &by_payload[from..to]
 }
 
 /// For each set, the set that continues it: the caller's next set, begun after this one's last
 /// attempt, with the same canonical payload, when this one's last reply was lost or failed.
-fn continuations(attempts: &[Attempt], sets: &[Set], later: &ByPayload) -> Vec<Option<usize>> {
+fn continuations(attempts: &[Attempt], sets: &[Set], later: &[usize]) -> Vec<Option<usize>> {
     let mut sending_order: Vec<usize> = (0..sets.len()).collect();
     sending_order.sort_by_key(|&s| {
         let first = sets[s].attempts[0];
@@ -474,7 +526,7 @@ fn continuations(attempts: &[Attempt], sets: &[Set], later: &ByPayload) -> Vec<O
         let after_last = (attempts[last].start_ns, last);
         // The candidates are in the order they were sent: the first one sent after the last
         // attempt, found by halving, then the first of those not yet taken.
-        let candidates = &later[&(set.caller, payload)];
+        let candidates = with_payload(later, sets, set.caller, payload);
         let from = candidates.partition_point(|&t| start(t) <= after_last);
         if let Some(&t) = candidates[from..]
             .iter()
@@ -495,11 +547,11 @@ fn overlaps(
     attempts: &[Attempt],
     sets: &[Set],
     next: &[Option<usize>],
-    by_payload: &ByPayload,
+    by_payload: &[usize],
 ) -> Vec<(usize, usize)> {
     let continued: BTreeSet<usize> = next.iter().flatten().copied().collect();
     let mut found = Vec::new();
-    for group in by_payload.values() {
+    for group in by_payload.chunk_by(|&a, &b| same_payload(sets, a, b)) {
         // In the order they were sent; a request is compared with the few sent just before it
         // (a retry follows its request closely), so a payload sent a million times costs a
         // million steps, not a million squared.
@@ -513,7 +565,7 @@ fn overlaps(
                 .copied()
                 .find(|&s| {
                     let last = &attempts[*sets[s].attempts.last().unwrap_or(&0)];
-                    matches!((last.start_ns, last.end_ns, first.start_ns),
+                    matches!((last.start_ns, last.end_ns(), first.start_ns),
                     (Some(a), Some(b), Some(c)) if a < c && c < b)
                 });
             if let Some(s) = in_flight {
@@ -534,7 +586,7 @@ fn chain_to(sets: &[Set], prev: &[Option<usize>], end: usize) -> Vec<usize> {
     chain
         .into_iter()
         .rev()
-        .flat_map(|s| ids(&sets[s].attempts))
+        .flat_map(|s| ids(sets[s].attempts))
         .collect()
 }
 
@@ -549,14 +601,17 @@ fn predecessors(next: &[Option<usize>]) -> Vec<Option<usize>> {
     prev
 }
 
+/// The creates with their texts.
+type Creates<'a> = (&'a [Attempt], &'a Texts);
+
 /// The effects a set's successes name, and whether one of its successes names none.
-fn effects(attempts: &[Attempt], set: &Set) -> (BTreeSet<String>, bool) {
+fn effects<'a>((attempts, texts): Creates<'a>, set: &Set) -> (BTreeSet<&'a str>, bool) {
     let mut named = BTreeSet::new();
     let mut unnamed = false;
-    for &i in &set.attempts {
-        match &attempts[i].effect {
+    for &i in set.attempts {
+        match attempts[i].effect {
             Effect::Made(id) => {
-                named.insert(id.clone());
+                named.insert(texts.get(id));
             }
             Effect::Unnamed => unnamed = true,
             Effect::Refused | Effect::Unknown => {}
@@ -566,13 +621,11 @@ fn effects(attempts: &[Attempt], set: &Set) -> (BTreeSet<String>, bool) {
 }
 
 /// A set `t` that continues `s`: two effects for one intention, or not.
-fn judge_continuation(attempts: &[Attempt], s: &Set, t: &Set, tally: &mut Tally) {
-    let (first, first_unnamed) = effects(attempts, s);
-    let (then, then_unnamed) = effects(attempts, t);
-    let cite: Vec<usize> = ids(&s.attempts)
-        .into_iter()
-        .chain(ids(&t.attempts))
-        .collect();
+fn judge_continuation(creates: Creates, s: &Set, t: &Set, tally: &mut Tally) {
+    let attempts = creates.0;
+    let (first, first_unnamed) = effects(creates, s);
+    let (then, then_unnamed) = effects(creates, t);
+    let cite: Vec<usize> = ids(s.attempts).into_iter().chain(ids(t.attempts)).collect();
     let retry = t.attempts[0];
     let how = match (&s.key, &t.key) {
         (_, None) => "sent again without a key".to_owned(),
@@ -581,7 +634,7 @@ fn judge_continuation(attempts: &[Attempt], s: &Set, t: &Set, tally: &mut Tally)
     };
     let expected = "one effect for one intention: the retry keeps the first request's key";
     if !first.is_empty() && !then.is_empty() {
-        let new: Vec<&String> = then.difference(&first).collect();
+        let new: Vec<&&str> = then.difference(&first).collect();
         if new.is_empty() {
             tally.judged += 1;
         } else {
@@ -591,7 +644,7 @@ fn judge_continuation(attempts: &[Attempt], s: &Set, t: &Set, tally: &mut Tally)
                     id(retry),
                     id(*s.attempts.last().unwrap_or(&retry)),
                     lost_or_failed(attempts, s),
-                    first.iter().next().map_or("", String::as_str),
+                    first.iter().next().copied().unwrap_or_default(),
                     new[0]
                 ),
                 expected,
@@ -630,9 +683,10 @@ fn lost_or_failed(attempts: &[Attempt], set: &Set) -> &'static str {
 }
 
 /// One key's attempts: another payload accepted, and two effects named.
-fn judge_key(attempts: &[Attempt], set: &Set, changed: &mut Tally, one_effect: &mut Tally) {
-    let key = set.key.as_deref().unwrap_or_default();
-    let (named, _) = effects(attempts, set);
+fn judge_key(creates: Creates, set: &Set, changed: &mut Tally, one_effect: &mut Tally) {
+    let attempts = creates.0;
+    let key = set.key.unwrap_or_default();
+    let (named, _) = effects(creates, set);
     if named.len() > 1 {
         let mut names = named.iter();
         one_effect.fail(
@@ -647,7 +701,7 @@ fn judge_key(attempts: &[Attempt], set: &Set, changed: &mut Tally, one_effect: &
                     .join(", ")
             ),
             "every success under one key names the first effect",
-            ids(&set.attempts),
+            ids(set.attempts),
         );
     } else if !named.is_empty() {
         one_effect.judged += 1;
@@ -667,7 +721,7 @@ fn judge_key(attempts: &[Attempt], set: &Set, changed: &mut Tally, one_effect: &
         .copied()
         .find(|&i| attempts[i].payload == Some(first))
         .unwrap_or(set.attempts[0]);
-    for &i in &set.attempts {
+    for &i in set.attempts {
         let attempt = &attempts[i];
         match attempt.payload {
             Some(p) if p != first => {

@@ -16,7 +16,9 @@ pub mod judge;
 pub mod record;
 pub mod rules;
 mod split;
+mod texts;
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -27,6 +29,7 @@ use crate::error::Result;
 use judge::Attempt;
 use record::{Delivery, Recorded, Reply};
 use rules::{Effect, Rules};
+use texts::{Text, Texts};
 
 /// How much of a body or reply the report shows.
 const EXCERPT: usize = 80;
@@ -34,13 +37,28 @@ const EXCERPT: usize = 80;
 /// What the report shows of one create, kept beside its [`Attempt`] (which holds its caller,
 /// key and times): small, as there is one per create.
 struct Brief {
-    file: u16,
-    place: Box<str>,
+    place: Text,
+    /// An excerpt of the body, when it was recorded.
+    body: Option<Text>,
+    reply: Kept,
     /// `METHOD path`, by its number in [`Gathered::routes_of_creates`].
     route: u32,
-    body: Box<str>,
-    answer: Answer,
-    took_ms: Option<u64>,
+    file: u16,
+}
+
+/// What the report shows of a create's reply: [`Reply`] with its texts kept in [`Texts`].
+enum Kept {
+    Http {
+        status: u16,
+        /// The headers the report shows (`Location`, and any of idempotency or replay).
+        headers: Box<[(String, String)]>,
+        body: Option<Text>,
+    },
+    Tool {
+        is_error: bool,
+        result: Option<Text>,
+    },
+    None,
 }
 
 /// What one file held, for the report's first lines.
@@ -57,6 +75,7 @@ struct Read {
 struct Gathered {
     attempts: Vec<Attempt>,
     briefs: Vec<Brief>,
+    texts: Texts,
     callers: Vec<String>,
     caller_index: HashMap<String, u32>,
     /// The creates' routes (`POST /tickets`), each once.
@@ -91,20 +110,17 @@ impl Gathered {
 
     fn add(&mut self, rules: &Rules, file: usize, exchange: Recorded) {
         let payload = rules.payload(&exchange).map(|p| rules::digest(&p));
-        let effect = rules.effect(&exchange);
+        let effect = rules.effect(&exchange).map(|name| self.texts.add(&name));
         let caller = self.caller(rules.caller(&exchange));
-        let key = rules.key(&exchange).map(String::into_boxed_str);
+        let key = rules.key(&exchange).map(|key| self.texts.add(&key));
         let failed = match &exchange.reply {
             Reply::Http { status, .. } => *status >= 500,
             Reply::Tool { is_error, .. } => *is_error,
             Reply::None => false,
         };
-        let start_ns = exchange.start_ns.and_then(|t| i64::try_from(t).ok());
         self.attempts.push(Attempt {
-            start_ns,
-            end_ns: start_ns
-                .zip(exchange.took_ms)
-                .map(|(start, took)| start.saturating_add_unsigned(took.saturating_mul(1_000_000))),
+            start_ns: exchange.start_ns.and_then(|t| i64::try_from(t).ok()),
+            took_ms: exchange.took_ms,
             caller,
             key,
             key_unknown: rules.key_unknown(&exchange),
@@ -114,51 +130,94 @@ impl Gathered {
             failed,
         });
         let route = self.route(exchange.method, exchange.path);
+        let texts = &mut self.texts;
+        let mut keep = |text: Option<String>| text.map(|t| texts.add(&excerpt(&t)));
+        let body = keep(exchange.body);
+        let reply = match exchange.reply {
+            Reply::Http {
+                status,
+                headers,
+                body,
+            } => Kept::Http {
+                status,
+                // Collected afresh: a filter of the vector in place would keep its capacity,
+                // a dozen headers' room for each create.
+                headers: headers
+                    .into_iter()
+                    .filter(|(n, _)| {
+                        n == "location" || n.contains("idempotent") || n.contains("replay")
+                    })
+                    .collect::<Vec<_>>()
+                    .into_boxed_slice(),
+                body: keep(body),
+            },
+            Reply::Tool { is_error, result } => Kept::Tool {
+                is_error,
+                result: keep(result),
+            },
+            Reply::None => Kept::None,
+        };
         self.briefs.push(Brief {
-            file: u16::try_from(file).unwrap_or(u16::MAX),
-            place: exchange.place.into(),
+            place: self.texts.add(&exchange.place),
+            body,
+            reply,
             route,
-            body: excerpt(exchange.body.as_deref().unwrap_or("(body not recorded)")).into(),
-            answer: answer_of(exchange.reply, exchange.delivery),
-            took_ms: exchange.took_ms,
+            file: u16::try_from(file).unwrap_or(u16::MAX),
         });
     }
-}
 
-fn excerpt(text: &str) -> String {
-    let text = text.trim();
-    match text.char_indices().nth(EXCERPT) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_owned(),
+    /// Leaves out the creates numbered in `dropped` (in order).
+    fn drop_creates(&mut self, dropped: &[usize]) {
+        leave_out(&mut self.attempts, dropped);
+        leave_out(&mut self.briefs, dropped);
     }
 }
 
-fn answer_of(reply: Reply, delivery: Delivery) -> Answer {
-    let not_recorded = || "(body not recorded)".to_owned();
+/// Leaves out of `items` those numbered in `dropped` (in order).
+fn leave_out<T>(items: &mut Vec<T>, dropped: &[usize]) {
+    let mut at = 0;
+    items.retain(|_| {
+        at += 1;
+        dropped.binary_search(&(at - 1)).is_err()
+    });
+}
+
+/// The first [`EXCERPT`] characters of `text`, and `…` where it goes on.
+fn excerpt(text: &str) -> Cow<'_, str> {
+    let text = text.trim();
+    match text.char_indices().nth(EXCERPT) {
+        Some((at, _)) => Cow::Owned(format!("{}…", &text[..at])),
+        None => Cow::Borrowed(text),
+    }
+}
+
+/// The answer the report shows for a create's `reply`, as its caller got it.
+fn answer_of(reply: &Kept, delivery: Delivery, texts: &Texts) -> Answer {
+    let excerpt = |text: &Option<Text>| {
+        text.map_or_else(
+            || "(body not recorded)".to_owned(),
+            |t| texts.get(t).to_owned(),
+        )
+    };
     let answer = match reply {
-        Reply::None => {
+        Kept::None => {
             return Answer::NoAnswer {
                 reason: "no reply in the recording".to_owned(),
             };
         }
-        Reply::Http {
+        Kept::Http {
             status,
             headers,
             body,
         } => Answer::Reply {
-            status,
-            headers: headers
-                .into_iter()
-                .filter(|(n, _)| {
-                    n == "location" || n.contains("idempotent") || n.contains("replay")
-                })
-                .collect(),
-            body: body.as_deref().map_or_else(not_recorded, excerpt),
+            status: *status,
+            headers: headers.to_vec(),
+            body: excerpt(body),
         },
-        Reply::Tool { is_error, result } => Answer::ToolResult {
-            is_error,
+        Kept::Tool { is_error, result } => Answer::ToolResult {
+            is_error: *is_error,
             code: None,
-            body: result.as_deref().map_or_else(not_recorded, excerpt),
+            body: excerpt(result),
         },
     };
     if delivery == Delivery::Lost {
@@ -190,7 +249,7 @@ pub fn audit(
     for (file, path) in files.iter().enumerate() {
         reads.push(read_one(rules, file, path, progress, &mut gathered)?);
     }
-    let (points, cited) = judge::judge(&gathered.attempts);
+    let (points, cited) = judge::judge(&gathered.attempts, &gathered.texts);
     let earliest = gathered.attempts.iter().filter_map(|a| a.start_ns).min();
     let history = cited
         .iter()
@@ -224,7 +283,9 @@ fn read_one(
     gathered: &mut Gathered,
 ) -> Result<Read> {
     let mut exchanges = 0;
-    let mut server: Vec<Recorded> = Vec::new();
+    // The server's spans of the create, gathered as they come (each as small as a client's)
+    // and left out at the end if the file has the client's side too.
+    let mut server = Vec::new();
     let before = gathered.attempts.len();
     let mut any_client_create = false;
     let mut sink = |exchange: Recorded| {
@@ -238,10 +299,10 @@ fn read_one(
         }
         if exchange.client_side {
             any_client_create = true;
-            gathered.add(rules, file, exchange);
         } else {
-            server.push(exchange);
+            server.push(gathered.attempts.len());
         }
+        gathered.add(rules, file, exchange);
     };
     let format = record::read(
         path,
@@ -252,11 +313,9 @@ fn read_one(
     // the server's spans of it are left out; a trace of the server's side alone is read as it
     // is, and says it cannot tell.
     let server_side_dropped = if any_client_create {
+        gathered.drop_creates(&server);
         server.len()
     } else {
-        for exchange in server {
-            gathered.add(rules, file, exchange);
-        }
         0
     };
     Ok(Read {
@@ -289,18 +348,22 @@ fn exchange(
         .get(brief.route as usize)
         .cloned()
         .unwrap_or_default();
+    let texts = &gathered.texts;
     Exchange {
         id,
         point: "recording",
-        step: format!("{file} {}", brief.place),
+        step: format!("{file} {}", texts.get(brief.place)),
         caller: gathered.callers.get(attempt.caller as usize).cloned(),
-        key: attempt.key.as_deref().map(str::to_owned),
+        key: attempt.key.map(|key| texts.get(key).to_owned()),
         method,
         path,
-        body: brief.body.to_string(),
-        answer: brief.answer.clone(),
+        body: brief
+            .body
+            .map_or("(body not recorded)", |body| texts.get(body))
+            .to_owned(),
+        answer: answer_of(&brief.reply, attempt.delivery, texts),
         at_ms,
-        took_ms: brief.took_ms.unwrap_or(0),
+        took_ms: attempt.took_ms.unwrap_or(0),
     }
 }
 

@@ -70,11 +70,12 @@ pub struct Rules {
     pub callers: Vec<Caller>,
 }
 
-/// What a create's reply says of its effect.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Effect {
+/// What a create's reply says of its effect: the effect's name as text, or (as the audit
+/// keeps it) where that text is kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Effect<S = String> {
     /// A success naming this effect.
-    Made(String),
+    Made(S),
     /// A success whose effect the recording does not name (no body recorded, or nothing at the
     /// file's identity).
     Unnamed,
@@ -82,6 +83,18 @@ pub enum Effect {
     Refused,
     /// Unknown: no reply in the recording, a server error, a tool call that failed.
     Unknown,
+}
+
+impl<S> Effect<S> {
+    /// The same outcome, the effect's name turned into what `keep` makes of it.
+    pub fn map<T>(self, keep: impl FnOnce(S) -> T) -> Effect<T> {
+        match self {
+            Effect::Made(name) => Effect::Made(keep(name)),
+            Effect::Unnamed => Effect::Unnamed,
+            Effect::Refused => Effect::Refused,
+            Effect::Unknown => Effect::Unknown,
+        }
+    }
 }
 
 impl Rules {

@@ -819,6 +819,70 @@ fn a_recording_without_bodies_or_keys_says_what_it_cannot_match_rather_than_accu
     assert_eq!(audit.verdict("unresolved-intention"), "NOT_COVERED");
 }
 
+#[test]
+fn a_traces_server_spans_of_the_create_give_way_to_its_client_spans_and_stand_alone_otherwise() {
+    // Each create seen from both sides, the sides interleaved: the client's spans say whether
+    // the reply arrived, so the server's are left out; alone, the server's are judged and
+    // cannot say.
+    let span = |id: u64, key: &str, client: bool, status: Option<u16>| {
+        let mut attributes = vec![
+            json!({"key": "http.request.method", "value": {"stringValue": "POST"}}),
+            json!({"key": "url.full", "value": {"stringValue": "http://127.0.0.1:8000/tickets"}}),
+            json!({"key": "http.request.header.idempotency-key", "value": {"arrayValue": {"values": [{"stringValue": key}]}}}),
+            json!({"key": "http.request.header.authorization", "value": {"arrayValue": {"values": [{"stringValue": "Bearer token-a"}]}}}),
+        ];
+        if let Some(status) = status {
+            attributes
+                .push(json!({"key": "http.response.status_code", "value": {"intValue": status}}));
+        }
+        // The server's span of a request begins just after the client's.
+        let start =
+            1_765_000_000_000_000_000u64 + id * 1_000_000_000 + u64::from(!client) * 1_000_000;
+        let spans = json!([{"traceId": format!("{id:032x}"), "spanId": format!("{:016x}", id * 10 + u64::from(client)),
+               "name": "POST", "kind": if client { 3 } else { 2 },
+               "startTimeUnixNano": start.to_string(), "endTimeUnixNano": (start + 9_000_000).to_string(),
+               "attributes": attributes}]);
+        json!({"scopeSpans": [{"spans": spans}]})
+    };
+    // k-1's reply never reached the client (the server answered 201); k-2's did.
+    let both = json!({"resourceSpans": [
+        span(1, "k-1", true, None), span(1, "k-1", false, Some(201)),
+        span(2, "k-2", false, Some(201)), span(2, "k-2", true, Some(201)),
+    ]});
+    let (audit, _dir) = audit_files(TARGET, &[("trace.json", both.to_string())], &[]);
+    assert_exit(&audit, 1);
+    let read = &audit.report["calibration"]["steps"][0]["detail"];
+    assert!(
+        read.as_str().unwrap().contains("2 of them creates")
+            && read
+                .as_str()
+                .unwrap()
+                .contains("2 server spans of the create left out"),
+        "{read}"
+    );
+    // Only the client's span of k-1 shows the reply lost and never asked for again; had the
+    // server's span stayed, it would end k-1 with a reply whose arrival nobody knows.
+    assert_eq!(audit.verdict("unresolved-intention"), "FAIL");
+    assert_eq!(
+        audit.cited("unresolved-intention"),
+        ["trace.json span 000000000000000b"]
+    );
+
+    let server_only =
+        json!({"resourceSpans": [span(1, "k-1", false, Some(201)), span(2, "k-2", false, None)]});
+    let (audit, _dir) = audit_files(TARGET, &[("trace.json", server_only.to_string())], &[]);
+    assert_exit(&audit, 0);
+    let read = audit.report["calibration"]["steps"][0]["detail"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        read.contains("2 of them creates") && !read.contains("left out"),
+        "{read}"
+    );
+    assert_eq!(audit.verdict("unresolved-intention"), "NOT_COVERED");
+}
+
 /// Each point's verdict in `report` (a `--json` report), one line each: the part of a run over
 /// a third-party recording the book shows, the same in every run that passes its test.
 pub(crate) fn verdict_table(report: &Value) -> String {
