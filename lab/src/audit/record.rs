@@ -268,7 +268,14 @@ const OTLP_WANTED: [Wanted; 2] = [
         path: &[
             RESOURCE_SPANS,
             Step::Each,
-            Step::Key(&["scopeSpans", "scope_spans"]),
+            // `instrumentationLibrarySpans`: OTLP before 0.15, still written by older
+            // collectors and exporters.
+            Step::Key(&[
+                "scopeSpans",
+                "scope_spans",
+                "instrumentationLibrarySpans",
+                "instrumentation_library_spans",
+            ]),
             Step::Each,
             Step::Key(&["spans"]),
             Step::Each,
@@ -816,6 +823,18 @@ struct Span {
     attributes: Vec<Attribute>,
     #[serde(default)]
     status: Option<SpanStatus>,
+    #[serde(default)]
+    events: Vec<SpanEvent>,
+}
+
+/// A span's event: some frameworks (Strands Agents, for one) record a tool call's arguments
+/// and result as events of its span rather than as attributes.
+#[derive(Deserialize)]
+struct SpanEvent {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    attributes: Vec<Attribute>,
 }
 
 #[derive(Deserialize)]
@@ -842,6 +861,10 @@ pub const TOOL_ARGUMENTS: [&str; 6] = [
     "ai.toolCall.args",
     "traceloop.entity.input",
 ];
+/// The events of a tool call's span, and their attribute, that hold its arguments and its
+/// result when no attribute of the span does (the GenAI conventions' event form).
+const TOOL_ARGUMENTS_EVENT: (&str, &str) = ("gen_ai.tool.message", "content");
+const TOOL_RESULT_EVENT: (&str, &str) = ("gen_ai.choice", "message");
 /// A tool call's result.
 pub const TOOL_RESULT: [&str; 5] = [
     "gen_ai.tool.call.result",
@@ -867,6 +890,15 @@ impl Span {
                 .find(|a| a.key == *name)
                 .and_then(|a| a.value.text())
         })
+    }
+
+    /// The attribute `name` of the span's first event called `event`.
+    fn event_attribute(&self, (event, name): (&str, &str)) -> Option<String> {
+        self.events
+            .iter()
+            .filter(|e| e.name == event)
+            .find_map(|e| e.attributes.iter().find(|a| a.key == name))
+            .and_then(|a| a.value.text())
     }
 
     /// Whether the span's status is an error (`2`, `STATUS_CODE_ERROR`).
@@ -916,7 +948,9 @@ impl Span {
     /// A tool call's span: its arguments, and its result or the exception that ended it.
     fn tool_call(&self, tool: String, skeleton: Recorded) -> Recorded {
         let failed = self.failed();
-        let result = self.attribute(&TOOL_RESULT);
+        let result = self
+            .attribute(&TOOL_RESULT)
+            .or_else(|| self.event_attribute(TOOL_RESULT_EVENT));
         let is_error = failed
             || result
                 .as_deref()
@@ -938,7 +972,9 @@ impl Span {
         Recorded {
             method: "tool".to_owned(),
             path: tool,
-            body: self.attribute(&TOOL_ARGUMENTS),
+            body: self
+                .attribute(&TOOL_ARGUMENTS)
+                .or_else(|| self.event_attribute(TOOL_ARGUMENTS_EVENT)),
             reply: if delivery == Delivery::Lost {
                 Reply::None
             } else {
@@ -954,7 +990,13 @@ impl Span {
     fn http(&self, skeleton: Recorded) -> Option<Recorded> {
         let method = self.attribute(&["http.request.method", "http.method"])?;
         let url = self.attribute(&["url.full", "http.url", "url.path", "http.target"])?;
-        let client_side = self.kind == 3 || self.kind.as_str() == Some("SPAN_KIND_CLIENT");
+        // A span of kind unset or internal is a client's when it records the full URL (a
+        // server's span records the path it was asked for).
+        let client_side = match (self.kind.as_u64(), self.kind.as_str()) {
+            (Some(3), _) | (_, Some("SPAN_KIND_CLIENT")) => true,
+            (Some(2), _) | (_, Some("SPAN_KIND_SERVER")) => false,
+            _ => self.attribute(&["url.full", "http.url"]).is_some(),
+        };
         let status = self
             .attribute(&["http.response.status_code", "http.status_code"])
             .and_then(|s| s.parse::<u16>().ok());

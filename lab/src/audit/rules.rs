@@ -321,28 +321,34 @@ impl Rules {
     #[cfg(feature = "mcp")]
     fn tool_identity(&self, result: &str) -> Option<String> {
         let json = serde_json::from_str::<Value>(result).ok();
+        // A framework records the result as the MCP result, its content list, its text, or
+        // that text encoded once more as a JSON string.
+        let json = match json {
+            Some(Value::String(inner)) => serde_json::from_str(&inner)
+                .ok()
+                .or(Some(Value::String(inner))),
+            json => json,
+        };
+        let texts = json.as_ref().map(content_texts).unwrap_or_default();
         match &self.named {
             Named::Structured(pointer) => {
-                let json = json?;
-                let structured = json.get("structuredContent").unwrap_or(&json);
-                scalar(structured.pointer(pointer)?)
+                let found = |json: &Value| {
+                    let structured = json.get("structuredContent").unwrap_or(json);
+                    scalar(structured.pointer(pointer)?)
+                };
+                json.as_ref().and_then(found).or_else(|| {
+                    texts
+                        .iter()
+                        .filter_map(|t| serde_json::from_str::<Value>(t).ok())
+                        .find_map(|j| found(&j))
+                })
             }
             Named::Text(regex) => {
-                let text = json
-                    .as_ref()
-                    .and_then(|j| j.get("content"))
-                    .and_then(Value::as_array)
-                    .map(|items| {
-                        items
-                            .iter()
-                            .filter_map(|i| i.get("text").and_then(Value::as_str))
-                            .collect::<Vec<_>>()
-                            .join("\n")
-                    })
-                    .unwrap_or_else(|| match &json {
-                        Some(Value::String(s)) => s.clone(),
-                        _ => result.to_owned(),
-                    });
+                let text = if texts.is_empty() {
+                    result.to_owned()
+                } else {
+                    texts.join("\n")
+                };
                 let found = regex.captures(&text)?;
                 Some(found.get(1).or_else(|| found.get(0))?.as_str().to_owned())
             }
@@ -353,6 +359,21 @@ impl Rules {
     #[cfg(not(feature = "mcp"))]
     fn tool_identity(&self, _result: &str) -> Option<String> {
         None
+    }
+}
+
+/// The texts of a tool result: its content items' `text` (in an MCP result's `content`, or a
+/// content list as it is), or the result itself when it is a string.
+#[cfg(feature = "mcp")]
+fn content_texts(result: &Value) -> Vec<&str> {
+    let items = result.get("content").unwrap_or(result);
+    match (items.as_array(), result.as_str()) {
+        (Some(items), _) => items
+            .iter()
+            .filter_map(|i| i.get("text").and_then(Value::as_str))
+            .collect(),
+        (None, Some(text)) => vec![text],
+        (None, None) => Vec::new(),
     }
 }
 

@@ -939,6 +939,99 @@ fn tool_arguments_a_tracer_wrapped_are_read_inside_their_wrapper() {
 }
 
 #[test]
+fn tool_calls_recorded_as_span_events_and_results_as_content_lists_are_read() {
+    // Strands Agents records a tool call's input as a gen_ai.tool.message event and its
+    // result, a list of content items, as a gen_ai.choice event; other frameworks write the
+    // result's text, or that text as a JSON string. Each names its ticket.
+    let results = [
+        json!([{"text": json!({"ticket_id": 7}).to_string()}]).to_string(),
+        json!({"content": [{"type": "text", "text": json!({"ticket_id": 8}).to_string()}]})
+            .to_string(),
+        json!(json!({"ticket_id": 9}).to_string()).to_string(),
+    ];
+    let span = |i: u64, result: &str| {
+        let start = 1_765_000_000_000_000_000u64 + i * 1_000_000_000;
+        let event = |name: &str, key: &str, value: String| {
+            json!({"timeUnixNano": start.to_string(), "name": name,
+                   "attributes": [{"key": key, "value": {"stringValue": value}}]})
+        };
+        json!({"traceId": "5b8efff798038103d269b633813fc60c", "spanId": format!("{i:016x}"), "name": "execute_tool create_ticket",
+        "kind": 1, "startTimeUnixNano": start.to_string(), "endTimeUnixNano": (start + 5_000_000).to_string(),
+        "attributes": [
+            {"key": "gen_ai.operation.name", "value": {"stringValue": "execute_tool"}},
+            {"key": "gen_ai.tool.name", "value": {"stringValue": "create_ticket"}},
+            {"key": "gen_ai.tool.call.id", "value": {"stringValue": format!("tooluse_{i}")}}
+        ],
+        "events": [
+            event("gen_ai.tool.message", "content", json!({"title": "Disk full", "idempotency_key": "k-1"}).to_string()),
+            event("gen_ai.choice", "message", result.to_owned())
+        ]})
+    };
+    for pair in [[0, 1], [1, 2], [2, 0]] {
+        let spans: Vec<Value> = pair
+            .iter()
+            .map(|&r| span(r as u64 + 1, &results[r]))
+            .collect();
+        let trace = json!({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]});
+        let (found, _dir) = audit_files(MCP_TARGET, &[("trace.json", trace.to_string())], &[]);
+        assert_exit(&found, 1);
+        // One key (read from the event), two tickets (read from each shape of result).
+        assert_eq!(
+            found.verdict("one-key-one-effect"),
+            "FAIL",
+            "{pair:?}: {}",
+            found.text()
+        );
+        assert_eq!(found.verdict("changed-payload"), "NOT_COVERED", "{pair:?}");
+    }
+}
+
+#[test]
+fn older_otlp_names_and_a_client_span_without_its_kind_are_read() {
+    // OTLP before 0.15 named scopeSpans instrumentationLibrarySpans; a span whose kind is
+    // unset but records the full URL is a client's, and its reply that never came is lost.
+    let span = |id: u64, status: Option<u16>| {
+        let mut attributes = vec![
+            json!({"key": "http.method", "value": {"stringValue": "POST"}}),
+            json!({"key": "http.url", "value": {"stringValue": "http://127.0.0.1:8000/tickets"}}),
+            json!({"key": "http.request.header.idempotency-key", "value": {"arrayValue": {"values": [{"stringValue": "k-1"}]}}}),
+        ];
+        if let Some(status) = status {
+            attributes.push(
+                json!({"key": "http.status_code", "value": {"intValue": status.to_string()}}),
+            );
+        }
+        let start = 1_765_000_000_000_000_000u64 + id * 1_000_000_000;
+        json!({"traceId": format!("{id:032x}"), "spanId": format!("{id:016x}"), "name": "HTTP POST",
+               "startTimeUnixNano": start.to_string(), "endTimeUnixNano": (start + 9_000_000).to_string(),
+               "attributes": attributes})
+    };
+    let trace = |spans: Vec<Value>| {
+        json!({"resourceSpans": [{"instrumentationLibrarySpans": [{"spans": spans}]}]}).to_string()
+    };
+    let (lost, _dir) = audit_files(TARGET, &[("old.json", trace(vec![span(1, None)]))], &[]);
+    assert_exit(&lost, 1);
+    assert_eq!(
+        lost.verdict("unresolved-intention"),
+        "FAIL",
+        "{}",
+        lost.text()
+    );
+    let (retried, _dir) = audit_files(
+        TARGET,
+        &[("old.json", trace(vec![span(1, None), span(2, Some(201))]))],
+        &[],
+    );
+    assert_exit(&retried, 0);
+    assert_eq!(
+        retried.verdict("unresolved-intention"),
+        "PASS",
+        "{}",
+        retried.text()
+    );
+}
+
+#[test]
 fn a_long_read_shows_its_progress_on_stderr() {
     // A HAR of some seventy megabytes: entries carrying a large read each, and a few creates.
     let folder = tempfile::tempdir().unwrap();
