@@ -310,6 +310,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// `text` on one line, as a message is printed: every run of white space, line breaks included,
 /// becomes one space.
+#[cfg(feature = "http")]
 pub(crate) fn folded(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
