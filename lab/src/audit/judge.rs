@@ -240,13 +240,7 @@ pub fn judge(attempts: &[Attempt], texts: &Texts) -> (Vec<PointReport>, BTreeSet
     let by_payload = by_payload(attempts, &sets);
     let next = continuations(attempts, &sets, &by_payload);
     let prev = predecessors(&next);
-    // Callers some of whose requests have no recorded body: a request sent again by them may
-    // be one the audit cannot match.
-    let unmatched: BTreeSet<u32> = attempts
-        .iter()
-        .filter(|a| a.payload.is_none())
-        .map(|a| a.caller)
-        .collect();
+    let ends = Ends::of((attempts, texts), &sets, &next);
     for (s, set) in sets.iter().enumerate() {
         if set.key.is_some() {
             judge_key((attempts, texts), set, changed, one_effect);
@@ -275,7 +269,7 @@ pub fn judge(attempts: &[Attempt], texts: &Texts) -> (Vec<PointReport>, BTreeSet
             None => judge_end(
                 attempts,
                 (&sets, &prev, s),
-                &unmatched,
+                &ends,
                 [retry, replan, unresolved],
             ),
         }
@@ -310,14 +304,14 @@ pub fn judge(attempts: &[Attempt], texts: &Texts) -> (Vec<PointReport>, BTreeSet
 fn judge_end(
     attempts: &[Attempt],
     (sets, prev, s): (&[Set], &[Option<usize>], usize),
-    unmatched: &BTreeSet<u32>,
+    ends: &Ends,
     [retry, replan, unresolved]: [&mut Tally; 3],
 ) {
     let set = &sets[s];
     let last = *set.attempts.last().expect("a set holds an attempt");
     let end = end_of(&attempts[last]);
     let matchable =
-        set.key.is_some() || (set.payload.is_some() && !unmatched.contains(&set.caller));
+        set.key.is_some() || (set.payload.is_some() && !ends.unmatched.contains(&set.caller));
     if unanswered(&attempts[last]) && !matchable {
         let why = "its body or its key is not in the recording: a request sent again cannot be \
                    matched to it";
@@ -335,6 +329,12 @@ fn judge_end(
              be read",
             id(last),
         ),
+        End::Lost if ends.elsewhere.contains(&s) => unresolved.unjudged(
+            "its key or its payload was sent again later by a caller told apart by other \
+             credentials (a token refreshed, or another caller): whether that was its retry \
+             cannot be read",
+            id(last),
+        ),
         End::Lost => unresolved.fail(
             format!(
                 "#{} got no reply, and the intention was never asked for again",
@@ -350,6 +350,111 @@ fn judge_end(
         ),
         End::Answered | End::Failed => {}
     }
+}
+
+/// What an intention's end is judged against.
+struct Ends {
+    /// Callers some of whose requests have no recorded body: a request sent again by them may
+    /// be one the audit cannot match.
+    unmatched: BTreeSet<u32>,
+    /// The sets whose last reply was lost, nothing of their caller continues them, and whose
+    /// key or payload another caller sent later: the same client under a refreshed token
+    /// looks like another caller.
+    elsewhere: BTreeSet<usize>,
+}
+
+impl Ends {
+    fn of(creates: Creates, sets: &[Set], next: &[Option<usize>]) -> Ends {
+        let attempts = creates.0;
+        let lost_ends: Vec<usize> = (0..sets.len())
+            .filter(|&s| next[s].is_none())
+            .filter(|&s| {
+                let last = sets[s].attempts.last();
+                last.is_some_and(|&i| end_of(&attempts[i]) == End::Lost)
+            })
+            .collect();
+        Ends {
+            unmatched: attempts
+                .iter()
+                .filter(|a| a.payload.is_none())
+                .map(|a| a.caller)
+                .collect(),
+            elsewhere: sent_again_by_others(creates, sets, &lost_ends),
+        }
+    }
+}
+
+/// When an attempt was sent (its start, then the order read) and by whom.
+type Sent = ((Option<i64>, usize), u32);
+
+/// The latest attempt carrying one key or payload, and the latest of another caller than its.
+#[derive(Default)]
+struct Latest {
+    first: Option<Sent>,
+    other: Option<Sent>,
+}
+
+impl Latest {
+    fn saw(&mut self, sent: Sent) {
+        match self.first {
+            None => self.first = Some(sent),
+            Some(first) if first.1 == sent.1 => self.first = Some(first.max(sent)),
+            Some(first) if sent.0 > first.0 => (self.first, self.other) = (Some(sent), Some(first)),
+            Some(_) => self.other = self.other.max(Some(sent)),
+        }
+    }
+
+    /// Whether a caller other than `caller` sent it after `at`.
+    fn by_another_after(&self, caller: u32, at: (Option<i64>, usize)) -> bool {
+        let latest = match self.first {
+            Some(first) if first.1 != caller => Some(first),
+            _ => self.other,
+        };
+        latest.is_some_and(|(when, _)| when > at)
+    }
+}
+
+/// The sets among `ends` whose key, or payload, a caller other than theirs sent after their
+/// last attempt: one pass over the attempts, keeping per key and payload of `ends` the latest
+/// two senders.
+fn sent_again_by_others(
+    (attempts, texts): Creates,
+    sets: &[Set],
+    ends: &[usize],
+) -> BTreeSet<usize> {
+    let mut keys: HashMap<&str, Latest> = HashMap::new();
+    let mut payloads: HashMap<u64, Latest> = HashMap::new();
+    for &s in ends {
+        if let Some(key) = sets[s].key {
+            keys.entry(key).or_default();
+        }
+        if let Some(payload) = sets[s].payload {
+            payloads.entry(payload).or_default();
+        }
+    }
+    for (i, attempt) in attempts.iter().enumerate() {
+        let sent = ((attempt.start_ns, i), attempt.caller);
+        if let Some(latest) = attempt.key.and_then(|k| keys.get_mut(texts.get(k))) {
+            latest.saw(sent);
+        }
+        if let Some(latest) = attempt.payload.and_then(|p| payloads.get_mut(&p)) {
+            latest.saw(sent);
+        }
+    }
+    ends.iter()
+        .copied()
+        .filter(|&s| {
+            let set = &sets[s];
+            let last = *set.attempts.last().expect("a set holds an attempt");
+            let at = (attempts[last].start_ns, last);
+            let by_key = set.key.and_then(|k| keys.get(k));
+            let by_payload = set.payload.and_then(|p| payloads.get(&p));
+            [by_key, by_payload]
+                .into_iter()
+                .flatten()
+                .any(|latest| latest.by_another_after(set.caller, at))
+        })
+        .collect()
 }
 
 /// Each point's report from its tally, and the exchanges they cite.

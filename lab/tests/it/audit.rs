@@ -441,6 +441,40 @@ fn a_reply_never_received_and_never_asked_for_again_is_unresolved() {
     ]);
     assert_exit(&resolved, 0);
     assert_eq!(resolved.verdict("unresolved-intention"), "PASS");
+
+    // The same client sent it again under a token it refreshed, which the file does not name:
+    // with its key, or (without one) with its payload. Told apart as another caller, the
+    // request is no proof the first was never asked for again.
+    for (key, again) in [(Some("k-2"), Some("k-2")), (None, None)] {
+        let refreshed = audit(&[
+            call(0.0, Some("k-1"), "Disk full").answered(201, Some("t-1")),
+            call(1.0, key, "Printer jams"),
+            call(2.0, again, "Printer jams")
+                .by("token-a-refreshed")
+                .answered(201, Some("t-2")),
+        ]);
+        assert_exit(&refreshed, 0);
+        assert_eq!(
+            refreshed.verdict("unresolved-intention"),
+            "NOT_COVERED",
+            "key {key:?}: {}",
+            refreshed.text()
+        );
+        assert!(
+            refreshed.text().contains("a token refreshed"),
+            "{}",
+            refreshed.text()
+        );
+    }
+    // Another caller's request before the lost one is no retry of it.
+    let before = audit(&[
+        call(0.0, Some("k-2"), "Printer jams")
+            .by("token-b")
+            .answered(201, Some("t-1")),
+        call(1.0, Some("k-2"), "Printer jams"),
+    ]);
+    assert_exit(&before, 1);
+    assert_eq!(before.verdict("unresolved-intention"), "FAIL");
 }
 
 /// An OTLP JSON trace of tool calls under the attribute names an agent framework emits.

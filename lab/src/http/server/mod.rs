@@ -9,7 +9,6 @@
 mod listener;
 mod routes;
 
-#[cfg(feature = "mcp")]
 pub(crate) use listener::accept_until_stopped;
 
 use std::path::PathBuf;
