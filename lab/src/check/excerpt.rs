@@ -32,10 +32,28 @@ pub struct Excerpt<'a> {
     pub before: Option<CountRead>,
     /// The first count read after the last drawn exchange.
     pub after: Option<CountRead>,
+    /// An audit's: where the recordings hold the exchanges (`#2 traffic.har entries[1]`), in
+    /// place of the counts a run reads.
+    pub recorded_at: Option<String>,
 }
 
-/// The evidence of `point`: its own exchanges when there are few; otherwise those its failed
-/// sub-checks rest on, the first [`MOST_DRAWN`] of them drawn.
+impl Excerpt<'_> {
+    /// The lines around the exchanges: the counts read before and after them, or where the
+    /// recordings hold them.
+    pub fn framing(&self) -> (String, String) {
+        match &self.recorded_at {
+            Some(places) => (format!("recorded at: {places}"), String::new()),
+            None => (
+                format!("count before: {}", count_line(self.before)),
+                format!("count after: {}", count_line(self.after)),
+            ),
+        }
+    }
+}
+
+/// The evidence of `point`: its own exchanges when there are few; otherwise (and in an audit,
+/// whose exchanges are the recordings', no point's own) those its failed sub-checks rest on,
+/// the first [`MOST_DRAWN`] of them drawn.
 pub fn of_point<'a>(report: &'a Report, point: &PointReport) -> Excerpt<'a> {
     let own: Vec<usize> = report
         .history
@@ -43,7 +61,7 @@ pub fn of_point<'a>(report: &'a Report, point: &PointReport) -> Excerpt<'a> {
         .filter(|e| e.point == point.name)
         .map(|e| e.id)
         .collect();
-    let mut ids: Vec<usize> = if own.len() <= MOST_DRAWN {
+    let mut ids: Vec<usize> = if own.len() <= MOST_DRAWN && report.command != super::report::AUDIT {
         own
     } else {
         point
@@ -70,11 +88,7 @@ pub fn of_exchanges<'a>(report: &'a Report, ids: &[usize]) -> Excerpt<'a> {
         shown.extend_from_slice(&ids[tail..]);
         (shown, ids[head..tail].to_vec(), head)
     };
-    // Exchange n is history[n - 1]: the history numbers them from 1, in order.
-    let drawn: Vec<&Exchange> = shown
-        .iter()
-        .filter_map(|id| id.checked_sub(1).and_then(|i| report.history.get(i)))
-        .collect();
+    let drawn: Vec<&Exchange> = shown.iter().filter_map(|&id| report.exchange(id)).collect();
     let first = drawn.first().map(|e| e.id);
     let last = drawn.last().map(|e| e.id);
     let before = first.and_then(|first| {
@@ -92,6 +106,11 @@ pub fn of_exchanges<'a>(report: &'a Report, ids: &[usize]) -> Excerpt<'a> {
         gap_at,
         before,
         after,
+        recorded_at: if report.command == super::report::AUDIT {
+            report.places_of(ids)
+        } else {
+            None
+        },
     }
 }
 

@@ -250,7 +250,7 @@ fn sequence(out: &mut String, point: &str, excerpt: &Excerpt) {
         "<figure class=\"seq{}\" data-point=\"{point}\" data-exchanges=\"{}\">\n\
          <figcaption>The exchanges of {point}, in order</figcaption>\n\
          <div class=\"seq-heads\">{}</div>\n\
-         <div class=\"seq-lanes\">\n<p class=\"seq-count\"><span>count before: {}</span></p>",
+         <div class=\"seq-lanes\">\n<p class=\"seq-count\"><span>{}</span></p>",
         if hop { " hop" } else { "" },
         excerpt.drawn.len(),
         if hop {
@@ -258,7 +258,7 @@ fn sequence(out: &mut String, point: &str, excerpt: &Excerpt) {
         } else {
             "<span>client</span><span>service</span>"
         },
-        escape(&excerpt::count_line(excerpt.before)),
+        escape(&excerpt.framing().0),
         point = escape(point),
     );
     let drawn = &excerpt.drawn;
@@ -292,11 +292,15 @@ fn sequence(out: &mut String, point: &str, excerpt: &Excerpt) {
     if excerpt.gap_at == excerpt.drawn.len() {
         left_out(out, &excerpt.left_out);
     }
-    let _ = writeln!(
-        out,
-        "<p class=\"seq-count\"><span>count after: {}</span></p>\n</div>\n</figure>",
-        escape(&excerpt::count_line(excerpt.after)),
-    );
+    let after = excerpt.framing().1;
+    if !after.is_empty() {
+        let _ = writeln!(
+            out,
+            "<p class=\"seq-count\"><span>{}</span></p>",
+            escape(&after)
+        );
+    }
+    out.push_str("</div>\n</figure>\n");
 }
 
 /// The exchanges not drawn, where they belong in the sequence.

@@ -29,8 +29,14 @@ pub fn to_junit(report: &Report) -> String {
     let mut totals = Totals::default();
     let mut suite_names = Unique::default();
     if !report.calibration.steps.is_empty() {
-        suite_names.name("calibration");
-        calibration_suite(&mut suites, &report.calibration.steps, &mut totals);
+        // The audit's first steps say what its recordings held: no calibration of a service.
+        let first = if report.command == super::report::AUDIT {
+            "recordings"
+        } else {
+            "calibration"
+        };
+        suite_names.name(first);
+        calibration_suite(&mut suites, (first, &report.calibration.steps), &mut totals);
     }
     for point in &report.points {
         let name = suite_names.name(point.name);
@@ -78,29 +84,26 @@ struct Totals {
     failures: usize,
 }
 
-fn calibration_suite(out: &mut String, steps: &[Step], totals: &mut Totals) {
+fn calibration_suite(out: &mut String, (suite, steps): (&str, &[Step]), totals: &mut Totals) {
     let failures = steps.iter().filter(|s| !s.passed).count();
     totals.tests += steps.len();
     totals.failures += failures;
     let _ = writeln!(
         out,
-        "  <testsuite name=\"calibration\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"0\">",
+        "  <testsuite name=\"{suite}\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"0\">",
         steps.len()
     );
     let mut names = Unique::default();
     for step in steps {
         let name = attribute(&names.name(&format!("{}: {}", step.name, step.field)));
-        let _ = write!(
-            out,
-            "    <testcase classname=\"calibration\" name=\"{name}\""
-        );
+        let _ = write!(out, "    <testcase classname=\"{suite}\" name=\"{name}\"");
         if step.passed {
             out.push_str("/>\n");
             continue;
         }
         let _ = writeln!(
             out,
-            ">\n      <failure type=\"calibration\" message=\"{}\">{}</failure>\n    </testcase>",
+            ">\n      <failure type=\"{suite}\" message=\"{}\">{}</failure>\n    </testcase>",
             attribute(&excerpt::trimmed(&step.detail, 200)),
             text(&step.detail)
         );
@@ -154,7 +157,7 @@ fn test_case(out: &mut String, report: &Report, (classname, case): (&str, &str),
     let took: u64 = check
         .exchanges
         .iter()
-        .filter_map(|id| id.checked_sub(1).and_then(|i| report.history.get(i)))
+        .filter_map(|&id| report.exchange(id))
         .map(|e| e.took_ms)
         .sum();
     let _ = write!(
@@ -203,14 +206,14 @@ pub fn failure_text(check: &SubCheck, excerpt: &Excerpt) -> String {
         "recommended: reported, does not fail the run"
     };
     let mut out = format!(
-        "grade: {} ({binding})\nchecked: {}\nexpected: {}\nobserved: {}\ncount before: {}\ncount after: {}\n",
-        check.grade,
-        check.what,
-        check.expected,
-        check.observed,
-        excerpt::count_line(excerpt.before),
-        excerpt::count_line(excerpt.after),
+        "grade: {} ({binding})\nchecked: {}\nexpected: {}\nobserved: {}\n",
+        check.grade, check.what, check.expected, check.observed,
     );
+    for line in <[String; 2]>::from(excerpt.framing()) {
+        if !line.is_empty() {
+            let _ = writeln!(out, "{line}");
+        }
+    }
     if !excerpt.drawn.is_empty() {
         out.push_str("exchanges:\n");
     }

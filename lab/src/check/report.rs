@@ -530,12 +530,21 @@ impl Report {
         self.points.iter().filter(|p| p.verdict == Verdict::Fail)
     }
 
+    /// Exchange `id`. A run's history numbers its exchanges from 1, in order; an audit's holds
+    /// only the exchanges it cites, each under its create's number in the recordings.
+    pub fn exchange(&self, id: usize) -> Option<&Exchange> {
+        let in_order = id.checked_sub(1).and_then(|i| self.history.get(i));
+        in_order
+            .filter(|e| e.id == id)
+            .or_else(|| self.history.iter().find(|e| e.id == id))
+    }
+
     /// The keys the exchanges carried, as sent (`#3 "…" #4 no key`), for a failed sub-check's
     /// lines; `None` without exchanges. Every exchange in `--json` carries its key too.
     fn keys_of(&self, ids: &[usize]) -> Option<String> {
         let keys: Vec<String> = ids
             .iter()
-            .filter_map(|id| self.history.iter().find(|e| e.id == *id))
+            .filter_map(|&id| self.exchange(id))
             .map(|e| match &e.key {
                 Some(key) => format!("#{} {key}", e.id),
                 None => format!("#{} no key", e.id),
@@ -546,10 +555,10 @@ impl Report {
 
     /// Where the recordings hold the exchanges (`#1 proxy.jsonl line 2`), for an audit's
     /// failed sub-check; `None` without exchanges.
-    fn places_of(&self, ids: &[usize]) -> Option<String> {
+    pub(crate) fn places_of(&self, ids: &[usize]) -> Option<String> {
         let places: Vec<String> = ids
             .iter()
-            .filter_map(|id| self.history.iter().find(|e| e.id == *id))
+            .filter_map(|&id| self.exchange(id))
             .map(|e| format!("#{} {}", e.id, e.step))
             .collect();
         (!places.is_empty()).then(|| places.join(", "))

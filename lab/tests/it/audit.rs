@@ -570,6 +570,59 @@ fn a_tool_call_that_failed_and_was_re_planned_under_a_new_key_cannot_be_judged_f
 }
 
 #[test]
+fn a_finding_is_in_every_report_form_with_the_recordings_read_first() {
+    let calls = [
+        call(0.0, Some("k-1"), "Disk full").answered(201, Some("t-1")),
+        call(1.0, Some("k-2"), "Printer jams"),
+    ];
+    let (json, folder) = audit_files(
+        TARGET,
+        &[("traffic.har", har(&calls).to_string())],
+        &["--junit", "{dir}/report.xml", "--html", "{dir}/report.html"],
+    );
+    assert_exit(&json, 1);
+    assert_eq!(json.verdict("unresolved-intention"), "FAIL");
+    let junit = std::fs::read_to_string(folder.path().join("report.xml")).unwrap();
+    let suites: Vec<&str> = junit
+        .match_indices("<testsuite name=\"")
+        .map(|(at, m)| {
+            let name = &junit[at + m.len()..];
+            &name[..name.find('"').unwrap()]
+        })
+        .collect();
+    assert_eq!(suites[0], "recordings", "{junit}");
+    assert!(suites.contains(&"unresolved-intention"), "{junit}");
+    assert!(!junit.contains("calibration"), "{junit}");
+    assert_eq!(junit.matches("<failure").count(), 1, "{junit}");
+    // The failure cites the lost request, drawn and placed in the recording, with no count of
+    // a service (an audit reads none).
+    assert!(
+        junit.contains("recorded at: #2 traffic.har entries[1]"),
+        "{junit}"
+    );
+    assert!(
+        junit.contains("exchanges:\n  #2 alice · traffic.har entries[1]: POST /tickets, key k-2"),
+        "{junit}"
+    );
+    assert!(!junit.contains("count before"), "{junit}");
+    let html = std::fs::read_to_string(folder.path().join("report.html")).unwrap();
+    assert!(html.contains("What was read") && html.contains("unresolved-intention"));
+    assert!(html.contains("recorded at: #2 traffic.har entries[1]"));
+    assert!(!html.contains("count before"));
+    let plain = Command::new(LAB)
+        .arg("audit")
+        .arg("--target")
+        .arg(folder.path().join("target.toml"))
+        .arg(folder.path().join("traffic.har"))
+        .output()
+        .unwrap();
+    assert_eq!(plain.status.code(), Some(1));
+    let plain = String::from_utf8_lossy(&plain.stdout);
+    assert!(plain.contains("recordings: read in one pass"), "{plain}");
+    assert!(plain.contains("FAIL unresolved-intention"), "{plain}");
+}
+
+#[test]
 fn a_recording_that_is_not_one_the_audit_reads_is_refused_naming_the_file_and_the_place() {
     let truncated = {
         let text = har(&[call(0.0, Some("k"), "x").answered(201, Some("t"))]).to_string();
