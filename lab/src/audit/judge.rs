@@ -39,6 +39,8 @@ pub struct Attempt {
     pub delivery: Delivery,
     /// Whether the reply it got was a failure (a server error, a failed tool call).
     pub failed: bool,
+    /// Whether it is a server's record of the request (a server span), not its sender's.
+    pub server_side: bool,
 }
 
 impl Attempt {
@@ -432,7 +434,8 @@ fn sent_again_by_others(
             payloads.entry(payload).or_default();
         }
     }
-    for (i, attempt) in attempts.iter().enumerate() {
+    // A server's span of a request is no request sent again: its caller is the server.
+    for (i, attempt) in attempts.iter().enumerate().filter(|(_, a)| !a.server_side) {
         let sent = ((attempt.start_ns, i), attempt.caller);
         if let Some(latest) = attempt.key.and_then(|k| keys.get_mut(texts.get(k))) {
             latest.saw(sent);

@@ -128,6 +128,7 @@ impl Gathered {
             effect,
             delivery: exchange.delivery,
             failed,
+            server_side: !exchange.client_side,
         });
         let route = self.route(exchange.method, exchange.path);
         let texts = &mut self.texts;
@@ -166,10 +167,27 @@ impl Gathered {
         });
     }
 
-    /// Leaves out the creates numbered in `dropped` (in order).
+    /// Leaves out the creates numbered in `dropped` (in order), and the callers only they had.
     fn drop_creates(&mut self, dropped: &[usize]) {
         leave_out(&mut self.attempts, dropped);
         leave_out(&mut self.briefs, dropped);
+        let mut used = vec![false; self.callers.len()];
+        for attempt in &self.attempts {
+            used[attempt.caller as usize] = true;
+        }
+        let mut renumbered = vec![0; self.callers.len()];
+        let mut kept = Vec::new();
+        for (i, name) in std::mem::take(&mut self.callers).into_iter().enumerate() {
+            if used[i] {
+                renumbered[i] = u32::try_from(kept.len()).unwrap_or(u32::MAX);
+                kept.push(name);
+            }
+        }
+        for attempt in &mut self.attempts {
+            attempt.caller = renumbered[attempt.caller as usize];
+        }
+        self.caller_index = kept.iter().cloned().zip(0..).collect();
+        self.callers = kept;
     }
 }
 

@@ -320,14 +320,14 @@ impl Rules {
 
     #[cfg(feature = "mcp")]
     fn tool_identity(&self, result: &str) -> Option<String> {
-        let json = serde_json::from_str::<Value>(result).ok();
         // A framework records the result as the MCP result, its content list, its text, or
-        // that text encoded once more as a JSON string.
-        let json = match json {
-            Some(Value::String(inner)) => serde_json::from_str(&inner)
-                .ok()
-                .or(Some(Value::String(inner))),
-            json => json,
+        // that text encoded once more as a JSON string: then the text, and what it holds.
+        let (text, json) = match serde_json::from_str::<Value>(result).ok() {
+            Some(Value::String(inner)) => {
+                let json = serde_json::from_str(&inner).ok();
+                (inner, json)
+            }
+            json => (result.to_owned(), json),
         };
         let texts = json.as_ref().map(content_texts).unwrap_or_default();
         match &self.named {
@@ -345,7 +345,7 @@ impl Rules {
             }
             Named::Text(regex) => {
                 let text = if texts.is_empty() {
-                    result.to_owned()
+                    text
                 } else {
                     texts.join("\n")
                 };

@@ -916,8 +916,11 @@ fn a_traces_server_spans_of_the_create_give_way_to_its_client_spans_and_stand_al
             json!({"key": "http.request.method", "value": {"stringValue": "POST"}}),
             json!({"key": "url.full", "value": {"stringValue": "http://127.0.0.1:8000/tickets"}}),
             json!({"key": "http.request.header.idempotency-key", "value": {"arrayValue": {"values": [{"stringValue": key}]}}}),
-            json!({"key": "http.request.header.authorization", "value": {"arrayValue": {"values": [{"stringValue": "Bearer token-a"}]}}}),
         ];
+        // The client's spans record its credentials; the server's, of its own resource, none.
+        if client {
+            attributes.push(json!({"key": "http.request.header.authorization", "value": {"arrayValue": {"values": [{"stringValue": "Bearer token-a"}]}}}));
+        }
         if let Some(status) = status {
             attributes
                 .push(json!({"key": "http.response.status_code", "value": {"intValue": status}}));
@@ -929,7 +932,9 @@ fn a_traces_server_spans_of_the_create_give_way_to_its_client_spans_and_stand_al
                "name": "POST", "kind": if client { 3 } else { 2 },
                "startTimeUnixNano": start.to_string(), "endTimeUnixNano": (start + 9_000_000).to_string(),
                "attributes": attributes}]);
-        json!({"scopeSpans": [{"spans": spans}]})
+        let service = if client { "agent" } else { "tickets-api" };
+        json!({"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": service}}]},
+               "scopeSpans": [{"spans": spans}]})
     };
     // k-1's reply never reached the client (the server answered 201); k-2's did.
     let both = json!({"resourceSpans": [
@@ -953,6 +958,34 @@ fn a_traces_server_spans_of_the_create_give_way_to_its_client_spans_and_stand_al
     assert_eq!(
         audit.cited("unresolved-intention"),
         ["trace.json span 000000000000000b"]
+    );
+    // The server is no caller: its spans were left out.
+    assert_eq!(
+        audit.report["calibration"]["steps"][2]["detail"],
+        "1 caller: alice"
+    );
+    // The server's trace beside the client's HAR: the server's span of the lost request, a
+    // caller of its own there, is no retry of it.
+    let client = har(&[call(1.0, Some("k-3"), "Disk full")]);
+    // Its span begins a millisecond after the HAR's request (2026-12-07T10:00:01Z).
+    let server = json!({"resourceSpans": [span(31_637_601, "k-3", false, Some(201))]});
+    let (audit, _dir) = audit_files(
+        TARGET,
+        &[
+            ("client.har", client.to_string()),
+            ("server.json", server.to_string()),
+        ],
+        &[],
+    );
+    assert_eq!(
+        audit.verdict("unresolved-intention"),
+        "FAIL",
+        "{}",
+        audit.text()
+    );
+    assert_eq!(
+        audit.cited("unresolved-intention"),
+        ["client.har entries[0]"]
     );
 
     let server_only =
@@ -1071,6 +1104,45 @@ fn tool_calls_recorded_as_span_events_and_results_as_content_lists_are_read() {
         );
         assert_eq!(found.verdict("changed-payload"), "NOT_COVERED", "{pair:?}");
     }
+}
+
+#[test]
+fn a_text_identity_is_read_in_a_result_recorded_as_a_json_string() {
+    // A tracer that wrote the tool's return value as a JSON string: the file's pattern reads
+    // the text inside it.
+    let target = MCP_TARGET.replace(
+        "structured_pointer = \"/ticket_id\"",
+        "text_regex = '\"ticket\":\"([^\"]+)\"'",
+    );
+    let trace = tool_trace(
+        &[(0, "k-1", None, false), (100, "k-1", None, false)],
+        [
+            "gen_ai.tool.name",
+            "gen_ai.tool.call.arguments",
+            "gen_ai.tool.call.result",
+        ],
+    );
+    let mut trace: Value = lab::serde_json::from_str(&trace).unwrap();
+    let spans = trace["resourceSpans"][0]["scopeSpans"][0]["spans"]
+        .as_array_mut()
+        .unwrap();
+    for (n, span) in spans.iter_mut().enumerate() {
+        // The JSON string of {"ticket":"T-n"}.
+        let inner = json!({"ticket": format!("T-{}", n + 1)}).to_string();
+        span["attributes"].as_array_mut().unwrap().push(json!({
+            "key": "gen_ai.tool.call.result",
+            "value": {"stringValue": Value::String(inner).to_string()}
+        }));
+    }
+    let (found, _dir) = audit_files(&target, &[("trace.json", trace.to_string())], &[]);
+    assert_exit(&found, 1);
+    assert_eq!(
+        found.verdict("one-key-one-effect"),
+        "FAIL",
+        "{}",
+        found.text()
+    );
+    assert!(found.text().contains("T-1, T-2"), "{}", found.text());
 }
 
 #[test]
