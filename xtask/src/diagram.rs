@@ -4,8 +4,6 @@
 
 use std::fmt::Write;
 
-use crate::timeline::escape;
-
 /// The height of one line of text, in SVG units.
 pub const LINE_HEIGHT: f64 = 14.0;
 
@@ -113,4 +111,12 @@ pub fn row_heights(rows: &[(Vec<String>, Vec<String>)]) -> Vec<f64> {
     rows.iter()
         .map(|(label, side)| (label.len() + 1).max(side.len()) as f64 * LINE_HEIGHT + 14.0)
         .collect()
+}
+
+/// `text` escaped for SVG text and attribute values.
+pub(crate) fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }

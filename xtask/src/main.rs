@@ -66,6 +66,7 @@ mod plots;
 mod postgres;
 mod report_check;
 mod sentences;
+mod serve;
 mod session;
 mod shell;
 mod terms;
@@ -110,7 +111,7 @@ fn main() -> ExitCode {
         ["model-depth"] => model_depth::run(&root()),
         ["layers"] => layers::run(&root()),
         ["layers", other] => layers::run(Path::new(other)),
-        ["words"] => words::run(&root()),
+        ["words"] => terms::problems(&root()).and_then(|terms| words::run(&root(), &terms)),
         ["function-lengths"] => lengths::run(&root(), 10),
         ["function-lengths", most] => match most.parse() {
             Ok(most) => lengths::run(&root(), most),

@@ -29,7 +29,8 @@ use anyhow::{Context, Result, bail};
 use lab::model::{self, Bounds, Counterexample, Lane, Mark, Moment, Report, Variant};
 
 use crate::diagram;
-use crate::timeline::{COMMIT, REFUSED, REPLAY, escape, wrap};
+use crate::diagram::escape;
+use crate::timeline::{COMMIT, REFUSED, REPLAY, wrap};
 
 static RUNS: LazyLock<Mutex<HashMap<&'static str, Report>>> =
     LazyLock::new(|| Mutex::new(HashMap::new()));

@@ -15,7 +15,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-use crate::browser::Server;
+use crate::serve::Server;
 
 /// The folder of the report pages the book shows.
 pub const PAGES: &str = "src/check-report";

@@ -93,13 +93,6 @@ pub(crate) fn wrap(text: &str, width: usize) -> Vec<String> {
     lines
 }
 
-pub(crate) fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
 /// The colour and dash of an event's mark.
 fn style(event: &Event) -> (&'static str, &'static str) {
     match &event.what {

@@ -125,16 +125,17 @@ pub fn on_main_path(part: &str) -> bool {
 ///
 /// # Errors
 /// As [`count`].
-pub fn run(root: &Path) -> Result<()> {
+pub fn run(root: &Path, terms: &[String]) -> Result<()> {
     report(
         root,
         std::env::var("LAB_REQUIRE_SHORT_MAIN_PATH").as_deref() == Ok("1"),
-        &crate::terms::problems(root)?,
+        terms,
     )
 }
 
-/// As [`run`], with `terms` the problems [`crate::terms::problems`] found; `required` makes a
-/// main path over its targets, or a term problem, an error rather than a loud line.
+/// As [`run`], with `terms` the glossary's problems (`cargo xtask words` passes those the terms
+/// check found); `required` makes a main path over its targets, or a term problem, an error
+/// rather than a loud line.
 fn report(root: &Path, required: bool, terms: &[String]) -> Result<()> {
     let counted = count(root)?;
     let (mut main_path, mut main_prose) = (0, 0);
