@@ -209,14 +209,15 @@ fn excerpt(text: &str) -> Cow<'_, str> {
     }
 }
 
+/// A kept body or reply as the report shows it, or that the recording has none.
+fn shown(texts: &Texts, text: Option<Text>) -> String {
+    text.map_or("(body not recorded)", |t| texts.get(t))
+        .to_owned()
+}
+
 /// The answer the report shows for a create's `reply`, as its caller got it.
 fn answer_of(reply: &Kept, delivery: Delivery, texts: &Texts) -> Answer {
-    let excerpt = |text: &Option<Text>| {
-        text.map_or_else(
-            || "(body not recorded)".to_owned(),
-            |t| texts.get(t).to_owned(),
-        )
-    };
+    let excerpt = |text: &Option<Text>| shown(texts, *text);
     let answer = match reply {
         Kept::None => {
             return Answer::NoAnswer {
@@ -375,10 +376,7 @@ fn exchange(
         key: attempt.key.map(|key| texts.get(key).to_owned()),
         method,
         path,
-        body: brief
-            .body
-            .map_or("(body not recorded)", |body| texts.get(body))
-            .to_owned(),
+        body: shown(texts, brief.body),
         answer: answer_of(&brief.reply, attempt.delivery, texts),
         at_ms,
         took_ms: attempt.took_ms.unwrap_or(0),

@@ -448,6 +448,11 @@ impl Run {
         )
     }
 
+    /// Each intention's tickets in the store and what the audit said of it, in plan order.
+    fn fates(&self) -> Vec<(usize, Fate)> {
+        self.left.iter().map(|l| (l.tickets, l.fate)).collect()
+    }
+
     fn index_of(&self, title: &str) -> usize {
         self.plan.iter().position(|i| i.title == title).unwrap()
     }
@@ -717,8 +722,7 @@ fn a_keyed_client_retrying_through_mitmproxy_leaves_one_ticket_and_no_finding() 
     let run = run(&tools, "keyed", held, &plan());
     assert_the_held_reply_was_given_up_on_and_listed_late(&run, 0);
     // urllib3 sent the same key again and the middleware replayed the ticket.
-    let fates: Vec<(usize, Fate)> = run.left.iter().map(|l| (l.tickets, l.fate)).collect();
-    assert_eq!(fates, [(1, Fate::Clean); 3], "{}", run.context());
+    assert_eq!(run.fates(), [(1, Fate::Clean); 3], "{}", run.context());
     assert_eq!(run.exit, 0, "{}", run.context());
     assert_eq!(verdict(&run.report, "one-key-one-effect"), "PASS");
     for point in [
@@ -752,9 +756,8 @@ fn a_keyed_retry_after_the_middleware_lost_its_record_is_two_effects_under_one_k
     };
     let run = run(&tools, "keyed", held, &plan);
     assert_the_held_reply_was_given_up_on_and_listed_late(&run, 0);
-    let fates: Vec<(usize, Fate)> = run.left.iter().map(|l| (l.tickets, l.fate)).collect();
     assert_eq!(
-        fates,
+        run.fates(),
         [
             (1, Fate::Clean),
             (2, Fate::Failed("one-key-one-effect")),
@@ -788,9 +791,8 @@ fn an_unkeyed_client_retrying_through_mitmproxy_leaves_two_tickets_the_audit_nam
     };
     let run = run(&tools, "unkeyed", held, &plan);
     assert_the_held_reply_was_given_up_on_and_listed_late(&run, 0);
-    let fates: Vec<(usize, Fate)> = run.left.iter().map(|l| (l.tickets, l.fate)).collect();
     assert_eq!(
-        fates,
+        run.fates(),
         [
             (1, Fate::Clean),
             (2, Fate::Undecided("retry-without-key")),
@@ -837,9 +839,8 @@ fn a_replan_under_a_new_key_through_mitmproxy_is_undecided_in_a_har_and_never_cl
         "the application did not re-plan after urllib3 gave up\n{}",
         run.context()
     );
-    let fates: Vec<(usize, Fate)> = run.left.iter().map(|l| (l.tickets, l.fate)).collect();
     assert_eq!(
-        fates,
+        run.fates(),
         [
             (1, Fate::Clean),
             (2, Fate::Undecided("new-key-after-lost-reply")),
